@@ -1,0 +1,370 @@
+//! CPU sets: a growable bitset of logical CPU ids with the taskset/Slurm list syntax (`0-3,8,10-11`).
+//!
+//! Every part of cpumgr speaks in CPU sets: the topology's domains, the placer's output, the slots'
+//! published allocation and the affinity masks the enforcer applies. One type keeps them all
+//! comparable and printable the way `taskset -c` and `/proc/PID/status` print them.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// The largest CPU id a CPU list may name. Linux's `NR_CPUS` tops out at 8192 on common
+/// distributions; the simulator models bigger machines, so the bound is generous but finite to
+/// refuse an absurd list (`0-4000000000`) before it allocates gigabytes.
+pub const MAX_CPU_ID: u32 = (1 << 20) - 1;
+
+/// A set of logical CPU ids (hwloc's PUs, the kernel's CPU numbers).
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct CpuSet {
+    words: Vec<u64>,
+}
+
+/// Why a CPU list could not be parsed; `column` is 1-based within the list text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad CPU list {text:?} at column {column}: {reason}")]
+pub struct CpuListError {
+    /// The list that was given.
+    pub text: String,
+    /// 1-based column of the offending item.
+    pub column: usize,
+    /// What is wrong there.
+    pub reason: String,
+}
+
+impl CpuSet {
+    /// The empty set.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The set `{0, 1, ..., n-1}`.
+    pub fn first_n(n: u32) -> Self {
+        let mut s = Self::new();
+        s.insert_range(0, n);
+        s
+    }
+
+    /// The set with the given CPUs.
+    pub fn from_cpus<I: IntoIterator<Item = u32>>(cpus: I) -> Self {
+        let mut s = Self::new();
+        for c in cpus {
+            s.insert(c);
+        }
+        s
+    }
+
+    fn grow_to(&mut self, cpu: u32) {
+        let w = (cpu / 64) as usize;
+        if w >= self.words.len() {
+            self.words.resize(w + 1, 0);
+        }
+    }
+
+    fn trim(&mut self) {
+        while self.words.last() == Some(&0) {
+            self.words.pop();
+        }
+    }
+
+    /// Adds `cpu`; returns whether it was absent.
+    pub fn insert(&mut self, cpu: u32) -> bool {
+        self.grow_to(cpu);
+        let (w, b) = ((cpu / 64) as usize, cpu % 64);
+        let was = self.words[w] & (1 << b) != 0;
+        self.words[w] |= 1 << b;
+        !was
+    }
+
+    /// Adds every CPU in `lo..hi`.
+    pub fn insert_range(&mut self, lo: u32, hi: u32) {
+        for c in lo..hi {
+            self.insert(c);
+        }
+    }
+
+    /// Removes `cpu`; returns whether it was present.
+    pub fn remove(&mut self, cpu: u32) -> bool {
+        let (w, b) = ((cpu / 64) as usize, cpu % 64);
+        match self.words.get_mut(w) {
+            Some(word) if *word & (1 << b) != 0 => {
+                *word &= !(1 << b);
+                self.trim();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether `cpu` is in the set.
+    pub fn contains(&self, cpu: u32) -> bool {
+        let (w, b) = ((cpu / 64) as usize, cpu % 64);
+        self.words.get(w).is_some_and(|word| word & (1 << b) != 0)
+    }
+
+    /// Number of CPUs in the set.
+    pub fn len(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Whether the set has no CPU.
+    pub fn is_empty(&self) -> bool {
+        self.words.iter().all(|w| *w == 0)
+    }
+
+    /// Removes every CPU.
+    pub fn clear(&mut self) {
+        self.words.clear();
+    }
+
+    /// The lowest CPU id, if any.
+    pub fn first(&self) -> Option<u32> {
+        self.iter().next()
+    }
+
+    /// The highest CPU id, if any.
+    pub fn last(&self) -> Option<u32> {
+        let w = self.words.iter().rposition(|w| *w != 0)?;
+        Some(w as u32 * 64 + 63 - self.words[w].leading_zeros())
+    }
+
+    /// The CPUs in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.words.iter().enumerate().flat_map(|(i, &w)| {
+            let mut bits = w;
+            std::iter::from_fn(move || {
+                if bits == 0 {
+                    return None;
+                }
+                let b = bits.trailing_zeros();
+                bits &= bits - 1;
+                Some(i as u32 * 64 + b)
+            })
+        })
+    }
+
+    /// The CPUs in both sets.
+    pub fn intersection(&self, other: &CpuSet) -> CpuSet {
+        let mut words: Vec<u64> = self.words.iter().zip(&other.words).map(|(a, b)| a & b).collect();
+        while words.last() == Some(&0) {
+            words.pop();
+        }
+        CpuSet { words }
+    }
+
+    /// The CPUs in either set.
+    pub fn union(&self, other: &CpuSet) -> CpuSet {
+        let mut s = self.clone();
+        s.union_with(other);
+        s
+    }
+
+    /// Adds every CPU of `other`.
+    pub fn union_with(&mut self, other: &CpuSet) {
+        if other.words.len() > self.words.len() {
+            self.words.resize(other.words.len(), 0);
+        }
+        for (a, b) in self.words.iter_mut().zip(&other.words) {
+            *a |= b;
+        }
+    }
+
+    /// The CPUs of `self` that are not in `other`.
+    pub fn difference(&self, other: &CpuSet) -> CpuSet {
+        let mut s = self.clone();
+        for (a, b) in s.words.iter_mut().zip(&other.words) {
+            *a &= !b;
+        }
+        s.trim();
+        s
+    }
+
+    /// Whether the sets share no CPU.
+    pub fn is_disjoint(&self, other: &CpuSet) -> bool {
+        self.words.iter().zip(&other.words).all(|(a, b)| a & b == 0)
+    }
+
+    /// Whether every CPU of `self` is in `other`.
+    pub fn is_subset(&self, other: &CpuSet) -> bool {
+        self.words
+            .iter()
+            .enumerate()
+            .all(|(i, a)| a & !other.words.get(i).copied().unwrap_or(0) == 0)
+    }
+
+    /// The set as 64-bit words, CPU `i` at bit `i % 64` of word `i / 64` (the kernel's
+    /// `cpu_set_t` layout on 64-bit Linux).
+    pub fn as_words(&self) -> &[u64] {
+        &self.words
+    }
+
+    /// The set from 64-bit words in the layout of [`CpuSet::as_words`].
+    pub fn from_words(words: &[u64]) -> CpuSet {
+        let mut s = CpuSet { words: words.to_vec() };
+        s.trim();
+        s
+    }
+
+    /// Parses a CPU list in the taskset/Slurm syntax: comma-separated ids and ranges `a-b`,
+    /// optionally with a stride `a-b:s` (as `cpuset(7)` allows). Whitespace around items is
+    /// ignored; the empty string is the empty set.
+    pub fn parse(text: &str) -> Result<CpuSet, CpuListError> {
+        let mut set = CpuSet::new();
+        if text.trim().is_empty() {
+            return Ok(set);
+        }
+        let mut column = 1;
+        for item in text.split(',') {
+            let err = |reason: String| CpuListError { text: text.to_string(), column, reason };
+            let trimmed = item.trim();
+            if trimmed.is_empty() {
+                return Err(err("empty item".into()));
+            }
+            let (range, stride) = match trimmed.split_once(':') {
+                Some((r, s)) => (r, parse_id(s).map_err(|e| err(format!("stride: {e}")))?),
+                None => (trimmed, 1),
+            };
+            if stride == 0 {
+                return Err(err("stride must be at least 1".into()));
+            }
+            let (lo, hi) = match range.split_once('-') {
+                Some((a, b)) => (parse_id(a).map_err(&err)?, parse_id(b).map_err(&err)?),
+                None => {
+                    let v = parse_id(range).map_err(&err)?;
+                    (v, v)
+                }
+            };
+            if lo > hi {
+                return Err(err(format!("range {lo}-{hi} runs backwards")));
+            }
+            let mut c = lo;
+            while c <= hi {
+                set.insert(c);
+                c += stride;
+            }
+            column += item.len() + 1;
+        }
+        Ok(set)
+    }
+}
+
+fn parse_id(s: &str) -> Result<u32, String> {
+    let s = s.trim();
+    let v: u64 = s.parse().map_err(|_| format!("{s:?} is not a CPU number"))?;
+    if v > MAX_CPU_ID as u64 {
+        return Err(format!("CPU {v} is above the largest supported id {MAX_CPU_ID}"));
+    }
+    Ok(v as u32)
+}
+
+impl fmt::Display for CpuSet {
+    /// Prints the set in the list syntax, with ranges of three or more CPUs folded (`0-3,8,10-11`
+    /// prints `10,11` for a pair, as the kernel does not; both parse back to the same set).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut first = true;
+        let mut it = self.iter().peekable();
+        while let Some(lo) = it.next() {
+            let mut hi = lo;
+            while it.peek() == Some(&(hi + 1)) {
+                hi = it.next().unwrap_or(hi);
+            }
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            if hi == lo {
+                write!(f, "{lo}")?;
+            } else {
+                write!(f, "{lo}-{hi}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for CpuSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CpuSet({self})")
+    }
+}
+
+impl FromStr for CpuSet {
+    type Err = CpuListError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        CpuSet::parse(s)
+    }
+}
+
+impl FromIterator<u32> for CpuSet {
+    fn from_iter<I: IntoIterator<Item = u32>>(iter: I) -> Self {
+        CpuSet::from_cpus(iter)
+    }
+}
+
+impl Serialize for CpuSet {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for CpuSet {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        CpuSet::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn parses_and_prints_the_taskset_syntax() {
+        let s = CpuSet::parse("0-3,8,10-11").unwrap();
+        assert_eq!(s.iter().collect::<Vec<_>>(), vec![0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(s.to_string(), "0-3,8,10-11");
+        assert_eq!(CpuSet::parse("0-7:2").unwrap().to_string(), "0,2,4,6");
+        assert_eq!(CpuSet::parse(" 5 , 1 ").unwrap().to_string(), "1,5");
+        assert!(CpuSet::parse("").unwrap().is_empty());
+    }
+
+    #[test]
+    fn bad_lists_name_the_column() {
+        let e = CpuSet::parse("0-3,x").unwrap_err();
+        assert_eq!(e.column, 5);
+        assert!(e.to_string().contains("\"x\" is not a CPU number"), "{e}");
+        assert_eq!(CpuSet::parse("3-1").unwrap_err().column, 1);
+        assert!(CpuSet::parse("0,,1").is_err());
+        assert!(CpuSet::parse("0-4000000000").is_err());
+        assert!(CpuSet::parse("0-4:0").is_err());
+    }
+
+    #[test]
+    fn set_algebra() {
+        let a = CpuSet::parse("0-7").unwrap();
+        let b = CpuSet::parse("4-11").unwrap();
+        assert_eq!(a.intersection(&b).to_string(), "4-7");
+        assert_eq!(a.union(&b).to_string(), "0-11");
+        assert_eq!(a.difference(&b).to_string(), "0-3");
+        assert!(!a.is_disjoint(&b));
+        assert!(CpuSet::parse("1-2").unwrap().is_subset(&a));
+        assert_eq!(CpuSet::parse("70,3").unwrap().last(), Some(70));
+        assert_eq!(CpuSet::parse("64").unwrap().difference(&CpuSet::parse("64").unwrap()), CpuSet::new());
+    }
+
+    proptest! {
+        #[test]
+        fn print_parse_round_trip(cpus in proptest::collection::btree_set(0u32..2048, 0..200)) {
+            let s: CpuSet = cpus.iter().copied().collect();
+            prop_assert_eq!(s.len(), cpus.len());
+            let back = CpuSet::parse(&s.to_string()).unwrap();
+            prop_assert_eq!(back.iter().collect::<Vec<_>>(), cpus.into_iter().collect::<Vec<_>>());
+        }
+
+        #[test]
+        fn parser_never_panics(text in "[0-9,:\\- ]{0,24}") {
+            let _ = CpuSet::parse(&text);
+        }
+    }
+}

@@ -1,0 +1,352 @@
+//! The placer: turns a [`Decision`]'s CPU counts into concrete CPU sets on the topology.
+//!
+//! Rules, in order of priority:
+//! 1. No CPU goes to two programs in the same quantum, and only managed CPUs are handed out.
+//! 2. A program keeps the CPUs it ran on (affinity: warm caches, no migration).
+//! 3. A program that grows takes free CPUs as near as possible to the ones it keeps: same core,
+//!    then same L3 domain, same NUMA node, same package.
+//! 4. A program with no CPUs yet goes to the smallest domain that has room for all of it (best
+//!    fit), so programs do not straddle caches or nodes when they need not.
+//! 5. Programs placed in blocks (processor clustering) get whole topology-aligned blocks first.
+//!
+//! Everything works on CPU *positions* (see [`crate::topology`]), where every domain is a
+//! contiguous range, so "free CPUs in my L3" is a scan of one range of a bitset.
+
+use crate::cpuset::CpuSet;
+use crate::policy::Decision;
+use crate::program::Program;
+use crate::topology::{Level, Topology};
+
+/// Places decisions on one topology. Keeps scratch buffers between quanta so a placement
+/// allocates little; the result depends only on the inputs.
+#[derive(Debug, Default)]
+pub struct Placer {
+    free: Vec<u64>,
+    free_in: Vec<u32>,
+}
+
+/// A broken placement invariant, found by [`validate`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlacementError {
+    /// Two programs hold the same CPU.
+    #[error("CPU {cpu} is given to programs {first} and {second}")]
+    Shared {
+        /// The CPU.
+        cpu: u32,
+        /// Index of the first holder.
+        first: usize,
+        /// Index of the second holder.
+        second: usize,
+    },
+    /// A program holds a CPU the scheduler does not manage.
+    #[error("program {program} got CPU {cpu}, which is not managed")]
+    Unmanaged {
+        /// Index of the program.
+        program: usize,
+        /// The CPU.
+        cpu: u32,
+    },
+    /// A set's size differs from the decided count.
+    #[error("program {program} was given {got} CPUs for a count of {count}")]
+    WrongSize {
+        /// Index of the program.
+        program: usize,
+        /// Decided count.
+        count: u32,
+        /// Size of its set.
+        got: usize,
+    },
+    /// The decision hands out more CPUs than are managed.
+    #[error("the decision hands out {total} CPUs of {managed}")]
+    Oversubscribed {
+        /// CPUs handed out.
+        total: u64,
+        /// CPUs managed.
+        managed: usize,
+    },
+}
+
+impl Placer {
+    /// A placer with empty scratch space.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Places `decision` for `programs` (parallel slices) on the `managed` CPUs of `topology`.
+    /// Each program's previous set is its [`Program::cpus`]. A program that does not run, or gets
+    /// a count of 0, gets an empty set. If the decision hands out more CPUs than are free, later
+    /// programs get fewer (the decision is invalid; [`validate`] reports it).
+    pub fn place(
+        &mut self,
+        topology: &Topology,
+        managed: &CpuSet,
+        programs: &[Program],
+        decision: &Decision,
+        sets: &mut Vec<CpuSet>,
+    ) {
+        let n = topology.num_cpus();
+        self.free.clear();
+        self.free.resize(n.div_ceil(64), 0);
+        self.free_in.clear();
+        self.free_in.resize(topology.domains().len(), 0);
+        for cpu in managed.iter() {
+            if let Some(p) = topology.position(cpu) {
+                self.set_free(topology, p, true);
+            }
+        }
+        sets.clear();
+        sets.resize(programs.len(), CpuSet::new());
+        let want = |i: usize| {
+            let a = decision.allocations[i];
+            if a.running {
+                a.count
+            } else {
+                0
+            }
+        };
+
+        // Keep: each program holds on to as many of its previous CPUs as it still gets, lowest
+        // positions first so a shrinking program stays compact.
+        let mut kept: Vec<Vec<u32>> = vec![Vec::new(); programs.len()];
+        for (i, prog) in programs.iter().enumerate() {
+            let count = want(i) as usize;
+            if count == 0 || prog.cpus.is_empty() {
+                continue;
+            }
+            let mut positions: Vec<u32> = prog.cpus.iter().filter_map(|c| topology.position(c)).collect();
+            positions.sort_unstable();
+            for p in positions {
+                if kept[i].len() == count {
+                    break;
+                }
+                if self.is_free(p) {
+                    self.set_free(topology, p, false);
+                    kept[i].push(p);
+                }
+            }
+        }
+
+        // Grow: programs that keep CPUs grow around them first, then newcomers, the largest
+        // first (best fit packs big requests before small ones fragment the machine).
+        let mut order: Vec<usize> = (0..programs.len()).filter(|&i| kept[i].len() < want(i) as usize).collect();
+        order.sort_by_key(|&i| (kept[i].is_empty(), std::cmp::Reverse(want(i) - kept[i].len() as u32), i));
+        for i in order {
+            let mut need = want(i) as usize - kept[i].len();
+            let block = decision.allocations[i].block.max(1) as usize;
+            if block > 1 {
+                need -= self.take_blocks(topology, block, need, &mut kept[i]);
+            }
+            if need == 0 {
+                continue;
+            }
+            let anchor = kept[i].first().copied().or_else(|| self.best_fit(topology, need));
+            if let Some(anchor) = anchor {
+                for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
+                    let d = &topology.domains()[topology.domain_of(anchor, level)];
+                    need -= self.take_range(topology, d.first, d.end, need, &mut kept[i]);
+                    if need == 0 {
+                        break;
+                    }
+                }
+            }
+        }
+        for (i, positions) in kept.iter().enumerate() {
+            sets[i] = positions.iter().map(|&p| topology.cpu_at(p)).collect();
+        }
+    }
+
+    fn is_free(&self, p: u32) -> bool {
+        self.free[(p / 64) as usize] & (1 << (p % 64)) != 0
+    }
+
+    fn set_free(&mut self, topology: &Topology, p: u32, free: bool) {
+        let bit = 1u64 << (p % 64);
+        let word = &mut self.free[(p / 64) as usize];
+        if (*word & bit != 0) == free {
+            return;
+        }
+        if free {
+            *word |= bit;
+        } else {
+            *word &= !bit;
+        }
+        for level in Level::ALL {
+            let d = topology.domain_of(p, level);
+            if free {
+                self.free_in[d] += 1;
+            } else {
+                self.free_in[d] -= 1;
+            }
+        }
+    }
+
+    /// Takes up to `need` free CPUs with positions in `first..end`, lowest first.
+    fn take_range(&mut self, topology: &Topology, first: u32, end: u32, need: usize, into: &mut Vec<u32>) -> usize {
+        let mut taken = 0;
+        let mut p = first;
+        while p < end && taken < need {
+            let word = self.free[(p / 64) as usize] >> (p % 64);
+            if word == 0 {
+                p = (p / 64 + 1) * 64;
+                continue;
+            }
+            p += word.trailing_zeros();
+            if p >= end {
+                break;
+            }
+            self.set_free(topology, p, false);
+            into.push(p);
+            taken += 1;
+            p += 1;
+        }
+        taken
+    }
+
+    /// Takes whole free blocks of `block` positions aligned to multiples of `block`, up to `need`
+    /// CPUs. Returns how many CPUs it took.
+    fn take_blocks(&mut self, topology: &Topology, block: usize, need: usize, into: &mut Vec<u32>) -> usize {
+        let n = topology.num_cpus();
+        let mut taken = 0;
+        let mut start = 0;
+        while start + block <= n && need - taken >= block {
+            if (start..start + block).all(|p| self.is_free(p as u32)) {
+                taken += self.take_range(topology, start as u32, (start + block) as u32, block, into);
+            }
+            start += block;
+        }
+        taken
+    }
+
+    /// The first position of the smallest domain (deepest level, then fewest free CPUs, then
+    /// lowest position) with at least `need` free CPUs; if none has room, the first free CPU.
+    fn best_fit(&self, topology: &Topology, need: usize) -> Option<u32> {
+        for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
+            let mut best: Option<(u32, u32)> = None;
+            for &d in topology.level_indices(level) {
+                let free = self.free_in[d];
+                if free as usize >= need && best.is_none_or(|(f, _)| free < f) {
+                    best = Some((free, d as u32));
+                }
+            }
+            if let Some((_, d)) = best {
+                let dom = &topology.domains()[d as usize];
+                return (dom.first..dom.end).find(|&p| self.is_free(p));
+            }
+        }
+        (0..topology.num_cpus() as u32).find(|&p| self.is_free(p))
+    }
+}
+
+/// Checks a placement: no CPU given twice, only managed CPUs, every running program's set as big
+/// as its count, and the decision within the managed CPUs. Tests call it on every placement, and
+/// debug builds of the schedulers call it every quantum.
+pub fn validate(managed: &CpuSet, decision: &Decision, sets: &[CpuSet]) -> Result<(), PlacementError> {
+    let total = decision.total();
+    if total > managed.len() as u64 {
+        return Err(PlacementError::Oversubscribed { total, managed: managed.len() });
+    }
+    let mut owner: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    for (i, set) in sets.iter().enumerate() {
+        let a = decision.allocations[i];
+        let count = if a.running { a.count } else { 0 };
+        if set.len() != count as usize {
+            return Err(PlacementError::WrongSize { program: i, count, got: set.len() });
+        }
+        for cpu in set.iter() {
+            if !managed.contains(cpu) {
+                return Err(PlacementError::Unmanaged { program: i, cpu });
+            }
+            if let Some(first) = owner.insert(cpu, i) {
+                return Err(PlacementError::Shared { cpu, first, second: i });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::CpuInfo;
+
+    /// 2 packages × 2 L3 × 2 cores × 2 SMT = 16 CPUs, ids numbered like Linux (siblings +8).
+    fn server() -> Topology {
+        let infos: Vec<CpuInfo> = (0..16)
+            .map(|cpu| {
+                let core = cpu % 8;
+                CpuInfo { cpu, package: Some(core / 4), numa: Some(core / 4), l3: Some(core / 2), core: Some(core) }
+            })
+            .collect();
+        Topology::from_cpus(&infos).unwrap()
+    }
+
+    fn decision(counts: &[u32]) -> Decision {
+        let mut d = Decision::default();
+        d.reset(counts.len());
+        for (i, &c) in counts.iter().enumerate() {
+            d.give(i, c);
+        }
+        d
+    }
+
+    fn place(t: &Topology, progs: &[Program], counts: &[u32]) -> Vec<CpuSet> {
+        let mut sets = Vec::new();
+        let d = decision(counts);
+        Placer::new().place(t, t.cpus(), progs, &d, &mut sets);
+        validate(t.cpus(), &d, &sets).unwrap();
+        sets
+    }
+
+    #[test]
+    fn newcomers_fill_the_smallest_domain_that_fits() {
+        let t = server();
+        let progs = vec![Program::new(1, "a", 4), Program::new(2, "b", 2), Program::new(3, "c", 2)];
+        let sets = place(&t, &progs, &[4, 2, 2]);
+        // Each L3 holds 2 cores × 2 SMT = CPUs {c, c+1, c+8, c+9}.
+        assert_eq!(sets[0].to_string(), "0-1,8-9");
+        assert_eq!(sets[1].to_string(), "2,10", "a pair fits one core");
+        assert_eq!(sets[2].to_string(), "3,11");
+    }
+
+    #[test]
+    fn programs_keep_their_cpus_and_grow_nearby() {
+        let t = server();
+        let mut progs = vec![Program::new(1, "a", 4), Program::new(2, "b", 4)];
+        progs[0].cpus = CpuSet::parse("4").unwrap();
+        progs[1].cpus = CpuSet::parse("0,8").unwrap();
+        let sets = place(&t, &progs, &[3, 1]);
+        assert!(sets[0].contains(4));
+        assert!(sets[0].contains(12), "the SMT sibling first: {}", sets[0]);
+        assert!(sets[0].is_subset(&CpuSet::parse("4-5,12-13").unwrap()), "same L3: {}", sets[0]);
+        assert_eq!(sets[1].to_string(), "0", "a shrinking program keeps part of its set");
+    }
+
+    #[test]
+    fn stopped_programs_get_nothing_and_blocks_are_aligned() {
+        let t = Topology::flat(8);
+        let progs = vec![Program::new(1, "a", 4), Program::new(2, "b", 4)];
+        let mut d = decision(&[4, 4]);
+        d.allocations[0].running = false;
+        d.allocations[1].block = 4;
+        let mut sets = Vec::new();
+        let mut progs2 = progs.clone();
+        progs2[1].cpus = CpuSet::parse("2").unwrap();
+        Placer::new().place(&t, t.cpus(), &progs2, &d, &mut sets);
+        assert!(sets[0].is_empty());
+        assert_eq!(sets[1].len(), 4);
+        validate(t.cpus(), &d, &sets).unwrap();
+    }
+
+    #[test]
+    fn validate_catches_broken_placements() {
+        let d = decision(&[1, 1]);
+        let managed = CpuSet::parse("0-1").unwrap();
+        let one = CpuSet::parse("0").unwrap();
+        assert!(matches!(validate(&managed, &d, &[one.clone(), one.clone()]), Err(PlacementError::Shared { cpu: 0, .. })));
+        assert!(matches!(
+            validate(&managed, &d, &[one, CpuSet::parse("5").unwrap()]),
+            Err(PlacementError::Unmanaged { cpu: 5, .. })
+        ));
+        assert!(matches!(validate(&managed, &decision(&[2, 1]), &[]), Err(PlacementError::Oversubscribed { .. })));
+    }
+}

@@ -1,0 +1,63 @@
+//! Every policy of the papers, one file each, and the catalog that builds them by name.
+//!
+//! A policy is selected with `name:key=value,...` (see [`crate::params`]). The catalog is the one
+//! list of what exists: `cpumgr policies`, the daemon's `policy set`, the simulator and the tests
+//! all read it, so a policy added here is everywhere at once.
+
+use crate::params::{ParamError, ParamSpec, Params, PolicySpec};
+use crate::policy::{Decision, Policy, View};
+
+pub mod equipartition;
+
+/// How to build one policy, and what to say about it.
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyInfo {
+    /// The name it is selected by.
+    pub name: &'static str,
+    /// Which paper and section specify it.
+    pub paper: &'static str,
+    /// The rule, in one sentence.
+    pub summary: &'static str,
+    /// Its parameters.
+    pub params: &'static [ParamSpec],
+    /// Builds it from checked parameters.
+    pub build: fn(&Params) -> Result<Box<dyn Policy>, ParamError>,
+}
+
+/// Every registered policy, in the order `cpumgr policies` lists them.
+pub const CATALOG: &[PolicyInfo] = &[equipartition::INFO];
+
+/// The entry for a policy name.
+pub fn info(name: &str) -> Option<&'static PolicyInfo> {
+    CATALOG.iter().find(|i| i.name == name)
+}
+
+/// Builds a policy from `name:key=value,...`.
+pub fn build(spec: &str) -> Result<Box<dyn Policy>, ParamError> {
+    let spec = PolicySpec::parse(spec)?;
+    let info = info(&spec.name).ok_or_else(|| ParamError::UnknownPolicy {
+        name: spec.name.clone(),
+        known: CATALOG.iter().map(|i| i.name).collect::<Vec<_>>().join(", "),
+    })?;
+    let params = Params::new(info.name, info.params, &spec.values)?;
+    (info.build)(&params)
+}
+
+/// Serves rigid programs first, in arrival order, with all their processes or nothing: a rigid job
+/// squeezed onto fewer CPUs than it has processes spins away its time slices (DESIGN.md, "never
+/// squeeze a spinning team"), so space-sharing policies run it whole or let it wait. A rigid job
+/// wider than the managed CPUs runs on all of them (it time-shares with itself, paper 002) when it
+/// is the first to arrive. Returns the CPUs left for the other programs.
+pub fn reserve_rigid(view: &View, out: &mut Decision) -> u32 {
+    let mut left = view.cpus;
+    for (i, p) in view.programs.iter().enumerate() {
+        if let Some(n) = p.kind.rigid_procs() {
+            let need = n.min(view.cpus);
+            if need <= left && need > 0 {
+                out.give(i, need);
+                left -= need;
+            }
+        }
+    }
+    left
+}

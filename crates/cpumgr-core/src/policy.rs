@@ -1,0 +1,172 @@
+//! The policy contract: once per quantum, a policy reads a [`View`] of the machine and its programs
+//! and writes a [`Decision`]: how many CPUs each program gets and whether it runs at all.
+//!
+//! Policies are pure and deterministic: the same views in the same order give the same decisions.
+//! They never choose *which* CPUs; that is the [`crate::placer::Placer`]'s job, so that affinity
+//! and topology rules live in one place.
+
+use crate::program::{Nanos, Program, ProgramId};
+use crate::topology::Topology;
+
+/// What a policy sees at the start of a quantum.
+#[derive(Debug, Clone, Copy)]
+pub struct View<'a> {
+    /// The current time.
+    pub now: Nanos,
+    /// The scheduler's quantum.
+    pub quantum: Nanos,
+    /// The machine.
+    pub topology: &'a Topology,
+    /// How many CPUs the scheduler manages (the CPUs it may hand out); at most the machine's.
+    pub cpus: u32,
+    /// The registered programs, in arrival (id) order.
+    pub programs: &'a [Program],
+}
+
+impl View<'_> {
+    /// The index of a program in [`View::programs`].
+    pub fn index_of(&self, id: ProgramId) -> Option<usize> {
+        self.programs.binary_search_by_key(&id, |p| p.id).ok()
+    }
+
+    /// Sum of every program's [`Program::wants`].
+    pub fn total_wants(&self) -> u64 {
+        self.programs.iter().map(|p| p.wants() as u64).sum()
+    }
+}
+
+/// One program's share of a quantum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Allocation {
+    /// CPUs it gets.
+    pub count: u32,
+    /// Whether it runs this quantum (time-sharing policies stop the others).
+    pub running: bool,
+    /// Placement block size: the placer hands this program CPUs in topology-aligned blocks of
+    /// this many CPUs (processor clustering); 1 means any CPUs.
+    pub block: u32,
+}
+
+/// A policy's output for one quantum, parallel to [`View::programs`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Decision {
+    /// Per program, in the order of [`View::programs`].
+    pub allocations: Vec<Allocation>,
+    /// When the policy wants to decide again before the next quantum boundary (VTQ-DSS's
+    /// per-program quantum); `None` for the regular quantum.
+    pub wake_at: Option<Nanos>,
+    /// The multiprogramming level the policy advises the long-term scheduler to admit (PDPA).
+    pub mpl_advice: Option<u32>,
+}
+
+impl Decision {
+    /// Resets to `n` programs that get nothing and do not run.
+    pub fn reset(&mut self, n: usize) {
+        self.allocations.clear();
+        self.allocations.resize(n, Allocation { count: 0, running: false, block: 1 });
+        self.wake_at = None;
+        self.mpl_advice = None;
+    }
+
+    /// Gives program `i` `count` CPUs and marks it running when the count is above zero.
+    pub fn give(&mut self, i: usize, count: u32) {
+        let a = &mut self.allocations[i];
+        a.count = count;
+        a.running = count > 0;
+    }
+
+    /// Total CPUs given to running programs.
+    pub fn total(&self) -> u64 {
+        self.allocations.iter().filter(|a| a.running).map(|a| a.count as u64).sum()
+    }
+}
+
+/// A scheduling policy. Only [`Policy::decide`] is required; the hooks let a policy keep state
+/// across quanta (PDPA's per-program state machine, VTQ's repository queue).
+pub trait Policy: Send {
+    /// The policy's registered name (`equipartition`, `pdpa`, ...).
+    fn name(&self) -> &'static str;
+
+    /// Decides one quantum. `out` arrives [`Decision::reset`] to `view.programs.len()` entries.
+    fn decide(&mut self, view: &View, out: &mut Decision);
+
+    /// A program registered (it is already in `view`).
+    fn on_arrival(&mut self, _view: &View, _id: ProgramId) {}
+
+    /// A program ended or unregistered (it is no longer in any view).
+    fn on_exit(&mut self, _id: ProgramId) {}
+
+    /// Whether the policy time-shares: some programs may be stopped while others run, so the
+    /// enforcer must stop and continue them at quantum boundaries.
+    fn time_sharing(&self) -> bool {
+        false
+    }
+
+    /// The quantum the policy is designed for, if it has one (paper 003's DSS uses 120 ms).
+    fn preferred_quantum(&self) -> Option<Nanos> {
+        None
+    }
+}
+
+/// Splits `cpus` among programs in proportion to `weights`, largest remainder first, ties to the
+/// earlier program; each share is capped at `caps[i]`, and what a cap frees is split again among
+/// the others. The building block of the proportional policies (DSS, weighted equipartition).
+pub fn proportional_shares(cpus: u32, weights: &[f64], caps: &[u32], out: &mut Vec<u32>) {
+    out.clear();
+    out.resize(weights.len(), 0);
+    let mut left = cpus as u64;
+    let mut open: Vec<usize> = (0..weights.len()).filter(|&i| caps[i] > 0 && weights[i] > 0.0).collect();
+    while left > 0 && !open.is_empty() {
+        let total: f64 = open.iter().map(|&i| weights[i]).sum();
+        let mut fractions: Vec<(f64, usize)> = Vec::with_capacity(open.len());
+        let mut given = 0u64;
+        for &i in &open {
+            let room = caps[i] - out[i];
+            let exact = left as f64 * weights[i] / total;
+            let whole = (exact.floor() as u64).min(room as u64) as u32;
+            out[i] += whole;
+            given += whole as u64;
+            if whole < room && exact > whole as f64 {
+                fractions.push((exact - whole as f64, i));
+            }
+        }
+        left -= given;
+        fractions.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        for &(_, i) in &fractions {
+            if left == 0 {
+                break;
+            }
+            if out[i] < caps[i] {
+                out[i] += 1;
+                left -= 1;
+            }
+        }
+        if given == 0 && fractions.is_empty() {
+            break;
+        }
+        open.retain(|&i| out[i] < caps[i]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proportional_shares_follow_weights_and_caps() {
+        let mut out = Vec::new();
+        proportional_shares(10, &[1.0, 1.0], &[10, 10], &mut out);
+        assert_eq!(out, vec![5, 5]);
+        proportional_shares(10, &[1.0, 1.0, 1.0], &[10, 10, 10], &mut out);
+        assert_eq!(out, vec![4, 3, 3]);
+        proportional_shares(10, &[1.0, 1.0], &[2, 10], &mut out);
+        assert_eq!(out, vec![2, 8]);
+        proportional_shares(10, &[1.0, 1.0], &[2, 3], &mut out);
+        assert_eq!(out, vec![2, 3]);
+        proportional_shares(3, &[8.0, 1.0, 1.0], &[8, 1, 1], &mut out);
+        assert_eq!(out.iter().sum::<u32>(), 3);
+        assert!(out[0] >= 1);
+        proportional_shares(4, &[0.0, 1.0], &[4, 4], &mut out);
+        assert_eq!(out, vec![0, 4]);
+    }
+}

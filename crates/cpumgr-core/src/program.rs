@@ -1,0 +1,148 @@
+//! The program model: what the scheduler knows about each program it manages.
+//!
+//! The live manager fills these from shared-memory slots and `/proc`; the simulator fills them
+//! from its job models. Policies read them through a [`crate::policy::View`] and never learn which
+//! world they came from.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cpuset::CpuSet;
+
+/// Time in nanoseconds since the scheduler started. The core reads no clock: the caller passes
+/// the time in, which keeps every decision reproducible.
+pub type Nanos = u64;
+
+/// Nanoseconds per second.
+pub const NANOS_PER_SEC: Nanos = 1_000_000_000;
+
+/// Nanoseconds per millisecond.
+pub const NANOS_PER_MS: Nanos = 1_000_000;
+
+/// A program's identity, unique for the scheduler's lifetime and increasing with registration,
+/// so ordering by id is ordering by arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ProgramId(pub u64);
+
+/// How a program's parallelism can change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase", tag = "kind", content = "procs")]
+pub enum Kind {
+    /// Can change its thread count at run time (at parallel-region boundaries).
+    Malleable,
+    /// Chooses its thread count at start and keeps it.
+    Moldable,
+    /// A fixed number of processes or threads, all of which run at once (an MPI job).
+    Rigid(u32),
+    /// Changes its request by itself over time (paper 000's EPD and ltomcatv).
+    Evolving,
+}
+
+impl Kind {
+    /// The fixed number of processes of a rigid program.
+    pub fn rigid_procs(self) -> Option<u32> {
+        match self {
+            Kind::Rigid(n) => Some(n),
+            _ => None,
+        }
+    }
+
+    /// Whether the program adapts its team when its allocation changes.
+    pub fn adapts(self) -> bool {
+        matches!(self, Kind::Malleable | Kind::Evolving)
+    }
+}
+
+/// How many CPUs a program wants: now, and the bounds it can work within.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Request {
+    /// CPUs wanted now (changes between serial and parallel phases).
+    pub now: u32,
+    /// Fewest CPUs the program can run on.
+    pub min: u32,
+    /// Most CPUs the program can use.
+    pub max: u32,
+}
+
+impl Request {
+    /// A request for exactly `n` CPUs now, able to run on 1 to `n`.
+    pub fn upto(n: u32) -> Self {
+        Request { now: n, min: 1.min(n), max: n }
+    }
+}
+
+/// One speedup measurement: running on `cpus` CPUs, the program ran `speedup` times as fast as on
+/// one (paper 000's SelfAnalyzer reports these; PDPA uses them).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct SpeedupReport {
+    /// CPUs the measurement was taken on.
+    pub cpus: u32,
+    /// Measured speedup against one CPU.
+    pub speedup: f64,
+}
+
+impl SpeedupReport {
+    /// Efficiency: speedup per CPU.
+    pub fn efficiency(&self) -> f64 {
+        if self.cpus == 0 {
+            0.0
+        } else {
+            self.speedup / self.cpus as f64
+        }
+    }
+}
+
+/// What the scheduler knows about one program at the start of a quantum.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Program {
+    /// Identity, increasing with arrival.
+    pub id: ProgramId,
+    /// A human name (command or workload name).
+    pub name: String,
+    /// How its parallelism can change.
+    pub kind: Kind,
+    /// What it wants.
+    pub request: Request,
+    /// Relative share under weighted policies; 1.0 is the norm.
+    pub weight: f64,
+    /// When it registered.
+    pub arrival: Nanos,
+    /// CPU time received so far, in CPU-nanoseconds.
+    pub cpu_time: Nanos,
+    /// The newest speedup measurement, if the program reports any.
+    pub speedup: Option<SpeedupReport>,
+    /// The CPUs it last ran on (its home for affinity); empty before it first runs.
+    pub cpus: CpuSet,
+    /// Whether it ran in the last quantum.
+    pub running: bool,
+    /// Its live thread count (from `/proc` or its runtime), when known: the team the manager must
+    /// never squeeze onto fewer CPUs.
+    pub threads: Option<u32>,
+}
+
+impl Program {
+    /// A malleable program wanting `request` CPUs, with defaults for everything else.
+    pub fn new(id: u64, name: impl Into<String>, request: u32) -> Self {
+        Program {
+            id: ProgramId(id),
+            name: name.into(),
+            kind: Kind::Malleable,
+            request: Request::upto(request),
+            weight: 1.0,
+            arrival: 0,
+            cpu_time: 0,
+            speedup: None,
+            cpus: CpuSet::new(),
+            running: false,
+            threads: None,
+        }
+    }
+
+    /// The request a policy should work from: `now` clamped into `[min, max]`, and a rigid
+    /// program's process count.
+    pub fn wants(&self) -> u32 {
+        match self.kind {
+            Kind::Rigid(n) => n,
+            _ => self.request.now.clamp(self.request.min, self.request.max.max(self.request.min)),
+        }
+    }
+}

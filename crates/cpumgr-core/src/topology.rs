@@ -1,0 +1,398 @@
+//! The machine's topology: a tree machine → package → NUMA node → L3 domain → core → CPU.
+//!
+//! Every source (this machine's sysfs, hwloc's synthetic syntax, an hwloc XML file) reduces to a
+//! list of [`CpuInfo`] records, one per logical CPU, naming the package, NUMA node, L3 domain and
+//! core it belongs to. [`Topology::from_cpus`] nests them by intersection, so the tree always has
+//! the same six levels: a level a source does not describe becomes one *implicit* domain per
+//! parent, which the placer treats like any other and the printer hides. Nesting by intersection
+//! also covers machines whose caches straddle NUMA nodes (an L3 split across sub-NUMA clusters
+//! becomes one domain per node): a domain is always a set of CPUs that share every level above.
+//!
+//! CPUs are numbered two ways: their kernel id (what affinity masks and CPU lists use) and their
+//! *position*, their index in a depth-first walk of the tree. Every domain covers a contiguous range
+//! of positions, which is what lets the placer find "free CPUs near this one" with a range scan.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::cpuset::CpuSet;
+
+/// A level of the topology tree, from the whole machine down to one logical CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Level {
+    /// The whole machine (the root).
+    Machine,
+    /// A processor package (socket).
+    Package,
+    /// A NUMA node: CPUs that share the nearest memory.
+    Numa,
+    /// CPUs that share a last-level (L3) cache: an AMD CCX, an Intel package's ring.
+    L3,
+    /// A physical core; its CPUs are SMT siblings.
+    Core,
+    /// One logical processor (hwloc's PU).
+    Cpu,
+}
+
+impl Level {
+    /// Every level from the root down.
+    pub const ALL: [Level; 6] = [Level::Machine, Level::Package, Level::Numa, Level::L3, Level::Core, Level::Cpu];
+
+    /// The depth of the level in the tree (machine = 0, CPU = 5).
+    pub fn depth(self) -> usize {
+        self as usize
+    }
+
+    /// The name hwloc and `lstopo` use for this level.
+    pub fn hwloc_name(self) -> &'static str {
+        match self {
+            Level::Machine => "Machine",
+            Level::Package => "Package",
+            Level::Numa => "NUMANode",
+            Level::L3 => "L3",
+            Level::Core => "Core",
+            Level::Cpu => "PU",
+        }
+    }
+}
+
+/// What a topology source knows about one logical CPU: its kernel id and the OS index of each
+/// domain that holds it. `None` means the source does not describe that level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct CpuInfo {
+    /// Kernel CPU id.
+    pub cpu: u32,
+    /// Physical package id.
+    pub package: Option<u32>,
+    /// NUMA node id.
+    pub numa: Option<u32>,
+    /// L3 cache id.
+    pub l3: Option<u32>,
+    /// Core id (unique within its package).
+    pub core: Option<u32>,
+}
+
+/// One node of the tree.
+#[derive(Debug, Clone, Serialize)]
+pub struct Domain {
+    /// Its level.
+    pub level: Level,
+    /// Its logical index among the domains of its level (hwloc's `L#`).
+    pub logical: u32,
+    /// The operating system's index (hwloc's `P#`), when the source gave one.
+    pub os_index: Option<u32>,
+    /// Whether the source described this domain or it was filled in to keep six levels.
+    pub implicit: bool,
+    /// Its CPUs.
+    pub cpus: CpuSet,
+    /// Its first CPU position (see the module docs).
+    pub first: u32,
+    /// One past its last CPU position.
+    pub end: u32,
+    /// Index of its parent domain, `None` for the machine.
+    #[serde(skip)]
+    pub parent: Option<usize>,
+    /// Indices of its children, in position order.
+    #[serde(skip)]
+    pub children: Vec<usize>,
+}
+
+/// Why a list of CPUs does not make a topology.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TopologyError {
+    /// No CPU at all.
+    #[error("the topology has no CPU")]
+    Empty,
+    /// The same kernel CPU id appears twice.
+    #[error("CPU {0} appears twice")]
+    DuplicateCpu(u32),
+    /// A CPU id above [`crate::cpuset::MAX_CPU_ID`].
+    #[error("CPU id {0} is too large")]
+    CpuIdTooLarge(u32),
+}
+
+/// A machine: its domains in depth-first order, and the CPU positions.
+#[derive(Debug, Clone)]
+pub struct Topology {
+    domains: Vec<Domain>,
+    /// Position → kernel CPU id.
+    order: Vec<u32>,
+    /// Kernel CPU id → position (`u32::MAX` for ids the machine lacks).
+    position: Vec<u32>,
+    /// Position → for each level, the index of the domain holding that CPU.
+    path: Vec<[u32; 6]>,
+    /// Per level, the indices of its domains in position order.
+    by_level: [Vec<usize>; 6],
+    cpus: CpuSet,
+}
+
+impl Topology {
+    /// Builds the tree from per-CPU records, nesting package → NUMA → L3 → core by intersection.
+    /// CPUs are ordered by (package, NUMA, L3, core, CPU id), so the result does not depend on
+    /// the order of `infos`.
+    pub fn from_cpus(infos: &[CpuInfo]) -> Result<Topology, TopologyError> {
+        if infos.is_empty() {
+            return Err(TopologyError::Empty);
+        }
+        // Group: key per level, then CPU id. BTreeMap keeps the walk deterministic.
+        type Key = (Option<u32>, Option<u32>, Option<u32>, Option<u32>);
+        let mut grouped: BTreeMap<Key, Vec<u32>> = BTreeMap::new();
+        let mut seen = CpuSet::new();
+        for i in infos {
+            if i.cpu > crate::cpuset::MAX_CPU_ID {
+                return Err(TopologyError::CpuIdTooLarge(i.cpu));
+            }
+            if !seen.insert(i.cpu) {
+                return Err(TopologyError::DuplicateCpu(i.cpu));
+            }
+            grouped.entry((i.package, i.numa, i.l3, i.core)).or_default().push(i.cpu);
+        }
+        let mut b = Builder::default();
+        let root = b.open(Level::Machine, None, false, None);
+        let mut open: [Option<(Option<u32>, usize)>; 4] = [None; 4];
+        for ((pkg, numa, l3, core), mut cpus) in grouped {
+            cpus.sort_unstable();
+            let keys = [pkg, numa, l3, core];
+            let mut parent = root;
+            let mut reopened = false;
+            for (depth, key) in keys.iter().enumerate() {
+                let level = Level::ALL[depth + 1];
+                match open[depth] {
+                    Some((k, idx)) if k == *key && !reopened => parent = idx,
+                    _ => {
+                        let idx = b.open(level, *key, key.is_none(), Some(parent));
+                        open[depth] = Some((*key, idx));
+                        parent = idx;
+                        reopened = true;
+                    }
+                }
+            }
+            for cpu in cpus {
+                let idx = b.open(Level::Cpu, Some(cpu), false, Some(parent));
+                b.add_cpu(idx, cpu);
+            }
+        }
+        Ok(b.finish())
+    }
+
+    /// A flat machine of `n` CPUs (ids `0..n`) with no levels described: what `--cpus N` means
+    /// when no topology is known.
+    pub fn flat(n: u32) -> Topology {
+        let infos: Vec<CpuInfo> =
+            (0..n.max(1)).map(|cpu| CpuInfo { cpu, package: None, numa: None, l3: None, core: None }).collect();
+        Topology::from_cpus(&infos).expect("a flat machine of distinct CPUs is valid")
+    }
+
+    /// Every CPU of the machine.
+    pub fn cpus(&self) -> &CpuSet {
+        &self.cpus
+    }
+
+    /// Number of CPUs.
+    pub fn num_cpus(&self) -> usize {
+        self.order.len()
+    }
+
+    /// Every domain, in depth-first order; index 0 is the machine.
+    pub fn domains(&self) -> &[Domain] {
+        &self.domains
+    }
+
+    /// The domains of one level, in position order.
+    pub fn level(&self, level: Level) -> impl Iterator<Item = &Domain> + '_ {
+        self.by_level[level.depth()].iter().map(|&i| &self.domains[i])
+    }
+
+    /// Indices (into [`Topology::domains`]) of the domains of one level, in position order.
+    pub fn level_indices(&self, level: Level) -> &[usize] {
+        &self.by_level[level.depth()]
+    }
+
+    /// Number of explicit (source-described) domains of a level; implicit ones are not counted.
+    pub fn count(&self, level: Level) -> usize {
+        self.level(level).filter(|d| !d.implicit).count()
+    }
+
+    /// The kernel CPU id at a position.
+    pub fn cpu_at(&self, position: u32) -> u32 {
+        self.order[position as usize]
+    }
+
+    /// The position of a kernel CPU id, if the machine has it.
+    pub fn position(&self, cpu: u32) -> Option<u32> {
+        self.position.get(cpu as usize).copied().filter(|p| *p != u32::MAX)
+    }
+
+    /// The index of the domain of `level` that holds the CPU at `position`.
+    pub fn domain_of(&self, position: u32, level: Level) -> usize {
+        self.path[position as usize][level.depth()] as usize
+    }
+
+    /// CPUs per core (SMT width) of the first core; 1 on machines without SMT.
+    pub fn smt(&self) -> usize {
+        self.level(Level::Core).next().map_or(1, |c| c.cpus.len())
+    }
+
+    /// A one-line summary: `2 packages, 4 NUMA nodes, 8 L3, 32 cores, 64 CPUs`.
+    pub fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        for (level, name) in
+            [(Level::Package, "package"), (Level::Numa, "NUMA node"), (Level::L3, "L3"), (Level::Core, "core")]
+        {
+            let n = self.count(level);
+            if n > 0 {
+                parts.push(format!("{n} {name}{}", if n == 1 || level == Level::L3 { "" } else { "s" }));
+            }
+        }
+        parts.push(format!("{} CPU{}", self.num_cpus(), if self.num_cpus() == 1 { "" } else { "s" }));
+        parts.join(", ")
+    }
+}
+
+impl fmt::Display for Topology {
+    /// Prints the tree like `lstopo --of console`, one domain a line, implicit domains hidden.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn walk(t: &Topology, idx: usize, indent: usize, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            let d = &t.domains[idx];
+            let mut child_indent = indent;
+            if !d.implicit {
+                write!(f, "{:indent$}{} L#{}", "", d.level.hwloc_name(), d.logical, indent = indent)?;
+                if let (Some(p), true) = (d.os_index, d.level != Level::Machine) {
+                    write!(f, " P#{p}")?;
+                }
+                if d.level == Level::Machine {
+                    write!(f, " ({})", t.summary())?;
+                } else if d.level != Level::Cpu {
+                    write!(f, " cpus {}", d.cpus)?;
+                }
+                writeln!(f)?;
+                child_indent += 2;
+            }
+            for &c in &d.children {
+                walk(t, c, child_indent, f)?;
+            }
+            Ok(())
+        }
+        walk(self, 0, 0, f)
+    }
+}
+
+#[derive(Default)]
+struct Builder {
+    domains: Vec<Domain>,
+    order: Vec<u32>,
+    per_level: [u32; 6],
+}
+
+impl Builder {
+    fn open(&mut self, level: Level, os_index: Option<u32>, implicit: bool, parent: Option<usize>) -> usize {
+        let idx = self.domains.len();
+        let logical = self.per_level[level.depth()];
+        self.per_level[level.depth()] += 1;
+        let first = self.order.len() as u32;
+        self.domains.push(Domain {
+            level,
+            logical,
+            os_index,
+            implicit,
+            cpus: CpuSet::new(),
+            first,
+            end: first,
+            parent,
+            children: Vec::new(),
+        });
+        if let Some(p) = parent {
+            self.domains[p].children.push(idx);
+        }
+        idx
+    }
+
+    fn add_cpu(&mut self, leaf: usize, cpu: u32) {
+        self.order.push(cpu);
+        let end = self.order.len() as u32;
+        let mut at = Some(leaf);
+        while let Some(i) = at {
+            self.domains[i].cpus.insert(cpu);
+            self.domains[i].end = end;
+            at = self.domains[i].parent;
+        }
+    }
+
+    fn finish(self) -> Topology {
+        let Builder { domains, order, .. } = self;
+        let max = order.iter().copied().max().unwrap_or(0) as usize;
+        let mut position = vec![u32::MAX; max + 1];
+        for (p, &cpu) in order.iter().enumerate() {
+            position[cpu as usize] = p as u32;
+        }
+        let mut path = vec![[0u32; 6]; order.len()];
+        let mut by_level: [Vec<usize>; 6] = Default::default();
+        for (i, d) in domains.iter().enumerate() {
+            by_level[d.level.depth()].push(i);
+            for p in d.first..d.end {
+                path[p as usize][d.level.depth()] = i as u32;
+            }
+        }
+        let cpus = order.iter().copied().collect();
+        Topology { domains, order, position, path, by_level, cpus }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(cpu: u32, package: u32, core: u32) -> CpuInfo {
+        CpuInfo { cpu, package: Some(package), numa: None, l3: None, core: Some(core) }
+    }
+
+    #[test]
+    fn nests_smt_siblings_under_cores_in_position_order() {
+        // Linux numbers SMT siblings far apart: CPU 0 and 2 share core 0.
+        let t = Topology::from_cpus(&[info(0, 0, 0), info(1, 0, 1), info(2, 0, 0), info(3, 0, 1)]).unwrap();
+        assert_eq!(t.num_cpus(), 4);
+        assert_eq!((0..4).map(|p| t.cpu_at(p)).collect::<Vec<_>>(), vec![0, 2, 1, 3]);
+        let cores: Vec<String> = t.level(Level::Core).map(|d| d.cpus.to_string()).collect();
+        assert_eq!(cores, vec!["0,2", "1,3"]);
+        assert_eq!(t.smt(), 2);
+        assert_eq!(t.count(Level::Numa), 0);
+        assert_eq!(t.level(Level::Numa).count(), 1, "an implicit NUMA node fills the level");
+        assert_eq!(t.position(3), Some(3));
+        assert_eq!(t.position(7), None);
+        assert_eq!(t.domains()[t.domain_of(1, Level::Core)].cpus.to_string(), "0,2");
+    }
+
+    #[test]
+    fn every_domain_covers_a_contiguous_range_of_positions() {
+        let infos: Vec<CpuInfo> = (0..16)
+            .map(|c| CpuInfo { cpu: c, package: Some(c % 2), numa: Some(c % 4), l3: Some(c % 4), core: Some(c % 8) })
+            .collect();
+        let t = Topology::from_cpus(&infos).unwrap();
+        for d in t.domains() {
+            let by_pos: CpuSet = (d.first..d.end).map(|p| t.cpu_at(p)).collect();
+            assert_eq!(by_pos, d.cpus, "{d:?}");
+        }
+        assert_eq!(t.count(Level::Package), 2);
+        assert_eq!(t.count(Level::Numa), 4);
+        assert_eq!(t.count(Level::Core), 8);
+    }
+
+    #[test]
+    fn refuses_duplicates_and_empty() {
+        assert_eq!(Topology::from_cpus(&[]).unwrap_err(), TopologyError::Empty);
+        assert_eq!(Topology::from_cpus(&[info(1, 0, 0), info(1, 0, 1)]).unwrap_err(), TopologyError::DuplicateCpu(1));
+    }
+
+    #[test]
+    fn prints_like_lstopo() {
+        let t = Topology::from_cpus(&[info(0, 0, 0), info(1, 0, 1)]).unwrap();
+        let text = t.to_string();
+        assert_eq!(
+            text,
+            "Machine L#0 (1 package, 2 cores, 2 CPUs)\n  Package L#0 P#0 cpus 0-1\n    Core L#0 P#0 cpus 0\n      PU L#0 P#0\n    Core L#1 P#1 cpus 1\n      PU L#1 P#1\n"
+        );
+    }
+}
