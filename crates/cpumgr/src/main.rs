@@ -1,1 +1,55 @@
-fn main(){}
+//! `cpumgr`: the command-line front end of the CPU manager. Each subcommand lives in its own
+//! module under `cmd/`; this file only parses the command line and maps errors to exit codes
+//! (0 ok, 1 runtime failure, 2 bad usage or bad input).
+
+mod cmd;
+mod input;
+mod topology_arg;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// A CPU manager for multicore machines that run several parallel programs at once.
+#[derive(Debug, Parser)]
+#[command(name = "cpumgr", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the machine's topology (or a synthetic or XML one) as a tree.
+    Topology(cmd::topology::Args),
+    /// List every scheduling policy with its parameters and defaults.
+    Policies(cmd::policies::Args),
+    /// Run a policy and the placer for a few quanta over a list of programs.
+    Decide(cmd::decide::Args),
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("CPUMGR_LOG").unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Topology(a) => cmd::topology::run(a),
+        Command::Policies(a) => cmd::policies::run(a),
+        Command::Decide(a) => cmd::decide::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cpumgr: {e:#}");
+            if e.downcast_ref::<input::InputError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}

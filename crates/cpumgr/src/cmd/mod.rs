@@ -1,0 +1,5 @@
+//! One module per subcommand, each with its clap `Args` and a `run` function.
+
+pub mod decide;
+pub mod policies;
+pub mod topology;

@@ -1,0 +1,39 @@
+//! Bad input: errors that name the file, line and field, and map to exit code 2.
+
+use std::fmt;
+use std::path::Path;
+
+/// Input the user gave that cpumgr cannot use: a malformed file, list, spec or parameter. The
+/// message names where (file, line, field) and what is wrong; `main` exits with code 2 for it.
+#[derive(Debug)]
+pub struct InputError(pub String);
+
+impl fmt::Display for InputError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for InputError {}
+
+impl InputError {
+    /// An error about the command line or a value given on it.
+    pub fn new(msg: impl Into<String>) -> anyhow::Error {
+        anyhow::Error::new(InputError(msg.into()))
+    }
+
+    /// An error at `file:line` in `field`.
+    pub fn at(file: &Path, line: usize, field: &str, msg: impl fmt::Display) -> anyhow::Error {
+        Self::new(format!("{}:{line}: field `{field}`: {msg}", file.display()))
+    }
+}
+
+/// Reads a whole input file, as an [`InputError`] when it cannot be read.
+pub fn read_file(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).map_err(|e| InputError::new(format!("{}: {e}", path.display())))
+}
+
+/// The 1-based line of a byte offset in `text`.
+pub fn line_of(text: &str, offset: usize) -> usize {
+    text[..offset.min(text.len())].matches('\n').count() + 1
+}
