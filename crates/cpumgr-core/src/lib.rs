@@ -14,6 +14,7 @@ pub mod policies;
 pub mod policy;
 pub mod program;
 pub mod topology;
+pub mod trace;
 
 #[cfg(test)]
 pub(crate) mod testing;

@@ -102,6 +102,13 @@ pub trait Policy: Send {
         false
     }
 
+    /// Whether the policy leaves the machine unmanaged (the `os` baseline): every program runs
+    /// with as many threads as it wants on every managed CPU, oversubscribed, and the placer is
+    /// not consulted. The counts in its decision are the programs' thread counts, not CPU shares.
+    fn oversubscribes(&self) -> bool {
+        false
+    }
+
     /// The quantum the policy is designed for, if it has one (paper 003's DSS uses 120 ms).
     fn preferred_quantum(&self) -> Option<Nanos> {
         None
