@@ -226,6 +226,9 @@ impl Placer {
                 let free = self.free_in[d];
                 if free as usize >= need && best.is_none_or(|(f, _)| free < f) {
                     best = Some((free, d as u32));
+                    if free as usize == need {
+                        break;
+                    }
                 }
             }
             if let Some((_, d)) = best {

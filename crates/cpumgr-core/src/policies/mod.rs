@@ -61,3 +61,6 @@ pub fn reserve_rigid(view: &View, out: &mut Decision) -> u32 {
     }
     left
 }
+
+#[cfg(test)]
+mod properties;
