@@ -26,6 +26,10 @@ enum Command {
     Policies(cmd::policies::Args),
     /// Run a policy and the placer for a few quanta over a list of programs.
     Decide(cmd::decide::Args),
+    /// Rebuild an HTML report from saved traces.
+    Report(cmd::report::Args),
+    /// Work with traces (export to Perfetto or Paraver).
+    Trace(cmd::trace::Args),
 }
 
 fn main() -> ExitCode {
@@ -40,6 +44,8 @@ fn main() -> ExitCode {
         Command::Topology(a) => cmd::topology::run(a),
         Command::Policies(a) => cmd::policies::run(a),
         Command::Decide(a) => cmd::decide::run(a),
+        Command::Report(a) => cmd::report::run(a),
+        Command::Trace(a) => cmd::trace::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,4 +2,6 @@
 
 pub mod decide;
 pub mod policies;
+pub mod report;
+pub mod trace;
 pub mod topology;

@@ -1,0 +1,172 @@
+//! Trace exports for the established viewers: Chrome/Perfetto JSON (ui.perfetto.dev,
+//! chrome://tracing) and Paraver's `.prv` / `.pcf` / `.row` triple (wxparaver), as paper 000's
+//! traces were.
+//!
+//! Both views are the same: one track per program with its running stretches (and the CPU count
+//! as an argument or event), and one track per CPU with the program that owned it.
+
+use serde_json::{json, Value};
+
+use crate::timeline::Timeline;
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+/// Chrome trace event format (JSON object form): process 1 holds a thread per program, process 2 a
+/// thread per CPU; complete (`X`) events for running stretches, counter (`C`) events for
+/// allocations, metadata (`M`) events naming every track.
+pub fn perfetto(t: &Timeline) -> Value {
+    let mut events = vec![
+        json!({"ph": "M", "pid": 1, "tid": 0, "name": "process_name", "args": {"name": format!("programs ({})", t.policy)}}),
+        json!({"ph": "M", "pid": 2, "tid": 0, "name": "process_name", "args": {"name": "CPUs"}}),
+    ];
+    for lane in &t.lanes {
+        let tid = lane.id.0;
+        events.push(json!({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": lane.name}}));
+        events.push(json!({"ph": "i", "pid": 1, "tid": tid, "ts": us(lane.arrival), "name": "arrive", "s": "t"}));
+        for s in &lane.segments {
+            events.push(json!({"ph": "C", "pid": 1, "tid": tid, "ts": us(s.from), "name": format!("{} cpus", lane.name), "args": {"cpus": if s.running { s.count } else { 0 }}}));
+            if s.running && s.count > 0 {
+                events.push(json!({"ph": "X", "pid": 1, "tid": tid, "ts": us(s.from), "dur": us(s.to - s.from), "name": "run", "args": {"count": s.count, "cpus": s.cpus.to_string()}}));
+            }
+        }
+    }
+    for (cpu, owners) in t.cpu_owners() {
+        let tid = cpu as u64;
+        events.push(json!({"ph": "M", "pid": 2, "tid": tid, "name": "thread_name", "args": {"name": format!("CPU {cpu}")}}));
+        for (from, to, lane) in owners {
+            events.push(json!({"ph": "X", "pid": 2, "tid": tid, "ts": us(from), "dur": us(to - from), "name": t.lanes[lane].name}));
+        }
+    }
+    json!({"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"source": t.source, "policy": t.policy}})
+}
+
+/// Paraver state values.
+const STATE_IDLE: u32 = 0;
+const STATE_RUNNING: u32 = 1;
+const STATE_STOPPED: u32 = 2;
+/// Paraver event type: CPUs allocated to the program.
+pub const EVENT_ALLOCATION: u32 = 90_000_001;
+
+/// A Paraver trace: the three files' contents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Paraver {
+    /// `.prv`: header and records.
+    pub prv: String,
+    /// `.pcf`: state and event type names.
+    pub pcf: String,
+    /// `.row`: names of CPUs and tasks.
+    pub row: String,
+}
+
+/// Paraver export: one application, one task (with one thread) per program, the machine's CPUs
+/// as CPUs of one node. State records say when each program ran or waited; event records carry
+/// its CPU count. Times in nanoseconds.
+pub fn paraver(t: &Timeline) -> Paraver {
+    let ncpus = t.cpus.len().max(1);
+    let ntasks = t.lanes.len();
+    let tasks: Vec<String> = (0..ntasks).map(|_| "1:1".to_string()).collect();
+    let mut prv = format!(
+        "#Paraver (01/01/70 at 00:00):{}_ns:1({}):1:{}({})\n",
+        t.end,
+        ncpus,
+        ntasks,
+        tasks.join(",")
+    );
+    let cpu_index: std::collections::HashMap<u32, usize> = t.cpus.iter().enumerate().map(|(i, c)| (c, i + 1)).collect();
+    let mut records: Vec<(u64, String)> = Vec::new();
+    for (task, lane) in t.lanes.iter().enumerate() {
+        let task = task + 1;
+        let mut at = lane.arrival;
+        for s in &lane.segments {
+            if s.from > at {
+                records.push((at, format!("1:0:1:{task}:1:{at}:{}:{STATE_STOPPED}", s.from)));
+            }
+            let cpu = s.cpus.first().and_then(|c| cpu_index.get(&c)).copied().unwrap_or(0);
+            let state = match (s.running, s.count) {
+                (true, n) if n > 0 => STATE_RUNNING,
+                _ => STATE_STOPPED,
+            };
+            records.push((s.from, format!("1:{cpu}:1:{task}:1:{}:{}:{state}", s.from, s.to)));
+            let count = if s.running { s.count } else { 0 };
+            records.push((s.from, format!("2:{cpu}:1:{task}:1:{}:{EVENT_ALLOCATION}:{count}", s.from)));
+            at = s.to;
+        }
+        if lane.exit > at {
+            records.push((at, format!("1:0:1:{task}:1:{at}:{}:{STATE_STOPPED}", lane.exit)));
+        }
+    }
+    records.sort_by(|a, b| a.0.cmp(&b.0));
+    for (_, r) in records {
+        prv.push_str(&r);
+        prv.push('\n');
+    }
+    let pcf = format!(
+        "DEFAULT_OPTIONS\n\nLEVEL               THREAD\nUNITS               NANOSEC\n\n\
+         STATES\n{STATE_IDLE}    Idle\n{STATE_RUNNING}    Running\n{STATE_STOPPED}    Waiting for CPUs\n\n\
+         STATES_COLOR\n{STATE_IDLE}    {{117,195,255}}\n{STATE_RUNNING}    {{0,0,255}}\n{STATE_STOPPED}    {{255,0,0}}\n\n\
+         EVENT_TYPE\n0    {EVENT_ALLOCATION}    CPUs allocated by cpumgr\n"
+    );
+    let mut row = format!("LEVEL CPU SIZE {ncpus}\n");
+    for c in t.cpus.iter() {
+        row.push_str(&format!("CPU {c}\n"));
+    }
+    row.push_str(&format!("\nLEVEL NODE SIZE 1\nnode\n\nLEVEL TASK SIZE {ntasks}\n"));
+    for lane in &t.lanes {
+        row.push_str(&format!("{}\n", lane.name));
+    }
+    row.push_str(&format!("\nLEVEL THREAD SIZE {ntasks}\n"));
+    for lane in &t.lanes {
+        row.push_str(&format!("{} (thread 1)\n", lane.name));
+    }
+    Paraver { prv, pcf, row }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::timeline::tests::sample;
+
+    #[test]
+    fn perfetto_events_have_the_fields_their_phase_needs() {
+        let v = perfetto(&Timeline::from_events(&sample()));
+        let events = v["traceEvents"].as_array().unwrap();
+        for e in events {
+            let ph = e["ph"].as_str().unwrap();
+            assert!(e["pid"].is_u64() && e["tid"].is_u64(), "{e}");
+            match ph {
+                "X" => assert!(e["ts"].is_f64() && e["dur"].as_f64().unwrap() > 0.0 && e["name"].is_string(), "{e}"),
+                "C" | "i" => assert!(e["ts"].is_f64(), "{e}"),
+                "M" => assert!(e["args"]["name"].is_string(), "{e}"),
+                other => panic!("unexpected phase {other}"),
+            }
+        }
+        let runs = events.iter().filter(|e| e["ph"] == "X" && e["pid"] == 1).count();
+        assert_eq!(runs, 4, "a: 2 stretches, b: 2 stretches");
+    }
+
+    #[test]
+    fn paraver_records_are_described_by_pcf_and_row() {
+        let p = paraver(&Timeline::from_events(&sample()));
+        let header = p.prv.lines().next().unwrap();
+        assert_eq!(header, "#Paraver (01/01/70 at 00:00):400_ns:1(2):1:2(1:1,1:1)");
+        let tasks: usize = p.row.lines().skip_while(|l| !l.starts_with("LEVEL TASK")).nth(0).unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+        let mut states = 0;
+        for line in p.prv.lines().skip(1) {
+            let f: Vec<u64> = line.split(':').map(|x| x.parse().unwrap()).collect();
+            assert!(f[3] as usize <= tasks && f[3] >= 1, "{line}");
+            assert!(f[1] <= 2, "cpu {line}");
+            match f[0] {
+                1 => {
+                    assert!(f[5] < f[6], "{line}");
+                    assert!(p.pcf.contains(&format!("\n{}    ", f[7])), "state {} undeclared", f[7]);
+                    states += 1;
+                }
+                2 => assert!(p.pcf.contains(&format!("    {}    ", f[6])), "event type {} undeclared", f[6]),
+                _ => panic!("{line}"),
+            }
+        }
+        assert_eq!(states, 4, "two running stretches each for a and b");
+    }
+}
