@@ -97,7 +97,7 @@ pub fn paraver(t: &Timeline) -> Paraver {
             records.push((at, format!("1:0:1:{task}:1:{at}:{}:{STATE_STOPPED}", lane.exit)));
         }
     }
-    records.sort_by(|a, b| a.0.cmp(&b.0));
+    records.sort_by_key(|r| r.0);
     for (_, r) in records {
         prv.push_str(&r);
         prv.push('\n');
@@ -151,7 +151,7 @@ mod tests {
         let p = paraver(&Timeline::from_events(&sample()));
         let header = p.prv.lines().next().unwrap();
         assert_eq!(header, "#Paraver (01/01/70 at 00:00):400_ns:1(2):1:2(1:1,1:1)");
-        let tasks: usize = p.row.lines().skip_while(|l| !l.starts_with("LEVEL TASK")).nth(0).unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+        let tasks: usize = p.row.lines().find(|l| l.starts_with("LEVEL TASK")).unwrap().rsplit(' ').next().unwrap().parse().unwrap();
         let mut states = 0;
         for line in p.prv.lines().skip(1) {
             let f: Vec<u64> = line.split(':').map(|x| x.parse().unwrap()).collect();

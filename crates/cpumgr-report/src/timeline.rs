@@ -71,6 +71,9 @@ impl Lane {
     }
 }
 
+/// The stretches in which programs held one CPU: (from, to, lane index).
+pub type Ownership = Vec<(Nanos, Nanos, usize)>;
+
 /// A whole trace, folded.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Timeline {
@@ -144,8 +147,8 @@ impl Timeline {
 
     /// Which program owned each CPU over time: per CPU of [`Timeline::cpus`], the running
     /// segments that held it, as (from, to, lane index).
-    pub fn cpu_owners(&self) -> Vec<(u32, Vec<(Nanos, Nanos, usize)>)> {
-        let mut per_cpu: std::collections::BTreeMap<u32, Vec<(Nanos, Nanos, usize)>> =
+    pub fn cpu_owners(&self) -> Vec<(u32, Ownership)> {
+        let mut per_cpu: std::collections::BTreeMap<u32, Ownership> =
             self.cpus.iter().map(|c| (c, Vec::new())).collect();
         for (i, lane) in self.lanes.iter().enumerate() {
             for s in lane.segments.iter().filter(|s| s.running) {

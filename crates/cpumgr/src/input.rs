@@ -17,7 +17,8 @@ impl fmt::Display for InputError {
 impl std::error::Error for InputError {}
 
 impl InputError {
-    /// An error about the command line or a value given on it.
+    /// An error about the command line or a value given on it, already wrapped for `?`.
+    #[allow(clippy::new_ret_no_self)]
     pub fn new(msg: impl Into<String>) -> anyhow::Error {
         anyhow::Error::new(InputError(msg.into()))
     }
