@@ -1,0 +1,97 @@
+//! What a run achieved: makespan, turnaround, slowdown against each job class's dedicated run
+//! time, CPU utilisation, and the coefficient of variation of run times per class (paper 002's
+//! measure of stability).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::runner::RunResult;
+
+/// One job's line in the results.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobSummary {
+    /// Its name.
+    pub name: String,
+    /// End minus arrival, seconds.
+    pub turnaround: f64,
+    /// Turnaround over its class's dedicated run time.
+    pub slowdown: f64,
+    /// `ok`, or why it failed.
+    pub outcome: String,
+}
+
+/// One run's figures.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// The configuration.
+    pub config: String,
+    /// First arrival to last end, seconds.
+    pub makespan: f64,
+    /// Mean turnaround, seconds.
+    pub mean_turnaround: f64,
+    /// Largest turnaround, seconds.
+    pub max_turnaround: f64,
+    /// Mean slowdown.
+    pub mean_slowdown: f64,
+    /// CPU seconds used over CPU seconds available during the makespan.
+    pub utilization: f64,
+    /// Per class, the coefficient of variation of run times (0 with one job).
+    pub cv: BTreeMap<String, f64>,
+    /// Jobs that did not end with status 0.
+    pub failed: usize,
+    /// Per job.
+    pub jobs: Vec<JobSummary>,
+}
+
+/// Mean and coefficient of variation (standard deviation over mean).
+pub fn mean_cv(xs: &[f64]) -> (f64, f64) {
+    if xs.is_empty() {
+        return (0.0, 0.0);
+    }
+    let n = xs.len() as f64;
+    let mean = xs.iter().sum::<f64>() / n;
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
+    (mean, if mean > 0.0 { var.sqrt() / mean } else { 0.0 })
+}
+
+/// Summarises a run; `dedicated` maps a class to its run time alone on the machine (classes
+/// missing from it get slowdown 1 relative to their own run time).
+pub fn summarize(run: &RunResult, dedicated: &BTreeMap<String, f64>) -> Summary {
+    let mut jobs = Vec::new();
+    let mut per_class: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for j in &run.jobs {
+        let alone = dedicated.get(&j.class).copied().filter(|d| *d > 0.0).unwrap_or(j.run_time().max(1e-9));
+        jobs.push(JobSummary { name: j.name.clone(), turnaround: j.turnaround(), slowdown: j.turnaround() / alone, outcome: j.outcome.describe() });
+        per_class.entry(j.class.clone()).or_default().push(j.run_time());
+    }
+    let turnarounds: Vec<f64> = jobs.iter().map(|j| j.turnaround).collect();
+    let slowdowns: Vec<f64> = jobs.iter().map(|j| j.slowdown).collect();
+    let cpu: f64 = run.jobs.iter().map(|j| j.cpu_seconds).sum();
+    let available = run.makespan * run.cpus.len().max(1) as f64;
+    Summary {
+        config: run.config.clone(),
+        makespan: run.makespan,
+        mean_turnaround: mean_cv(&turnarounds).0,
+        max_turnaround: turnarounds.iter().copied().fold(0.0, f64::max),
+        mean_slowdown: mean_cv(&slowdowns).0,
+        utilization: if available > 0.0 { (cpu / available).min(1.0) } else { 0.0 },
+        cv: per_class.into_iter().map(|(c, v)| (c, mean_cv(&v).1)).collect(),
+        failed: run.jobs.iter().filter(|j| !j.outcome.ok()).count(),
+        jobs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cv_of_equal_values_is_zero() {
+        assert_eq!(mean_cv(&[2.0, 2.0, 2.0]), (2.0, 0.0));
+        let (m, cv) = mean_cv(&[1.0, 3.0]);
+        assert_eq!(m, 2.0);
+        assert!((cv - 0.5).abs() < 1e-12);
+        assert_eq!(mean_cv(&[]), (0.0, 0.0));
+    }
+}

@@ -1,0 +1,402 @@
+//! Runs a workload once under one configuration: an FCFS queue with a multiprogramming level,
+//! jobs started at their arrival times as real processes (each in its own process group), their
+//! exits and CPU times collected, and a trace of what ran when.
+//!
+//! The baselines need no manager: `os` runs every job as the workload says (OpenMP defaults),
+//! `passive` adds `OMP_WAIT_POLICY=passive`, `dynamic` adds `OMP_DYNAMIC=true`, and `static`
+//! splits the CPUs once into `mpl` processor sets and starts each job pinned to a free one with
+//! a matching `OMP_NUM_THREADS` (processor sets, `taskset` style).
+
+use std::collections::VecDeque;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use cpumgr_core::trace::{Event, EventKind};
+use cpumgr_core::{CpuSet, ProgramId};
+
+use crate::workload::{Job, Workload};
+
+/// How the jobs of a run are treated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Config {
+    /// Plain Linux: every job as the workload says.
+    Os,
+    /// `OMP_WAIT_POLICY=passive`.
+    Passive,
+    /// `OMP_DYNAMIC=true`.
+    Dynamic,
+    /// Processor sets: the CPUs split once among `mpl` slots, each job pinned to one.
+    Static,
+}
+
+impl Config {
+    /// Parses a baseline name.
+    pub fn parse(name: &str) -> Option<Config> {
+        Some(match name {
+            "os" => Config::Os,
+            "passive" => Config::Passive,
+            "dynamic" => Config::Dynamic,
+            "static" => Config::Static,
+            _ => return None,
+        })
+    }
+
+    /// The name it is reported under.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Config::Os => "os",
+            Config::Passive => "passive",
+            Config::Dynamic => "dynamic",
+            Config::Static => "static",
+        }
+    }
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Exited with this status.
+    Exited(i32),
+    /// Killed by this signal.
+    Signaled(i32),
+    /// Could not be started (the reason).
+    NotStarted(String),
+    /// Ended by the launcher because the run was interrupted.
+    Interrupted,
+}
+
+impl Outcome {
+    /// Whether the job succeeded.
+    pub fn ok(&self) -> bool {
+        *self == Outcome::Exited(0)
+    }
+
+    /// A short description.
+    pub fn describe(&self) -> String {
+        match self {
+            Outcome::Exited(0) => "ok".into(),
+            Outcome::Exited(c) => format!("failed: exit {c}"),
+            Outcome::Signaled(s) => format!("failed: signal {s}"),
+            Outcome::NotStarted(why) => format!("failed: not started: {why}"),
+            Outcome::Interrupted => "interrupted".into(),
+        }
+    }
+}
+
+/// One job's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobResult {
+    /// The job's name.
+    pub name: String,
+    /// Its class.
+    pub class: String,
+    /// Arrival, seconds from the run's start.
+    pub arrival: f64,
+    /// When it started.
+    pub start: f64,
+    /// When it ended.
+    pub end: f64,
+    /// User + system CPU seconds it used (with its children).
+    pub cpu_seconds: f64,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// The last lines of its stderr when it failed.
+    pub stderr_tail: String,
+}
+
+impl JobResult {
+    /// End minus arrival.
+    pub fn turnaround(&self) -> f64 {
+        self.end - self.arrival
+    }
+
+    /// End minus start.
+    pub fn run_time(&self) -> f64 {
+        self.end - self.start
+    }
+}
+
+/// A whole run's result.
+#[derive(Debug, Clone)]
+pub struct RunResult {
+    /// The configuration's name.
+    pub config: String,
+    /// CPUs used.
+    pub cpus: CpuSet,
+    /// First arrival to last end, seconds.
+    pub makespan: f64,
+    /// Per job, in workload order.
+    pub jobs: Vec<JobResult>,
+    /// What ran when.
+    pub trace: Vec<Event>,
+}
+
+/// Settings shared by every run.
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    /// CPUs the workload may use.
+    pub cpus: CpuSet,
+    /// Where job logs go.
+    pub log_dir: PathBuf,
+    /// Polling period of the launcher's loop.
+    pub tick: Duration,
+}
+
+struct Running {
+    index: usize,
+    pid: i32,
+    started: f64,
+    slot: Option<usize>,
+}
+
+fn now_s(t0: Instant) -> f64 {
+    t0.elapsed().as_secs_f64()
+}
+
+fn ns(s: f64) -> u64 {
+    (s * 1e9) as u64
+}
+
+/// Splits `cpus` into `n` nearly equal contiguous slots.
+pub fn split_cpus(cpus: &CpuSet, n: usize) -> Vec<CpuSet> {
+    let list: Vec<u32> = cpus.iter().collect();
+    let n = n.clamp(1, list.len().max(1));
+    (0..n)
+        .map(|k| {
+            let lo = k * list.len() / n;
+            let hi = (k + 1) * list.len() / n;
+            list[lo..hi].iter().copied().collect()
+        })
+        .collect()
+}
+
+fn spawn(job: &Job, config: &Config, slot: Option<&CpuSet>, log: &Path) -> std::io::Result<i32> {
+    let mut cmd = Command::new(&job.command[0]);
+    cmd.args(&job.command[1..]).envs(&job.env).stdin(Stdio::null()).process_group(0);
+    if let Some(d) = &job.dir {
+        cmd.current_dir(d);
+    }
+    match config {
+        Config::Passive => {
+            cmd.env("OMP_WAIT_POLICY", "passive");
+        }
+        Config::Dynamic => {
+            cmd.env("OMP_DYNAMIC", "true");
+        }
+        Config::Os | Config::Static => {}
+    }
+    if let Some(set) = slot {
+        if job.procs.is_none() {
+            cmd.env("OMP_NUM_THREADS", set.len().to_string());
+        }
+        let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for c in set.iter() {
+            unsafe { libc::CPU_SET(c as usize, &mut mask) };
+        }
+        // SAFETY: sched_setaffinity is async-signal-safe; the closure touches only the copied
+        // mask and runs in the child between fork and exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mask) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+    }
+    let out = std::fs::File::create(log.with_extension("out"))?;
+    let err = std::fs::File::create(log.with_extension("err"))?;
+    cmd.stdout(out).stderr(err);
+    let child = cmd.spawn()?;
+    Ok(child.id() as i32)
+}
+
+/// Reaps `pid` if it ended: its outcome and CPU seconds.
+fn try_reap(pid: i32) -> Option<(Outcome, f64)> {
+    let mut status = 0;
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: plain syscall on our own child with valid out-pointers.
+    let r = unsafe { libc::wait4(pid, &mut status, libc::WNOHANG, &mut usage) };
+    if r != pid {
+        return None;
+    }
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let cpu = tv(usage.ru_utime) + tv(usage.ru_stime);
+    let outcome = if libc::WIFEXITED(status) {
+        Outcome::Exited(libc::WEXITSTATUS(status))
+    } else {
+        Outcome::Signaled(libc::WTERMSIG(status))
+    };
+    Some((outcome, cpu))
+}
+
+fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Ends every job still running: SIGTERM to its process group (and SIGCONT, so a stopped one
+/// can act on it), then SIGKILL after a grace period, and reaps them all.
+fn end_all(running: &mut Vec<Running>, results: &mut [Option<JobResult>], jobs: &[Job], t0: Instant) {
+    for r in running.iter() {
+        unsafe {
+            libc::kill(-r.pid, libc::SIGTERM);
+            libc::kill(-r.pid, libc::SIGCONT);
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while !running.is_empty() {
+        running.retain(|r| match try_reap(r.pid) {
+            Some((_, cpu)) => {
+                let job = &jobs[r.index];
+                results[r.index] = Some(JobResult {
+                    name: job.name.clone(),
+                    class: job.class.clone(),
+                    arrival: job.at,
+                    start: r.started,
+                    end: now_s(t0),
+                    cpu_seconds: cpu,
+                    outcome: Outcome::Interrupted,
+                    stderr_tail: String::new(),
+                });
+                false
+            }
+            None => true,
+        });
+        if Instant::now() > deadline {
+            for r in running.iter() {
+                unsafe { libc::kill(-r.pid, libc::SIGKILL) };
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Runs the workload once. `progress` is called with (jobs done, jobs total) whenever a job
+/// ends; `stop` ends the run early (Ctrl-C): running jobs are ended, waiting ones are reported
+/// as interrupted.
+pub fn run(
+    workload: &Workload,
+    config: &Config,
+    opts: &RunOptions,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(usize, usize),
+) -> std::io::Result<RunResult> {
+    std::fs::create_dir_all(&opts.log_dir)?;
+    let jobs = &workload.jobs;
+    let ncpus = opts.cpus.len() as u32;
+    let mpl = if workload.mpl == 0 { jobs.len() } else { workload.mpl as usize };
+    let slots = if *config == Config::Static { split_cpus(&opts.cpus, mpl.min(opts.cpus.len())) } else { Vec::new() };
+    let mut slot_free = vec![true; slots.len()];
+    let mut pending: VecDeque<usize> = (0..jobs.len()).collect();
+    let mut running: Vec<Running> = Vec::new();
+    let mut results: Vec<Option<JobResult>> = vec![None; jobs.len()];
+    let mut trace = vec![Event {
+        t: 0,
+        program: None,
+        kind: EventKind::Start { source: "launch".into(), cpus: opts.cpus.clone(), policy: config.name().into(), quantum: 0 },
+    }];
+    let mut done = 0;
+    let t0 = Instant::now();
+    let mut arrived = 0;
+    while done < jobs.len() {
+        if stop.load(Ordering::Relaxed) {
+            end_all(&mut running, &mut results, jobs, t0);
+            break;
+        }
+        let now = now_s(t0);
+        while arrived < jobs.len() && jobs[arrived].at <= now {
+            let j = &jobs[arrived];
+            trace.push(Event { t: ns(j.at), program: Some(ProgramId(arrived as u64 + 1)), kind: EventKind::Arrive { name: j.name.clone(), request: j.request } });
+            arrived += 1;
+        }
+        // Admit in FCFS order while the multiprogramming level allows.
+        while running.len() < mpl && pending.front().is_some_and(|&i| jobs[i].at <= now) {
+            let i = pending.pop_front().unwrap_or_default();
+            let job = &jobs[i];
+            let slot = slot_free.iter().position(|f| *f);
+            let set = slot.map(|s| &slots[s]);
+            let log = opts.log_dir.join(format!("{}-{}", config.name(), job.name.replace(['/', '#'], "_")));
+            let id = Some(ProgramId(i as u64 + 1));
+            match spawn(job, config, set, &log) {
+                Ok(pid) => {
+                    if let Some(s) = slot {
+                        slot_free[s] = false;
+                    }
+                    let (count, cpus) = match set {
+                        Some(s) => (s.len() as u32, s.clone()),
+                        None => (job.procs.unwrap_or(job.request).min(ncpus.max(1)), opts.cpus.clone()),
+                    };
+                    trace.push(Event { t: ns(now), program: id, kind: EventKind::Allocate { count, cpus, running: true } });
+                    running.push(Running { index: i, pid, started: now, slot });
+                }
+                Err(e) => {
+                    results[i] = Some(JobResult {
+                        name: job.name.clone(),
+                        class: job.class.clone(),
+                        arrival: job.at,
+                        start: now,
+                        end: now,
+                        cpu_seconds: 0.0,
+                        outcome: Outcome::NotStarted(format!("{}: {e}", job.command[0])),
+                        stderr_tail: String::new(),
+                    });
+                    trace.push(Event { t: ns(now), program: id, kind: EventKind::Exit { status: None } });
+                    done += 1;
+                    progress(done, jobs.len());
+                }
+            }
+        }
+        let mut ended = Vec::new();
+        running.retain(|r| match try_reap(r.pid) {
+            Some(x) => {
+                ended.push((r.index, r.started, r.slot, x));
+                false
+            }
+            None => true,
+        });
+        for (i, started, slot, (outcome, cpu)) in ended {
+            let end = now_s(t0);
+            let job = &jobs[i];
+            if let Some(s) = slot {
+                slot_free[s] = true;
+            }
+            let status = match outcome {
+                Outcome::Exited(c) => Some(c),
+                Outcome::Signaled(s) => Some(128 + s),
+                _ => None,
+            };
+            trace.push(Event { t: ns(end), program: Some(ProgramId(i as u64 + 1)), kind: EventKind::Exit { status } });
+            let stderr_tail = if outcome.ok() { String::new() } else { tail(&opts.log_dir.join(format!("{}-{}.err", config.name(), job.name.replace(['/', '#'], "_"))), 5) };
+            results[i] = Some(JobResult { name: job.name.clone(), class: job.class.clone(), arrival: job.at, start: started, end, cpu_seconds: cpu, outcome, stderr_tail });
+            done += 1;
+            progress(done, jobs.len());
+        }
+        std::thread::sleep(opts.tick);
+    }
+    let end = now_s(t0);
+    let jobs_out: Vec<JobResult> = results
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            r.unwrap_or_else(|| JobResult {
+                name: jobs[i].name.clone(),
+                class: jobs[i].class.clone(),
+                arrival: jobs[i].at,
+                start: end,
+                end,
+                cpu_seconds: 0.0,
+                outcome: Outcome::Interrupted,
+                stderr_tail: String::new(),
+            })
+        })
+        .collect();
+    let first = jobs_out.iter().map(|j| j.arrival).fold(f64::INFINITY, f64::min);
+    let last = jobs_out.iter().map(|j| j.end).fold(0.0, f64::max);
+    trace.sort_by_key(|e| e.t);
+    Ok(RunResult { config: config.name().into(), cpus: opts.cpus.clone(), makespan: (last - first).max(0.0), jobs: jobs_out, trace })
+}

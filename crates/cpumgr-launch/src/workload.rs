@@ -1,0 +1,282 @@
+//! Workload files for `cpumgr launch`: jobs that are real commands, their arrival times, and the
+//! multiprogramming level, in TOML.
+//!
+//! ```toml
+//! name = "mixed"
+//! mpl = 2                     # jobs running at once (0: no limit)
+//! arrivals = "fixed"          # "fixed" (each job's `at`) or "poisson" (mean gap `gap` seconds)
+//! seed = 1                    # for poisson arrivals
+//!
+//! [[job]]
+//! name = "stencil"
+//! command = ["{kernels}/stencil", "-n", "400"]
+//! env = { OMP_NUM_THREADS = "{cpus}" }
+//! at = 0.0                    # arrival, seconds after the run starts
+//! repeat = 2                  # copies of this job (each arrives `every` seconds after the last)
+//! every = 0.5
+//! request = "{cpus}"          # CPUs it asks the manager for; default: all
+//! kind = "malleable"          # or "rigid" (with `procs`), "moldable", "evolving"
+//! ```
+//!
+//! `{cpus}` is replaced by the number of CPUs the run uses and `{kernels}` by the directory of
+//! the built test kernels, in commands, environment values and `request`.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// Why a workload file was refused; names the file, line and field.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}: {message}")]
+pub struct WorkloadError {
+    /// The file.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// What is wrong, naming the field.
+    pub message: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSpec {
+    name: Option<String>,
+    #[serde(default)]
+    mpl: u32,
+    #[serde(default)]
+    arrivals: Option<String>,
+    gap: Option<f64>,
+    #[serde(default)]
+    seed: u64,
+    #[serde(default)]
+    job: Vec<JobSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct JobSpec {
+    name: String,
+    command: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    dir: Option<PathBuf>,
+    #[serde(default)]
+    at: f64,
+    #[serde(default = "one")]
+    repeat: u32,
+    #[serde(default)]
+    every: f64,
+    request: Option<String>,
+    kind: Option<String>,
+    procs: Option<u32>,
+    class: Option<String>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+/// One job instance to run: a command with its arrival time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// Unique within the workload: the job's name, with `#k` for repeats.
+    pub name: String,
+    /// The job class (the `[[job]]` table's name or `class`): CV and dedicated times are per class.
+    pub class: String,
+    /// Program and arguments, placeholders expanded.
+    pub command: Vec<String>,
+    /// Extra environment, expanded.
+    pub env: BTreeMap<String, String>,
+    /// Working directory.
+    pub dir: Option<PathBuf>,
+    /// Arrival, seconds after the run starts.
+    pub at: f64,
+    /// CPUs it asks for.
+    pub request: u32,
+    /// Fixed process/thread count for rigid jobs.
+    pub procs: Option<u32>,
+    /// `malleable`, `moldable`, `rigid` or `evolving`.
+    pub kind: String,
+}
+
+/// A workload ready to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// Its name.
+    pub name: String,
+    /// Jobs running at once; 0 for no limit.
+    pub mpl: u32,
+    /// Jobs in arrival order.
+    pub jobs: Vec<Job>,
+}
+
+/// Values for the placeholders.
+#[derive(Debug, Clone)]
+pub struct Expand {
+    /// CPUs of the run.
+    pub cpus: u32,
+    /// Directory of the built kernels.
+    pub kernels: PathBuf,
+}
+
+impl Expand {
+    fn apply(&self, s: &str) -> String {
+        s.replace("{cpus}", &self.cpus.to_string()).replace("{kernels}", &self.kernels.display().to_string())
+    }
+}
+
+impl Workload {
+    /// Parses a workload file's text. `file` names it in errors.
+    pub fn parse(file: &Path, text: &str, expand: &Expand) -> Result<Workload, WorkloadError> {
+        let fname = file.display().to_string();
+        let line_of = |offset: usize| text[..offset.min(text.len())].matches('\n').count() + 1;
+        let spec: FileSpec = toml::from_str(text).map_err(|e| WorkloadError {
+            file: fname.clone(),
+            line: e.span().map_or(1, |s| line_of(s.start)),
+            message: e.message().to_string(),
+        })?;
+        let headers: Vec<usize> = text.match_indices("[[job]]").map(|(o, _)| line_of(o)).collect();
+        let err = |line: usize, message: String| WorkloadError { file: fname.clone(), line, message };
+        let poisson = match spec.arrivals.as_deref() {
+            None | Some("fixed") => None,
+            Some("poisson") => Some(spec.gap.filter(|g| g.is_finite() && *g > 0.0).ok_or_else(|| {
+                err(1, "field `gap`: poisson arrivals need a mean gap in seconds > 0".into())
+            })?),
+            Some(other) => return Err(err(1, format!("field `arrivals`: {other:?} is not \"fixed\" or \"poisson\""))),
+        };
+        let mut jobs = Vec::new();
+        for (k, j) in spec.job.iter().enumerate() {
+            let line = headers.get(k).copied().unwrap_or(1);
+            let bad = |field: &str, msg: String| err(line, format!("job {:?}: field `{field}`: {msg}", j.name));
+            if j.command.is_empty() || j.command[0].trim().is_empty() {
+                return Err(bad("command", "needs a program to run".into()));
+            }
+            if !(j.at.is_finite() && j.at >= 0.0) {
+                return Err(bad("at", format!("{} is not a time >= 0", j.at)));
+            }
+            if !(j.every.is_finite() && j.every >= 0.0) {
+                return Err(bad("every", format!("{} is not a time >= 0", j.every)));
+            }
+            if j.repeat == 0 {
+                return Err(bad("repeat", "must be at least 1".into()));
+            }
+            let kind = j.kind.clone().unwrap_or_else(|| if j.procs.is_some() { "rigid".into() } else { "malleable".into() });
+            match (kind.as_str(), j.procs) {
+                ("rigid", Some(n)) if n > 0 => {}
+                ("rigid", _) => return Err(bad("procs", "a rigid job needs procs >= 1".into())),
+                ("malleable" | "moldable" | "evolving", None) => {}
+                ("malleable" | "moldable" | "evolving", Some(_)) => {
+                    return Err(bad("procs", format!("only rigid jobs take procs, not {kind}")))
+                }
+                _ => return Err(bad("kind", format!("{kind:?} is not malleable, moldable, rigid or evolving"))),
+            }
+            let request = match &j.request {
+                None => j.procs.unwrap_or(expand.cpus),
+                Some(r) => expand
+                    .apply(r)
+                    .trim()
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| bad("request", format!("{r:?} is not a CPU count >= 1")))?,
+            };
+            for copy in 0..j.repeat {
+                jobs.push(Job {
+                    name: if j.repeat > 1 { format!("{}#{}", j.name, copy + 1) } else { j.name.clone() },
+                    class: j.class.clone().unwrap_or_else(|| j.name.clone()),
+                    command: j.command.iter().map(|a| expand.apply(a)).collect(),
+                    env: j.env.iter().map(|(k, v)| (k.clone(), expand.apply(v))).collect(),
+                    dir: j.dir.clone(),
+                    at: j.at + j.every * copy as f64,
+                    request,
+                    procs: j.procs,
+                    kind: kind.clone(),
+                });
+            }
+        }
+        if let Some(gap) = poisson {
+            // Exponential gaps from a small deterministic generator (splitmix64), so a workload
+            // arrives the same way in every configuration and repeat.
+            let mut state = spec.seed ^ 0x9E37_79B9_7F4A_7C15;
+            let mut t = 0.0;
+            for job in &mut jobs {
+                job.at = t;
+                state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                let mut z = state;
+                z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                z ^= z >> 31;
+                let u = ((z >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
+                t += -gap * u.ln();
+            }
+        }
+        jobs.sort_by(|a, b| a.at.total_cmp(&b.at));
+        if jobs.is_empty() {
+            return Err(err(1, "the workload has no [[job]]".into()));
+        }
+        Ok(Workload { name: spec.name.unwrap_or_else(|| file.file_stem().map_or("workload".into(), |s| s.to_string_lossy().into_owned())), mpl: spec.mpl, jobs })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Workload, WorkloadError> {
+        Workload::parse(Path::new("w.toml"), text, &Expand { cpus: 4, kernels: PathBuf::from("/k") })
+    }
+
+    #[test]
+    fn expands_repeats_and_placeholders() {
+        let w = parse(
+            r#"
+mpl = 2
+[[job]]
+name = "s"
+command = ["{kernels}/stencil", "-t", "{cpus}"]
+env = { OMP_NUM_THREADS = "{cpus}" }
+repeat = 2
+every = 1.5
+[[job]]
+name = "r"
+command = ["rigid"]
+procs = 2
+at = 1
+"#,
+        )
+        .unwrap();
+        assert_eq!(w.mpl, 2);
+        assert_eq!(w.name, "w");
+        let names: Vec<_> = w.jobs.iter().map(|j| (j.name.as_str(), j.at)).collect();
+        assert_eq!(names, vec![("s#1", 0.0), ("r", 1.0), ("s#2", 1.5)]);
+        assert_eq!(w.jobs[0].command, vec!["/k/stencil", "-t", "4"]);
+        assert_eq!(w.jobs[0].env["OMP_NUM_THREADS"], "4");
+        assert_eq!(w.jobs[0].request, 4);
+        assert_eq!((w.jobs[1].kind.as_str(), w.jobs[1].request), ("rigid", 2));
+    }
+
+    #[test]
+    fn poisson_arrivals_are_reproducible() {
+        let text = "arrivals = \"poisson\"\ngap = 2.0\nseed = 7\n[[job]]\nname = \"a\"\ncommand = [\"true\"]\nrepeat = 50\n";
+        let a = parse(text).unwrap();
+        assert_eq!(a, parse(text).unwrap());
+        let last = a.jobs.last().unwrap().at;
+        assert!(last > 40.0 && last < 200.0, "50 gaps of mean 2 s: {last}");
+    }
+
+    #[test]
+    fn errors_name_line_and_field() {
+        let e = parse("[[job]]\nname = \"a\"\ncommand = [\"x\"]\nbogus = 1\n").unwrap_err();
+        assert_eq!(e.line, 4);
+        assert!(e.message.contains("bogus"), "{e}");
+        let e = parse("mpl = 1\n\n[[job]]\nname = \"a\"\ncommand = []\n").unwrap_err();
+        assert_eq!(e.line, 3);
+        assert!(e.message.contains("`command`"), "{e}");
+        let e = parse("[[job]]\nname = \"a\"\ncommand = [\"x\"]\nkind = \"rigid\"\n").unwrap_err();
+        assert!(e.message.contains("`procs`"), "{e}");
+        let e = parse("[[job]]\nname = \"a\"\ncommand = [\"x\"]\nrequest = \"lots\"\n").unwrap_err();
+        assert!(e.message.contains("`request`"), "{e}");
+        assert!(parse("mpl = 1\n").unwrap_err().message.contains("no [[job]]"));
+    }
+}

@@ -1,0 +1,81 @@
+//! The runner with real processes: FCFS and the multiprogramming level, failed and missing
+//! commands, processor sets under `static`, and an interrupted run that leaves nothing behind.
+
+use std::path::Path;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use cpumgr_core::CpuSet;
+use cpumgr_launch::{run, Config, Expand, Outcome, RunOptions, Workload};
+
+fn workload(text: &str) -> Workload {
+    Workload::parse(Path::new("t.toml"), text, &Expand { cpus: 2, kernels: "/none".into() }).unwrap()
+}
+
+fn opts(dir: &Path) -> RunOptions {
+    RunOptions { cpus: CpuSet::parse("0-1").unwrap(), log_dir: dir.to_path_buf(), tick: Duration::from_millis(2) }
+}
+
+#[test]
+fn fcfs_respects_the_multiprogramming_level() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload("mpl = 1\n[[job]]\nname = \"s\"\ncommand = [\"sleep\", \"0.2\"]\nrepeat = 3\n");
+    let r = run(&w, &Config::Os, &opts(dir.path()), &AtomicBool::new(false), &mut |_, _| {}).unwrap();
+    assert!(r.jobs.iter().all(|j| j.outcome.ok()));
+    for pair in r.jobs.windows(2) {
+        assert!(pair[1].start >= pair[0].end, "with mpl 1 a job starts after the previous ends: {pair:?}");
+    }
+    assert!(r.makespan >= 0.6);
+}
+
+#[test]
+fn failures_are_reported_not_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload(
+        "[[job]]\nname = \"bad\"\ncommand = [\"sh\", \"-c\", \"echo boom >&2; exit 3\"]\n\
+         [[job]]\nname = \"missing\"\ncommand = [\"/nonexistent/program\"]\n\
+         [[job]]\nname = \"crash\"\ncommand = [\"sh\", \"-c\", \"kill -SEGV $$\"]\n",
+    );
+    let mut seen = Vec::new();
+    let r = run(&w, &Config::Os, &opts(dir.path()), &AtomicBool::new(false), &mut |d, t| seen.push((d, t))).unwrap();
+    assert_eq!(r.jobs.len(), 3);
+    assert_eq!(r.jobs[0].outcome, Outcome::Exited(3));
+    assert_eq!(r.jobs[0].stderr_tail, "boom");
+    assert!(matches!(&r.jobs[1].outcome, Outcome::NotStarted(why) if why.contains("/nonexistent/program")));
+    assert_eq!(r.jobs[2].outcome, Outcome::Signaled(libc::SIGSEGV));
+    assert_eq!(seen.last(), Some(&(3, 3)));
+}
+
+#[test]
+fn static_pins_each_job_to_its_own_processor_set() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("masks");
+    std::fs::create_dir(&out).unwrap();
+    let script = format!(
+        "grep Cpus_allowed_list /proc/self/status | cut -f2 > {}/$$; echo $OMP_NUM_THREADS >> {}/$$; sleep 0.3",
+        out.display(),
+        out.display()
+    );
+    let w = workload(&format!("mpl = 2\n[[job]]\nname = \"p\"\ncommand = [\"sh\", \"-c\", \"{script}\"]\nrepeat = 2\n"));
+    let r = run(&w, &Config::Static, &opts(dir.path()), &AtomicBool::new(false), &mut |_, _| {}).unwrap();
+    assert!(r.jobs.iter().all(|j| j.outcome.ok()), "{:?}", r.jobs);
+    let mut masks: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
+    masks.sort();
+    assert_eq!(masks, vec!["0\n1\n", "1\n1\n"], "disjoint one-CPU sets, OMP_NUM_THREADS matched");
+}
+
+#[test]
+fn an_interrupted_run_ends_every_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload("[[job]]\nname = \"long\"\ncommand = [\"sleep\", \"30\"]\nrepeat = 2\n[[job]]\nname = \"late\"\ncommand = [\"true\"]\nat = 60\n");
+    let stop = AtomicBool::new(false);
+    let r = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(300));
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        run(&w, &Config::Os, &opts(dir.path()), &stop, &mut |_, _| {}).unwrap()
+    });
+    assert!(r.jobs.iter().all(|j| j.outcome == Outcome::Interrupted), "{:?}", r.jobs);
+    assert!(r.makespan < 10.0);
+}
