@@ -26,6 +26,8 @@ enum Command {
     Policies(cmd::policies::Args),
     /// Run a policy and the placer for a few quanta over a list of programs.
     Decide(cmd::decide::Args),
+    /// Run a workload of real programs under several configurations and compare them.
+    Launch(cmd::launch::Args),
     /// Rebuild an HTML report from saved traces.
     Report(cmd::report::Args),
     /// Work with traces (export to Perfetto or Paraver).
@@ -44,6 +46,7 @@ fn main() -> ExitCode {
         Command::Topology(a) => cmd::topology::run(a),
         Command::Policies(a) => cmd::policies::run(a),
         Command::Decide(a) => cmd::decide::run(a),
+        Command::Launch(a) => cmd::launch::run_launch(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Trace(a) => cmd::trace::run(a),
     };

@@ -1,0 +1,239 @@
+//! `cpumgr launch`: run a workload of real programs once per configuration (baselines and
+//! policies), alternating configurations across repeats so machine drift hits all alike, and
+//! compare them in one table, JSON, and an HTML report.
+
+use std::collections::BTreeMap;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use cpumgr_core::CpuSet;
+use cpumgr_launch::metrics::{mean_cv, summarize, Summary};
+use cpumgr_launch::{run, Config, Expand, RunOptions, Workload};
+use cpumgr_report::{render, Report, Table, Timeline};
+use serde_json::json;
+
+use crate::input::{read_file, InputError};
+
+/// Arguments of `cpumgr launch`.
+#[derive(Debug, Parser)]
+pub struct Args {
+    /// The workload file (TOML).
+    pub workload: PathBuf,
+    /// Baselines to run, comma-separated: os, passive, dynamic, static.
+    #[arg(long, value_delimiter = ',', default_value = "os,static")]
+    pub baseline: Vec<String>,
+    /// Times to run each configuration (alternating A B A B).
+    #[arg(long, default_value_t = 1)]
+    pub repeat: u32,
+    /// CPUs to use (taskset syntax); default: the CPUs this process may run on.
+    #[arg(long, env = "CPUMGR_CPUS")]
+    pub cpus: Option<String>,
+    /// Directory of the built kernels, for `{kernels}` in the workload.
+    #[arg(long, default_value = "target/kernels")]
+    pub kernels: PathBuf,
+    /// Write an HTML report here.
+    #[arg(long)]
+    pub report: Option<PathBuf>,
+    /// Write the trace of the first repeat of each configuration here (one file per configuration,
+    /// `FILE.CONFIG`).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The CPUs this process may run on.
+pub fn allowed_cpus() -> CpuSet {
+    // SAFETY: sched_getaffinity fills the zeroed mask it is given.
+    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut mask) } == 0;
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
+    if !ok {
+        return CpuSet::first_n(n);
+    }
+    (0..libc::CPU_SETSIZE as u32).filter(|&c| unsafe { libc::CPU_ISSET(c as usize, &mask) }).collect()
+}
+
+/// One configuration's repeats.
+struct Outcomes {
+    name: String,
+    summaries: Vec<Summary>,
+    first_trace: Option<Timeline>,
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    if xs.is_empty() {
+        0.0
+    } else {
+        xs[xs.len() / 2]
+    }
+}
+
+/// Runs the launch and prints the results.
+pub fn run_launch(args: Args) -> anyhow::Result<()> {
+    let cpus = match &args.cpus {
+        Some(list) => CpuSet::parse(list).map_err(|e| InputError::new(format!("--cpus: {e}")))?,
+        None => allowed_cpus(),
+    };
+    let text = read_file(&args.workload)?;
+    let expand = Expand { cpus: cpus.len() as u32, kernels: std::path::absolute(&args.kernels)? };
+    let workload = Workload::parse(&args.workload, &text, &expand).map_err(|e| InputError::new(e.to_string()))?;
+    let mut configs = Vec::new();
+    for b in &args.baseline {
+        configs.push(Config::parse(b).ok_or_else(|| InputError::new(format!("--baseline: unknown baseline {b:?}; known: os, passive, dynamic, static")))?);
+    }
+    if configs.is_empty() {
+        return Err(InputError::new("nothing to run: give at least one --baseline"));
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
+    signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
+    let logs = tempfile::Builder::new().prefix("cpumgr-launch-").tempdir()?;
+    let opts = RunOptions { cpus: cpus.clone(), log_dir: logs.path().to_path_buf(), tick: Duration::from_millis(5) };
+    let show_progress = !args.json && std::io::stdout().is_terminal();
+
+    // Each class's dedicated run time: its first job alone on the machine, OpenMP defaults.
+    let mut dedicated = BTreeMap::new();
+    for job in &workload.jobs {
+        if dedicated.contains_key(&job.class) || stop.load(std::sync::atomic::Ordering::Relaxed) {
+            continue;
+        }
+        let alone = Workload { name: job.class.clone(), mpl: 1, jobs: vec![cpumgr_launch::workload::Job { at: 0.0, ..job.clone() }] };
+        let r = run(&alone, &Config::Os, &opts, &stop, &mut |_, _| {})?;
+        dedicated.insert(job.class.clone(), r.makespan);
+    }
+
+    let bar = show_progress.then(|| {
+        let b = indicatif::ProgressBar::new((workload.jobs.len() * configs.len() * args.repeat as usize) as u64);
+        b.set_style(indicatif::ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/{len} jobs, {elapsed} elapsed, ETA {eta}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+        b
+    });
+    let mut outcomes: Vec<Outcomes> = configs.iter().map(|c| Outcomes { name: c.name().into(), summaries: Vec::new(), first_trace: None }).collect();
+    'repeats: for _ in 0..args.repeat {
+        for (k, config) in configs.iter().enumerate() {
+            if let Some(b) = &bar {
+                b.set_message(config.name());
+            }
+            let mut last = 0;
+            let r = run(&workload, config, &opts, &stop, &mut |done, _| {
+                if let Some(b) = &bar {
+                    b.inc((done - last) as u64);
+                }
+                last = done;
+            })?;
+            let o = &mut outcomes[k];
+            if o.first_trace.is_none() {
+                if let Some(path) = &args.trace {
+                    let mut file = std::io::BufWriter::new(std::fs::File::create(path.with_extension(config.name()))?);
+                    for e in &r.trace {
+                        serde_json::to_writer(&mut file, e)?;
+                        std::io::Write::write_all(&mut file, b"\n")?;
+                    }
+                }
+                o.first_trace = Some(Timeline::from_events(&r.trace));
+            }
+            o.summaries.push(summarize(&r, &dedicated));
+            if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                break 'repeats;
+            }
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    report_results(&args, &workload, &cpus, &dedicated, &outcomes)?;
+    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+        anyhow::bail!("interrupted: every job was ended; the results above cover what ran");
+    }
+    Ok(())
+}
+
+fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &BTreeMap<String, f64>, outcomes: &[Outcomes]) -> anyhow::Result<()> {
+    let best_baseline = outcomes
+        .iter()
+        .map(|o| median(o.summaries.iter().map(|s| s.makespan).collect()))
+        .fold(f64::INFINITY, f64::min);
+    let mut table = Table {
+        columns: ["config", "makespan (s)", "min–max", "mean turnaround", "max turnaround", "mean slowdown", "utilisation", "failed", "vs best"].map(String::from).to_vec(),
+        rows: Vec::new(),
+    };
+    let mut runs_json = Vec::new();
+    for o in outcomes.iter().filter(|o| !o.summaries.is_empty()) {
+        let makespans: Vec<f64> = o.summaries.iter().map(|s| s.makespan).collect();
+        let med = median(makespans.clone());
+        let pick = |f: fn(&Summary) -> f64| median(o.summaries.iter().map(f).collect());
+        let (lo, hi) = (makespans.iter().copied().fold(f64::INFINITY, f64::min), makespans.iter().copied().fold(0.0, f64::max));
+        let failed: usize = o.summaries.iter().map(|s| s.failed).sum();
+        table.rows.push(vec![
+            o.name.clone(),
+            format!("{med:.2}"),
+            format!("{lo:.2}–{hi:.2}"),
+            format!("{:.2}", pick(|s| s.mean_turnaround)),
+            format!("{:.2}", pick(|s| s.max_turnaround)),
+            format!("{:.2}", pick(|s| s.mean_slowdown)),
+            format!("{:.0}%", 100.0 * pick(|s| s.utilization)),
+            failed.to_string(),
+            format!("{:.2}×", med / best_baseline.max(1e-9)),
+        ]);
+        let last = o.summaries.last().map(|s| &s.jobs);
+        runs_json.push(json!({
+            "config": o.name,
+            "makespan": med,
+            "makespans": makespans,
+            "mean_turnaround": pick(|s| s.mean_turnaround),
+            "mean_slowdown": pick(|s| s.mean_slowdown),
+            "utilization": pick(|s| s.utilization),
+            "cv": o.summaries.last().map(|s| &s.cv),
+            "jobs": last,
+        }));
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&json!({"workload": workload.name, "cpus": cpus.to_string(), "dedicated": dedicated, "runs": runs_json}))?);
+    } else {
+        println!("workload {} on CPUs {} ({} jobs, mpl {}), {} repeat(s)", workload.name, cpus, workload.jobs.len(), workload.mpl, args.repeat);
+        print_table(&table);
+        for o in outcomes {
+            for s in o.summaries.iter().take(1) {
+                for j in s.jobs.iter().filter(|j| j.outcome != "ok") {
+                    println!("  {}: job {} {}", o.name, j.name, j.outcome);
+                }
+            }
+        }
+        let (_, cv) = mean_cv(&outcomes.iter().filter_map(|o| o.summaries.first()).map(|s| s.makespan).collect::<Vec<_>>());
+        if outcomes.len() > 1 {
+            println!("spread of makespans across configurations: CV {cv:.2}");
+        }
+    }
+    if let Some(path) = &args.report {
+        let report = Report {
+            title: format!("cpumgr launch: {}", workload.name),
+            notes: vec![format!("CPUs {cpus}; {} jobs; mpl {}; {} repeat(s); medians over repeats", workload.jobs.len(), workload.mpl, args.repeat)],
+            table,
+            runs: outcomes.iter().filter_map(|o| o.first_trace.clone().map(|t| (o.name.clone(), t))).collect(),
+        };
+        std::fs::write(path, render(&report)).with_context(|| format!("writing {}", path.display()))?;
+        if !args.json {
+            println!("report: {}", path.display());
+        }
+    }
+    Ok(())
+}
+
+/// Prints a table with aligned columns.
+pub fn print_table(t: &Table) {
+    let widths: Vec<usize> = (0..t.columns.len())
+        .map(|i| t.rows.iter().map(|r| r[i].chars().count()).chain([t.columns[i].chars().count()]).max().unwrap_or(0))
+        .collect();
+    let line = |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect::<Vec<_>>().join("  ");
+    println!("{}", line(&t.columns));
+    for r in &t.rows {
+        println!("{}", line(r));
+    }
+}
