@@ -20,7 +20,7 @@ pub const NANOS_PER_MS: Nanos = 1_000_000;
 
 /// A program's identity, unique for the scheduler's lifetime and increasing with registration,
 /// so ordering by id is ordering by arrival.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ProgramId(pub u64);
 
 /// How a program's parallelism can change.

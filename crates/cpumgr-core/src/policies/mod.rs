@@ -7,7 +7,16 @@
 use crate::params::{ParamError, ParamSpec, Params, PolicySpec};
 use crate::policy::{Decision, Policy, View};
 
+pub mod cluster;
+pub mod dss;
 pub mod equipartition;
+pub mod omp_dss;
+pub mod pdpa;
+pub mod sliding;
+pub mod ssw_dss;
+pub mod sw_dss;
+pub mod vtq_dss;
+pub mod window;
 
 /// How to build one policy, and what to say about it.
 #[derive(Debug, Clone, Copy)]
@@ -25,7 +34,16 @@ pub struct PolicyInfo {
 }
 
 /// Every registered policy, in the order `cpumgr policies` lists them.
-pub const CATALOG: &[PolicyInfo] = &[equipartition::INFO];
+pub const CATALOG: &[PolicyInfo] = &[
+    equipartition::INFO,
+    cluster::INFO,
+    dss::INFO,
+    sw_dss::INFO,
+    ssw_dss::INFO,
+    vtq_dss::INFO,
+    pdpa::INFO,
+    omp_dss::INFO,
+];
 
 /// The entry for a policy name.
 pub fn info(name: &str) -> Option<&'static PolicyInfo> {

@@ -1,0 +1,246 @@
+//! Performance-Driven Processor Allocation (paper 000 §4.4, Figure 1): a search, per program,
+//! for the number of CPUs it uses well, driven by the speedup the program measures at run time.
+//!
+//! Each program starts at `base` CPUs in state NO_REF. Its first speedup report sends it to P_INC
+//! (efficiency ≥ `min_eff`: add `step`) or P_DEC (remove `step`). P_INC keeps adding while the
+//! speedup grows and the efficiency holds, then settles in P_STABLE on the last allocation that
+//! was efficient; P_DEC removes until the efficiency is met. When CPUs are left free, a stable
+//! program is probed with two more (P_TEST, up to `tests` times; the only case where a program may
+//! get more than its request) and keeps them only if its speedup improves efficiently.
+//!
+//! PDPA also advises the long-term scheduler on the multiprogramming level: when the programs
+//! cannot use the machine, more can be admitted; when their efficient sizes exceed it, fewer.
+//!
+//! Good at: programs that scale differently (it gives CPUs to those that use them), and it frees
+//! CPUs for more programs. Bad at: programs that report no speedup (they stay at `base`), and
+//! noisy measurements, which can settle a program too small.
+
+use std::collections::HashMap;
+
+use super::equipartition::water_fill;
+use super::{reserve_rigid, PolicyInfo};
+use crate::params::{ParamKind, ParamSpec};
+use crate::policy::{Decision, Policy, View};
+use crate::program::ProgramId;
+
+/// The catalog entry.
+pub const INFO: PolicyInfo = PolicyInfo {
+    name: "pdpa",
+    paper: "000 §4.4",
+    summary: "per-program search driven by measured speedup (NO_REF/P_INC/P_DEC/P_STABLE/P_TEST), MPL advice",
+    params: &[
+        ParamSpec { key: "base", help: "CPUs a new program starts with", kind: ParamKind::Int { default: 4, min: 1, max: 4096 } },
+        ParamSpec { key: "step", help: "CPUs added or removed per move", kind: ParamKind::Int { default: 2, min: 1, max: 4096 } },
+        ParamSpec { key: "min_eff", help: "efficiency (speedup / CPUs) a program must keep", kind: ParamKind::Float { default: 0.7, min: 0.0, max: 1.0 } },
+        ParamSpec { key: "tests", help: "probes with two more CPUs when CPUs are free", kind: ParamKind::Int { default: 3, min: 0, max: 100 } },
+    ],
+    build: |p| {
+        Ok(Box::new(Pdpa {
+            base: p.u32("base")?,
+            step: p.u32("step")?,
+            min_eff: p.float("min_eff")?,
+            tests: p.u32("tests")?,
+            programs: HashMap::new(),
+        }))
+    },
+};
+
+/// A program's place in the search (Figure 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// No speedup measured yet.
+    NoRef,
+    /// Performing well: growing by `step`.
+    Inc,
+    /// Performing badly: shrinking by `step`.
+    Dec,
+    /// Settled.
+    Stable,
+    /// Probing two more CPUs because some are free.
+    Test,
+}
+
+#[derive(Debug, Clone)]
+struct Search {
+    state: State,
+    alloc: u32,
+    /// The last allocation whose efficiency met `min_eff`.
+    good: u32,
+    last_speedup: f64,
+    tests_left: u32,
+    /// Whether the allocation changed since the last report was taken: a report moves the
+    /// search once per allocation.
+    awaiting: bool,
+    /// Just settled: run one quantum at the stable size before a probe.
+    rest: bool,
+}
+
+/// The PDPA policy.
+#[derive(Debug, Clone)]
+pub struct Pdpa {
+    base: u32,
+    step: u32,
+    min_eff: f64,
+    tests: u32,
+    programs: HashMap<ProgramId, Search>,
+}
+
+impl Pdpa {
+    /// The state of a program's search, if it has one.
+    pub fn state(&self, id: ProgramId) -> Option<State> {
+        self.programs.get(&id).map(|s| s.state)
+    }
+
+    fn advance(&self, s: &mut Search, cpus: u32, speedup: f64) {
+        let efficient = speedup >= self.min_eff * cpus as f64;
+        let c = cpus;
+        match s.state {
+            State::NoRef if efficient => (s.state, s.good, s.alloc) = (State::Inc, c, c + self.step),
+            State::NoRef => (s.state, s.alloc) = (State::Dec, c.saturating_sub(self.step).max(1)),
+            State::Inc if efficient && speedup > s.last_speedup => (s.good, s.alloc) = (c, c + self.step),
+            State::Inc => (s.state, s.alloc) = (State::Stable, s.good.max(1)),
+            State::Dec if efficient || c <= 1 => (s.state, s.good, s.alloc) = (State::Stable, c, c),
+            State::Dec => s.alloc = c.saturating_sub(self.step).max(1),
+            State::Test if efficient && speedup > s.last_speedup => (s.state, s.good, s.alloc) = (State::Stable, c, c),
+            State::Test => (s.state, s.alloc) = (State::Stable, s.good.max(1)),
+            State::Stable => return,
+        }
+        s.last_speedup = speedup;
+    }
+}
+
+impl Policy for Pdpa {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+
+    fn on_exit(&mut self, id: ProgramId) {
+        self.programs.remove(&id);
+    }
+
+    fn decide(&mut self, view: &View, out: &mut Decision) {
+        self.programs.retain(|id, _| view.index_of(*id).is_some());
+        let left = reserve_rigid(view, out);
+        let open: Vec<usize> = (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
+        let mut desired = Vec::with_capacity(open.len());
+        for &i in &open {
+            let p = &view.programs[i];
+            let (base, tests) = (self.base.min(p.wants()).max(1), self.tests);
+            let mut s = self.programs.remove(&p.id).unwrap_or(Search {
+                state: State::NoRef,
+                alloc: base,
+                good: base,
+                last_speedup: 0.0,
+                tests_left: tests,
+                awaiting: true,
+                rest: false,
+            });
+            if let Some(r) = p.speedup.filter(|r| s.awaiting && r.cpus == s.alloc && r.speedup.is_finite() && r.speedup > 0.0) {
+                let before = s.state;
+                self.advance(&mut s, r.cpus, r.speedup);
+                s.awaiting = s.alloc != r.cpus || s.state != before;
+                s.rest = s.state == State::Stable && before != State::Stable;
+            }
+            if s.state != State::Test {
+                s.alloc = s.alloc.min(p.wants()).max(1);
+            }
+            desired.push(s.alloc.min(view.cpus));
+            self.programs.insert(p.id, s);
+        }
+        let total: u64 = desired.iter().map(|&d| d as u64).sum();
+        let counts = if total <= left as u64 {
+            // Free CPUs: probe stable programs with two more, in arrival order.
+            let mut free = left - total as u32;
+            for (k, &i) in open.iter().enumerate() {
+                let s = self.programs.get_mut(&view.programs[i].id).expect("inserted above");
+                if s.state == State::Stable && !s.rest && s.tests_left > 0 && free >= 2 {
+                    s.state = State::Test;
+                    s.tests_left -= 1;
+                    s.alloc += 2;
+                    s.awaiting = true;
+                    desired[k] += 2;
+                    free -= 2;
+                }
+            }
+            out.mpl_advice = Some((open.len() as u32 + free / self.base.max(1)).max(1));
+            desired
+        } else {
+            let mut sum = 0u64;
+            let fit = desired.iter().take_while(|&&d| {
+                sum += d as u64;
+                sum <= left as u64
+            });
+            out.mpl_advice = Some((fit.count() as u32).max(1));
+            water_fill(left, &desired)
+        };
+        for (&i, c) in open.iter().zip(counts) {
+            out.give(i, c);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::{Program, SpeedupReport};
+    use crate::topology::Topology;
+
+    /// Drives one program through `quanta` quanta on `cpus` CPUs with the default parameters;
+    /// after each quantum the program reports `curve(count)`. Returns (count, state) per quantum.
+    fn drive(cpus: u32, request: u32, curve: impl Fn(u32) -> f64, quanta: usize) -> Vec<(u32, State)> {
+        let t = Topology::flat(cpus);
+        let mut pdpa = Pdpa { base: 4, step: 2, min_eff: 0.7, tests: 3, programs: HashMap::new() };
+        let mut progs = vec![Program::new(1, "app", request)];
+        let mut d = Decision::default();
+        let mut out = Vec::new();
+        for q in 0..quanta {
+            let view = View { now: q as u64, quantum: 1, topology: &t, cpus, programs: &progs };
+            d.reset(1);
+            pdpa.decide(&view, &mut d);
+            let count = d.allocations[0].count;
+            out.push((count, pdpa.state(ProgramId(1)).expect("tracked")));
+            progs[0].speedup = Some(SpeedupReport { cpus: count, speedup: curve(count) });
+        }
+        out
+    }
+
+    #[test]
+    fn climbs_settles_and_probes_as_figure_1() {
+        // Speedup 3.6 on 4 (eff 0.9), 5.1 on 6 (0.85), 5.2 on 8 (0.65 < 0.7), flat after.
+        let curve = |c: u32| match c {
+            0..=4 => c as f64 * 0.9,
+            5..=6 => 5.1,
+            _ => 5.2,
+        };
+        let r = drive(16, 16, curve, 11);
+        let counts: Vec<u32> = r.iter().map(|x| x.0).collect();
+        // base 4 → P_INC 6 → P_INC 8 → P_STABLE back to 6 → three P_TEST probes at 8 (CPUs are
+        // free), each rejected, with a stable quantum between; then stable at 6 for good.
+        assert_eq!(counts, vec![4, 6, 8, 6, 8, 6, 8, 6, 8, 6, 6]);
+        let states: Vec<State> = r.iter().map(|x| x.1).collect();
+        assert_eq!(&states[..4], &[State::NoRef, State::Inc, State::Inc, State::Stable]);
+        assert_eq!(states[4], State::Test, "stable at 6 with 10 CPUs free: probe 8");
+        assert_eq!(states[10], State::Stable);
+    }
+
+    #[test]
+    fn a_badly_scaling_program_shrinks_until_efficient() {
+        // Efficiency 0.5 on 4, 0.9 on 2.
+        let r = drive(16, 16, |c| if c >= 4 { c as f64 * 0.5 } else { c as f64 * 0.9 }, 3);
+        assert_eq!(r.iter().map(|x| x.0).collect::<Vec<_>>(), vec![4, 2, 2]);
+        assert_eq!(r[1].1, State::Dec);
+    }
+
+    #[test]
+    fn advises_a_higher_mpl_when_cpus_go_unused() {
+        let t = Topology::flat(32);
+        let progs = crate::testing::programs(&[16, 16]);
+        let mut p = crate::policies::build("pdpa:tests=0").unwrap();
+        let view = View { now: 0, quantum: 1, topology: &t, cpus: 32, programs: &progs };
+        let mut d = Decision::default();
+        d.reset(2);
+        p.decide(&view, &mut d);
+        // Two programs at base 4 leave 24 CPUs: room for six more at base.
+        assert_eq!(d.mpl_advice, Some(8));
+    }
+}

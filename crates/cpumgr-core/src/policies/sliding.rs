@@ -1,0 +1,92 @@
+//! The sliding-window time-shared DSS policies (paper 000 §4.3), which differ only in how the
+//! window moves from one quantum to the next: SW-DSS jumps to the program after the window,
+//! SSW-DSS drops the window's first program and refills.
+
+use super::dss::dss_shares;
+use super::window::{next_id, window};
+use crate::params::{ParamKind, ParamSpec};
+use crate::policy::{Decision, Policy, View};
+use crate::program::ProgramId;
+
+/// Parameters shared by the sliding-window policies.
+pub const PARAMS: &[ParamSpec] = &[ParamSpec {
+    key: "k",
+    help: "a gang's requests add up to at most k × P",
+    kind: ParamKind::Float { default: 1.0, min: 0.01, max: 64.0 },
+}];
+
+/// How the window advances each quantum.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// To the program after the window (SW-DSS).
+    Window,
+    /// To the program after the window's first (SSW-DSS).
+    Program,
+}
+
+/// A sliding-window DSS policy.
+#[derive(Debug, Clone)]
+pub struct Sliding {
+    name: &'static str,
+    step: Step,
+    k: f64,
+    quantum: Option<crate::program::Nanos>,
+    start: ProgramId,
+}
+
+impl Sliding {
+    /// A policy named `name` advancing by `step`, with gangs of at most `k × P` requested CPUs
+    /// and, if given, a preferred quantum.
+    pub fn new(name: &'static str, step: Step, k: f64, quantum: Option<crate::program::Nanos>) -> Self {
+        Sliding { name, step, k, quantum, start: ProgramId(0) }
+    }
+}
+
+impl Policy for Sliding {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn decide(&mut self, view: &View, out: &mut Decision) {
+        let limit = (self.k * view.cpus as f64).floor().max(1.0) as u64;
+        let members = window(view, self.start, limit);
+        let (Some(&first), Some(&last)) = (members.first(), members.last()) else { return };
+        dss_shares(view, &members, view.cpus, out);
+        self.start = match self.step {
+            Step::Window => next_id(view, last),
+            Step::Program => next_id(view, first),
+        };
+    }
+
+    fn time_sharing(&self) -> bool {
+        true
+    }
+
+    fn preferred_quantum(&self) -> Option<crate::program::Nanos> {
+        self.quantum
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use crate::policies;
+    use crate::policy::{Decision, View};
+    use crate::program::Program;
+    use crate::topology::Topology;
+
+    /// Runs `quanta` quanta of `spec` and returns, per quantum, the names of the running
+    /// programs with their counts.
+    pub(crate) fn running(spec: &str, cpus: u32, progs: &[Program], quanta: usize) -> Vec<Vec<(String, u32)>> {
+        let t = Topology::flat(cpus);
+        let mut p = policies::build(spec).unwrap();
+        let mut d = Decision::default();
+        (0..quanta)
+            .map(|q| {
+                let view = View { now: q as u64, quantum: 1, topology: &t, cpus, programs: progs };
+                d.reset(progs.len());
+                p.decide(&view, &mut d);
+                progs.iter().zip(&d.allocations).filter(|(_, a)| a.running).map(|(p, a)| (p.name.clone(), a.count)).collect()
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,178 @@
+//! Variable Time Quantum DSS (paper 000 §4.3): gangs of programs whose requests add up to at most
+//! `k × P` run in turn with DSS shares, but each member runs for its own quantum, inversely
+//! proportional to its CPUs, so that every member of a gang receives the same CPU time
+//! (`quantum × fewest CPUs in the gang / its CPUs`). When a member's quantum expires (or it ends),
+//! its CPUs go to programs from the repository queue — the programs outside the gang, in the order
+//! they would run next — until the gang's quantum is over.
+//!
+//! The policy asks to be called at each member's expiry through [`Decision::wake_at`]; the live
+//! manager and the simulator honour it.
+//!
+//! Good at: equal CPU time for programs of different widths under time sharing. Bad at: it stops
+//! wide programs often (more stop/continue, more cache reloads), and a program's progress per
+//! CPU-second still depends on how well it scales.
+
+use std::collections::HashMap;
+
+use super::dss::dss_shares;
+use super::sliding::PARAMS;
+use super::window::{next_id, window};
+use super::PolicyInfo;
+use crate::policy::{Decision, Policy, View};
+use crate::program::{Nanos, ProgramId};
+
+/// The catalog entry.
+pub const INFO: PolicyInfo = PolicyInfo {
+    name: "vtq-dss",
+    paper: "000 §4.3",
+    summary: "time-shared DSS with a per-program quantum that equalises CPU time in each gang, repository queue",
+    params: PARAMS,
+    build: |p| Ok(Box::new(VtqDss { k: p.float("k")?, ..VtqDss::default() })),
+};
+
+/// The VTQ-DSS policy.
+#[derive(Debug, Clone, Default)]
+pub struct VtqDss {
+    k: f64,
+    /// Members of the current gang: CPUs and the end of their quantum.
+    gang: HashMap<ProgramId, (u32, Nanos)>,
+    gang_end: Nanos,
+    next: ProgramId,
+}
+
+impl VtqDss {
+    fn new_gang(&mut self, view: &View, out: &mut Decision) {
+        self.gang.clear();
+        let limit = (self.k * view.cpus as f64).floor().max(1.0) as u64;
+        let members = window(view, self.next, limit);
+        let Some(&last) = members.last() else { return };
+        self.next = next_id(view, last);
+        dss_shares(view, &members, view.cpus, out);
+        let fewest = members.iter().map(|&i| out.allocations[i].count).filter(|&c| c > 0).min().unwrap_or(1);
+        for &i in &members {
+            let c = out.allocations[i].count;
+            if c > 0 {
+                let q = (view.quantum as u128 * fewest as u128 / c as u128).max(1) as Nanos;
+                self.gang.insert(view.programs[i].id, (c, view.now + q));
+            }
+        }
+        self.gang_end = view.now + view.quantum;
+        out.reset(view.programs.len());
+    }
+}
+
+impl Policy for VtqDss {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+
+    fn on_exit(&mut self, id: ProgramId) {
+        self.gang.remove(&id);
+    }
+
+    fn decide(&mut self, view: &View, out: &mut Decision) {
+        self.gang.retain(|id, _| view.index_of(*id).is_some());
+        if self.gang.is_empty() || view.now >= self.gang_end {
+            self.new_gang(view, out);
+        }
+        let mut free = view.cpus;
+        let mut wake = self.gang_end;
+        for (i, p) in view.programs.iter().enumerate() {
+            if let Some(&(c, until)) = self.gang.get(&p.id) {
+                if until > view.now {
+                    out.give(i, c);
+                    free -= c;
+                    wake = wake.min(until);
+                }
+            }
+        }
+        // The repository queue: programs outside the gang, from the next window on, fill the
+        // CPUs that expired members left until the gang's quantum ends.
+        let n = view.programs.len();
+        let first = view.programs.partition_point(|p| p.id < self.next);
+        for k in 0..n {
+            let i = (first + k) % n;
+            let p = &view.programs[i];
+            if free == 0 {
+                break;
+            }
+            if self.gang.contains_key(&p.id) {
+                continue;
+            }
+            let c = match p.kind.rigid_procs() {
+                Some(procs) if procs.min(view.cpus) > free => continue,
+                Some(procs) => procs.min(view.cpus),
+                None => p.wants().min(free),
+            };
+            out.give(i, c);
+            free -= c;
+        }
+        out.wake_at = (wake < self.gang_end).then_some(wake);
+    }
+
+    fn time_sharing(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::programs;
+    use crate::topology::Topology;
+
+    /// Runs the policy on its own schedule (quantum ticks and wake-ups) until `end`, adding up
+    /// each program's CPU time.
+    fn cpu_time(spec: &str, cpus: u32, requests: &[u32], quantum: Nanos, end: Nanos) -> Vec<Nanos> {
+        let t = Topology::flat(cpus);
+        let progs = programs(requests);
+        let mut policy = crate::policies::build(spec).unwrap();
+        let mut d = Decision::default();
+        let mut used = vec![0; progs.len()];
+        let mut now = 0;
+        while now < end {
+            let view = View { now, quantum, topology: &t, cpus, programs: &progs };
+            d.reset(progs.len());
+            policy.decide(&view, &mut d);
+            assert!(d.total() <= cpus as u64);
+            let next_tick = (now / quantum + 1) * quantum;
+            let until = d.wake_at.map_or(next_tick, |w| w.min(next_tick));
+            for (u, a) in used.iter_mut().zip(&d.allocations) {
+                if a.running {
+                    *u += a.count as Nanos * (until - now);
+                }
+            }
+            now = until;
+        }
+        used
+    }
+
+    #[test]
+    fn members_of_a_gang_get_equal_cpu_time() {
+        // 8 CPUs, k = 2: requests 8 and 2 form one gang; DSS gives 6 and 2 CPUs; the wide one
+        // runs a third of the quantum, the narrow one all of it: 2 CPU-quanta each.
+        let used = cpu_time("vtq-dss:k=2", 8, &[8, 2], 90, 900);
+        assert_eq!(used[0], used[1], "{used:?}");
+        assert_eq!(used[0], 10 * 2 * 90);
+    }
+
+    #[test]
+    fn the_repository_queue_fills_expired_members_cpus() {
+        // 4 CPUs, k = 1: gangs {p1 (4)} and {p2 (2), p3 (2)}: inside each gang the quanta are
+        // equal, and nobody waits for more than one gang.
+        let used = cpu_time("vtq-dss", 4, &[4, 2, 2], 100, 1000);
+        assert!(used.iter().all(|&u| u > 0), "{used:?}");
+        let t = Topology::flat(4);
+        let progs = programs(&[4, 1, 1]);
+        let mut p = crate::policies::build("vtq-dss:k=1.25").unwrap();
+        let mut d = Decision::default();
+        d.reset(3);
+        // Gang {p1, p2} (requests 4 + 1 ≤ 1.25 × 4): DSS gives 3 and 1; p1's quantum is a third
+        // of p2's, and when it expires p3 comes from the repository queue.
+        p.decide(&View { now: 0, quantum: 100, topology: &t, cpus: 4, programs: &progs }, &mut d);
+        let wake = d.wake_at.expect("p1 expires before the gang ends");
+        d.reset(3);
+        p.decide(&View { now: wake, quantum: 100, topology: &t, cpus: 4, programs: &progs }, &mut d);
+        assert!(!d.allocations[0].running && d.allocations[1].running && d.allocations[2].running, "{d:?}");
+    }
+}
