@@ -7,13 +7,21 @@
 use crate::params::{ParamError, ParamSpec, Params, PolicySpec};
 use crate::policy::{Decision, Policy, View};
 
+pub mod burst;
 pub mod cluster;
+pub mod cs;
 pub mod dss;
 pub mod equipartition;
+pub mod fcfs;
+pub mod gang;
+pub mod llpc;
 pub mod omp_dss;
+pub mod os;
 pub mod pdpa;
+pub mod scs;
 pub mod sliding;
 pub mod ssw_dss;
+pub mod static_sets;
 pub mod sw_dss;
 pub mod vtq_dss;
 pub mod window;
@@ -43,6 +51,14 @@ pub const CATALOG: &[PolicyInfo] = &[
     vtq_dss::INFO,
     pdpa::INFO,
     omp_dss::INFO,
+    llpc::INFO,
+    scs::INFO,
+    cs::INFO,
+    gang::INFO,
+    burst::INFO,
+    static_sets::INFO,
+    fcfs::INFO,
+    os::INFO,
 ];
 
 /// The entry for a policy name.

@@ -1,0 +1,124 @@
+//! Gang scheduling (Ousterhout; paper 004's gang scheduler, paper 002's co-scheduling): whole
+//! programs in time slices. Programs are packed, in arrival order and first fit, into the rows of
+//! a matrix, each row a set of programs that fit the machine together (a program needs all its
+//! CPUs: its request, or its processes if rigid, up to the machine). Each quantum the next row
+//! runs; with `fill=true` the CPUs its row leaves idle go to programs of other rows that fit
+//! whole (alternate scheduling). `slots` bounds the rows (the multiprogramming level); programs
+//! that do not fit in them wait.
+//!
+//! Good at: spinning, synchronising programs always run with all their threads together.
+//! Bad at: CPUs idle when rows pack badly, and every program waits `rows − 1` quanta per cycle.
+
+use super::PolicyInfo;
+use crate::params::{ParamKind, ParamSpec, Params};
+use crate::params::ParamError;
+use crate::policy::{Decision, Policy, View};
+
+const PARAMS: &[ParamSpec] = &[
+    ParamSpec { key: "slots", help: "most rows (time slots) in the matrix; 0 for no limit", kind: ParamKind::Int { default: 0, min: 0, max: 65536 } },
+    ParamSpec { key: "fill", help: "give a row's idle CPUs to programs of other rows that fit", kind: ParamKind::Bool { default: true } },
+];
+
+/// The catalog entry.
+pub const INFO: PolicyInfo = PolicyInfo {
+    name: "gang",
+    paper: "004 §3 (Ousterhout)",
+    summary: "time slices of whole programs: rows of programs that fit together run in turn",
+    params: PARAMS,
+    build: |p| build("gang", p, "slots"),
+};
+
+/// Builds a gang scheduler named `name` whose row limit is the parameter `slots_key`.
+pub fn build(name: &'static str, p: &Params, slots_key: &'static str) -> Result<Box<dyn Policy>, ParamError> {
+    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, next_row: 0 }))
+}
+
+/// The gang scheduler.
+#[derive(Debug, Clone)]
+pub struct Gang {
+    name: &'static str,
+    slots: u32,
+    fill: bool,
+    next_row: usize,
+}
+
+impl Policy for Gang {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn decide(&mut self, view: &View, out: &mut Decision) {
+        let need = |i: usize| view.programs[i].wants().min(view.cpus).max(1);
+        // First-fit packing into rows: (free CPUs, members).
+        let mut rows: Vec<(u32, Vec<usize>)> = Vec::new();
+        for i in 0..view.programs.len() {
+            let n = need(i);
+            let room = self.slots == 0 || rows.len() < self.slots as usize;
+            match rows.iter_mut().find(|r| r.0 >= n) {
+                Some(r) => {
+                    r.0 -= n;
+                    r.1.push(i);
+                }
+                None if room => rows.push((view.cpus - n, vec![i])),
+                None => {}
+            }
+        }
+        if rows.is_empty() {
+            return;
+        }
+        let r = self.next_row % rows.len();
+        self.next_row = (r + 1) % rows.len();
+        let mut free = rows[r].0;
+        for &i in &rows[r].1 {
+            out.give(i, need(i));
+        }
+        if self.fill {
+            for k in 1..rows.len() {
+                for &i in &rows[(r + k) % rows.len()].1 {
+                    if need(i) <= free && !out.allocations[i].running {
+                        out.give(i, need(i));
+                        free -= need(i);
+                    }
+                }
+            }
+        }
+    }
+
+    fn time_sharing(&self) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::policies::sliding::tests::running;
+    use crate::testing::programs;
+
+    #[test]
+    fn rows_run_in_turn_and_every_program_gets_equal_quanta() {
+        // 4 CPUs: rows {p1 (4)}, {p2 (3), p4 (1)}, {p3 (2)}.
+        let progs = programs(&[4, 3, 2, 1]);
+        let r = running("gang:fill=false", 4, &progs, 6);
+        let names = |q: usize| r[q].iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>();
+        assert_eq!(names(0), vec!["p1"]);
+        assert_eq!(names(1), vec!["p2", "p4"]);
+        assert_eq!(names(2), vec!["p3"]);
+        assert_eq!(r[3], r[0], "the cycle repeats");
+        let mut quanta = std::collections::BTreeMap::new();
+        for q in &r {
+            for (n, _) in q {
+                *quanta.entry(n.clone()).or_insert(0) += 1;
+            }
+        }
+        assert!(quanta.values().all(|&c| c == 2), "{quanta:?}");
+    }
+
+    #[test]
+    fn fill_uses_idle_cpus_and_slots_bound_the_rows() {
+        let progs = programs(&[4, 3, 2, 1]);
+        let r = running("gang", 4, &progs, 3);
+        assert_eq!(r[2].iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), vec!["p3", "p4"], "p4 fills p3's row");
+        let r = running("gang:slots=2", 4, &programs(&[4, 4, 4]), 4);
+        assert!(r.iter().all(|q| q.iter().all(|(n, _)| n != "p3")), "p3 waits outside the two slots");
+    }
+}

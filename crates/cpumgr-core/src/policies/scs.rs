@@ -1,0 +1,122 @@
+//! Self Co-Scheduling (paper 002 §3.1) for rigid jobs (MPI): a job gets
+//! `initial = processes / mpl` CPUs (`mpl`: processes per CPU) and runs all its processes on
+//! them, time-sharing only with itself. Jobs start in arrival order when their initial allocation
+//! fits in the free CPUs, otherwise they wait (FCFS). While no job waits, the free CPUs are shared
+//! equally among the running jobs (`re-allocation = initial + free / running`, never more than a
+//! job's processes); as soon as a job waits, everyone shrinks back to `initial`.
+//!
+//! Malleable programs are treated as jobs with as many processes as they request.
+//!
+//! Good at: rigid jobs (they always run, never stopped by others), fair shares, little
+//! fragmentation. Bad at: a job squeezed below its process count pays for it in context switches
+//! if its processes spin instead of blocking (paper 002 measures block-immediately vs spin-block).
+
+use std::collections::BTreeSet;
+
+use super::equipartition::water_fill;
+use super::PolicyInfo;
+use crate::params::{ParamKind, ParamSpec};
+use crate::policy::{Decision, Policy, View};
+use crate::program::ProgramId;
+
+/// The catalog entry.
+pub const INFO: PolicyInfo = PolicyInfo {
+    name: "scs",
+    paper: "002 §3.1",
+    summary: "self co-scheduling: processes/MPL CPUs per job, free CPUs shared equally while nobody waits",
+    params: &[ParamSpec { key: "mpl", help: "processes per CPU in a job's initial allocation", kind: ParamKind::Int { default: 4, min: 1, max: 64 } }],
+    build: |p| Ok(Box::new(Scs { mpl: p.u32("mpl")?, started: BTreeSet::new() })),
+};
+
+/// The Self Co-Scheduling policy.
+#[derive(Debug, Clone, Default)]
+pub struct Scs {
+    mpl: u32,
+    started: BTreeSet<ProgramId>,
+}
+
+/// Paper 002's equation (1): the CPUs a job of `procs` processes starts with.
+pub fn initial_allocation(procs: u32, mpl: u32, cpus: u32) -> u32 {
+    (procs / mpl.max(1)).clamp(1, cpus.max(1))
+}
+
+impl Policy for Scs {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+
+    fn on_exit(&mut self, id: ProgramId) {
+        self.started.remove(&id);
+    }
+
+    fn decide(&mut self, view: &View, out: &mut Decision) {
+        self.started.retain(|id| view.index_of(*id).is_some());
+        let initial = |i: usize| initial_allocation(view.programs[i].wants(), self.mpl, view.cpus);
+        let mut free = view.cpus;
+        let mut running = Vec::new();
+        for (i, p) in view.programs.iter().enumerate() {
+            if self.started.contains(&p.id) {
+                free -= initial(i);
+                running.push(i);
+            }
+        }
+        let mut waiting = false;
+        for (i, p) in view.programs.iter().enumerate() {
+            if self.started.contains(&p.id) {
+                continue;
+            }
+            if initial(i) <= free {
+                self.started.insert(p.id);
+                free -= initial(i);
+                running.push(i);
+            } else {
+                waiting = true;
+                break;
+            }
+        }
+        running.sort_unstable();
+        let extra = if waiting {
+            vec![0; running.len()]
+        } else {
+            let room: Vec<u32> = running.iter().map(|&i| view.programs[i].wants().min(view.cpus) - initial(i)).collect();
+            water_fill(free, &room)
+        };
+        for (&i, e) in running.iter().zip(extra) {
+            out.give(i, initial(i) + e);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policies::sliding::tests::running;
+    use crate::program::{Kind, Program};
+
+    fn rigid(requests: &[u32]) -> Vec<Program> {
+        let mut progs = crate::testing::programs(requests);
+        for p in &mut progs {
+            p.kind = Kind::Rigid(p.request.now);
+        }
+        progs
+    }
+
+    #[test]
+    fn initial_allocation_is_processes_over_mpl() {
+        // Paper 002: 64 CPUs, MPL 4, jobs of 64 processes start on 16 CPUs each.
+        assert_eq!(initial_allocation(64, 4, 64), 16);
+        assert_eq!(initial_allocation(30, 4, 64), 7);
+        assert_eq!(initial_allocation(2, 4, 64), 1, "at least one CPU");
+    }
+
+    #[test]
+    fn free_cpus_are_shared_while_nobody_waits() {
+        // 64 CPUs, MPL 4: two 64-process jobs start on 16 each; nobody waits, so the 32 free CPUs
+        // are shared: 32 each.
+        let r = running("scs", 64, &rigid(&[64, 64]), 1);
+        assert_eq!(r[0], vec![("p1".into(), 32), ("p2".into(), 32)]);
+        // Five such jobs: four fit at 16, the fifth waits, so nobody grows.
+        let r = running("scs", 64, &rigid(&[64, 64, 64, 64, 64]), 1);
+        assert_eq!(r[0].iter().map(|x| x.1).collect::<Vec<_>>(), vec![16, 16, 16, 16]);
+    }
+}
