@@ -25,7 +25,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for p in CATALOG {
         println!("{:<14} [{}] {}", p.name, p.paper, p.summary);
         for s in p.params {
-            println!("    {}={:<10} {} ({})", s.key, s.default_text(), s.help, s.range());
+            println!("    {:<20} {} ({})", format!("{}={}", s.key, s.default_text()), s.help, s.range());
         }
     }
     Ok(())
