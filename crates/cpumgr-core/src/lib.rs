@@ -13,6 +13,7 @@ pub mod placer;
 pub mod policies;
 pub mod policy;
 pub mod program;
+pub mod sources;
 pub mod topology;
 pub mod trace;
 

@@ -38,3 +38,19 @@ pub fn read_file(path: &Path) -> anyhow::Result<String> {
 pub fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
+
+/// A TOML parse error as an [`InputError`] naming the file, the line, and the field on that line
+/// when there is one (`key = value`).
+pub fn toml_error(path: &Path, text: &str, e: &toml::de::Error) -> anyhow::Error {
+    let line = e.span().map_or(1, |s| line_of(text, s.start));
+    let key = text
+        .lines()
+        .nth(line - 1)
+        .and_then(|l| l.split_once('='))
+        .map(|(k, _)| k.trim())
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
+    match key {
+        Some(k) => InputError::new(format!("{}:{line}: field `{k}`: {}", path.display(), e.message())),
+        None => InputError::new(format!("{}:{line}: {}", path.display(), e.message())),
+    }
+}

@@ -10,7 +10,7 @@ use cpumgr_core::{policies, CpuSet, Decision, Kind, Program, Request, SpeedupRep
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::input::{line_of, read_file, InputError};
+use crate::input::{line_of, read_file, toml_error, InputError};
 
 /// Arguments of `cpumgr decide`.
 #[derive(Debug, Parser)]
@@ -63,10 +63,7 @@ struct ProgramsFile {
 /// Reads and checks a programs file; errors name the file, line and field.
 fn load_programs(path: &Path) -> anyhow::Result<(Vec<Program>, Vec<Vec<f64>>)> {
     let text = read_file(path)?;
-    let file: ProgramsFile = toml::from_str(&text).map_err(|e| {
-        let line = e.span().map_or(1, |s| line_of(&text, s.start));
-        InputError::new(format!("{}:{line}: {}", path.display(), e.message()))
-    })?;
+    let file: ProgramsFile = toml::from_str(&text).map_err(|e| toml_error(path, &text, &e))?;
     let headers: Vec<usize> = text.match_indices("[[program]]").map(|(o, _)| line_of(&text, o)).collect();
     let mut programs = Vec::new();
     let mut curves = Vec::new();
@@ -88,6 +85,12 @@ fn load_programs(path: &Path) -> anyhow::Result<(Vec<Program>, Vec<Vec<f64>>)> {
         let max = e.max.unwrap_or(e.request.max(min));
         if min > max {
             return Err(bad("min", &format!("min {min} is above max {max}")));
+        }
+        if min > e.request {
+            return Err(bad("min", &format!("min {min} is above the request {}", e.request)));
+        }
+        if max < e.request {
+            return Err(bad("max", &format!("max {max} is below the request {}", e.request)));
         }
         let weight = e.weight.unwrap_or(1.0);
         if !(weight.is_finite() && weight > 0.0) {
