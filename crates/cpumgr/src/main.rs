@@ -4,6 +4,7 @@
 
 mod cmd;
 mod input;
+mod manager_args;
 mod topology_arg;
 
 use std::process::ExitCode;
@@ -26,6 +27,16 @@ enum Command {
     Policies(cmd::policies::Args),
     /// Run a policy and the placer for a few quanta over a list of programs.
     Decide(cmd::decide::Args),
+    /// Run the manager in the foreground.
+    Daemon(cmd::daemon::Args),
+    /// Run a command as a managed program (starts a manager if none runs).
+    Run(cmd::run::Args),
+    /// Show the manager's state.
+    Status(cmd::control::StatusArgs),
+    /// Switch the manager's policy: `cpumgr policy set NAME[:k=v,...]`.
+    Policy(cmd::control::SetArgs),
+    /// Change the manager's quantum: `cpumgr quantum set 50ms`.
+    Quantum(cmd::control::SetArgs),
     /// Run a workload of real programs under several configurations and compare them.
     Launch(cmd::launch::Args),
     /// Rebuild an HTML report from saved traces.
@@ -43,6 +54,14 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
+        Command::Run(a) => match cmd::run::run(a) {
+            Ok(code) => return ExitCode::from(code.clamp(0, 255) as u8),
+            Err(e) => Err(e),
+        },
+        Command::Daemon(a) => cmd::daemon::run(a),
+        Command::Status(a) => cmd::control::status(a),
+        Command::Policy(a) => cmd::control::policy(a),
+        Command::Quantum(a) => cmd::control::quantum(a),
         Command::Topology(a) => cmd::topology::run(a),
         Command::Policies(a) => cmd::policies::run(a),
         Command::Decide(a) => cmd::decide::run(a),
