@@ -1,0 +1,93 @@
+/*
+ * pipeline: an LU-like wavefront (a Gauss-Seidel sweep over an n*n grid) with point-to-point
+ * spin flags. Each thread owns a block of rows; the columns are cut into chunks of -chunk.
+ * A thread may start chunk c only after the thread above has finished chunk c, which it learns
+ * by spinning on that thread's flag (the NAS LU sync pattern). The spinning is in user code, so
+ * OMP_WAIT_POLICY=passive does not help, and when the thread it waits for is descheduled it
+ * burns its whole time slice. Sweeps are separated by a barrier and spread over -regions regions.
+ * A Gauss-Seidel sweep gives the same values for any partition of the rows, so the checksum
+ * (the grid's sum in row order) does not depend on the team size.
+ */
+#include "common.h"
+
+#include <omp.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static const char *const NAME = "pipeline";
+
+/* One flag per thread, alone on its cache line: the number of chunks it has finished in this
+ * region. */
+typedef struct {
+    _Alignas(64) atomic_long done;
+} flag;
+
+int main(int argc, char **argv) {
+    long n = 512, iters = 400, regions = 10, chunk = 32;
+    const kopt opts[] = {
+        {"n", &n, 3, "grid side, points"},
+        {"iters", &iters, 1, "wavefront sweeps in total"},
+        {"regions", &regions, 1, "parallel regions the sweeps are spread over"},
+        {"chunk", &chunk, 1, "columns per pipeline step"},
+    };
+    kargs(NAME, argc, argv, opts, sizeof opts / sizeof opts[0]);
+    if (regions > iters)
+        regions = iters;
+
+    double *a = kalloc((size_t)n * (size_t)n * sizeof(double), "the grid");
+    for (long j = 0; j < n; j++)
+        a[j] = 1.0;
+    for (long i = 1; i < n - 1; i++)
+        for (long j = 1; j < n - 1; j++)
+            a[i * n + j] = krand01(9, (uint64_t)(i * n + j));
+    long inner = n - 2, nchunks = (inner + chunk - 1) / chunk;
+    flag *flags = NULL;
+
+    double t0 = know();
+    for (long r = 0; r < regions; r++) {
+        long sweeps = iters * (r + 1) / regions - iters * r / regions;
+#pragma omp parallel
+        {
+            KREGION(NAME, "wavefront");
+            long team = omp_get_num_threads(), t = omp_get_thread_num();
+#pragma omp single
+            {
+                flags = aligned_alloc(64, (size_t)team * sizeof(flag));
+                if (flags == NULL)
+                    kfail(NAME, "cannot allocate %ld flags", team);
+                for (long k = 0; k < team; k++)
+                    atomic_init(&flags[k].done, 0);
+            }
+            long lo = 1 + inner * t / team, hi = 1 + inner * (t + 1) / team;
+            for (long s = 0; s < sweeps; s++) {
+                for (long c = 0; c < nchunks; c++) {
+                    long ticket = s * nchunks + c + 1;
+                    if (t > 0)
+                        while (atomic_load_explicit(&flags[t - 1].done, memory_order_acquire) < ticket)
+                            kpause();
+                    long j0 = 1 + c * chunk, j1 = j0 + chunk < n - 1 ? j0 + chunk : n - 1;
+                    for (long i = lo; i < hi; i++)
+                        for (long j = j0; j < j1; j++) {
+                            long p = i * n + j;
+                            a[p] = 0.25 * (a[p - n] + a[p - 1] + a[p + 1] + a[p + n]);
+                        }
+                    atomic_store_explicit(&flags[t].done, ticket, memory_order_release);
+                }
+#pragma omp barrier
+            }
+#pragma omp barrier
+#pragma omp single
+            {
+                free(flags);
+                flags = NULL;
+            }
+        }
+    }
+    double seconds = know() - t0;
+
+    char extra[64];
+    snprintf(extra, sizeof extra, "n=%ld iters=%ld chunk=%ld", n, iters, chunk);
+    kreport(NAME, seconds, ksum_ordered(a, (size_t)n * (size_t)n), extra);
+    return 0;
+}
