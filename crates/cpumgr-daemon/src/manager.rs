@@ -8,9 +8,10 @@
 //! time-sharing policy leaves out of this quantum's gang is stopped with SIGSTOP and continued with
 //! SIGCONT when its turn comes.
 //!
-//! Never squeeze a spinning team: a transparent program with `T > 1` runnable threads is given to
-//! the policy as rigid with `T` processes, so it gets at least `T` CPUs or waits — it is never
-//! confined to fewer CPUs than it has running threads.
+//! Never squeeze a spinning team: a transparent program with `T > 1` active threads (threads that
+//! used CPU time in one of the last three quanta it ran) is given to the policy as rigid with `T`
+//! processes, so it gets at least `T` CPUs or waits — it is never confined to fewer CPUs than it
+//! has working threads.
 //!
 //! Nothing is left stopped or pinned: [`Manager::restore_all`] continues every stopped program and
 //! widens every narrowed affinity back to what the program had when it registered; it runs when
@@ -69,7 +70,9 @@ struct Live {
     uid: u32,
     slot: MmapMut,
     original: CpuSet,
-    runnable: [u32; 3],
+    /// Active threads in the last three samples taken while it ran.
+    active: [u32; 3],
+    thread_ticks: std::collections::HashMap<i32, u64>,
     threads_total: u32,
     ticks0: u64,
     ticks: u64,
@@ -196,7 +199,7 @@ impl Manager {
         let original = procfs::affinity(pid).unwrap_or_else(|_| s.managed.clone());
         let ticks0 = procfs::stat(&format!("/proc/{pid}/stat")).map_or(0, |st| st.ticks);
         let registered = program.kind;
-        let live = Live { program, registered, pid, uid: owner.uid(), slot: map, original, runnable: [0; 3], threads_total: 0, ticks0, ticks: ticks0, stopped: false, pinned: None, published: None };
+        let live = Live { program, registered, pid, uid: owner.uid(), slot: map, original, active: [0; 3], thread_ticks: Default::default(), threads_total: 0, ticks0, ticks: ticks0, stopped: false, pinned: None, published: None };
         live.slot().init(id as u32, RequestView { now: live.program.request.now, min: live.program.request.min, max: live.program.request.max });
         let t = s.started.elapsed().as_nanos() as u64;
         emit(&mut s.trace, t, Some(id), EventKind::Arrive { name: name.to_string(), request: live.program.request.now });
@@ -339,12 +342,13 @@ impl Manager {
         // Snapshot.
         for live in st.programs.values_mut() {
             let members = live.members();
-            let (total, runnable, ticks) = procfs::group_load(&members);
+            let sample = procfs::sample_group(&members, &live.thread_ticks);
             if !live.stopped {
-                live.runnable = [runnable, live.runnable[0], live.runnable[1]];
+                live.active = [sample.active, live.active[0], live.active[1]];
             }
-            live.threads_total = total;
-            live.ticks = ticks.max(live.ticks0);
+            live.threads_total = sample.threads;
+            live.ticks = sample.ticks.max(live.ticks0);
+            live.thread_ticks = sample.per_thread;
             let slot = live.slot();
             let (r, clamped) = slot.request(cpus);
             if clamped {
@@ -356,7 +360,7 @@ impl Manager {
             p.request = Request { now: r.now, min: r.min, max: r.max };
             p.speedup = speedup;
             p.cpu_time = (live.ticks - live.ticks0) * 1_000_000_000 / self.ticks_per_second;
-            let team = live.runnable.iter().copied().max().unwrap_or(0);
+            let team = live.active.iter().copied().max().unwrap_or(0);
             p.threads = Some(team.max(1));
             p.kind = match live.registered {
                 Kind::Rigid(n) => Kind::Rigid(n),

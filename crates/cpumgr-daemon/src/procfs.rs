@@ -47,23 +47,40 @@ pub fn threads(pid: i32) -> Vec<i32> {
     dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()).collect()
 }
 
-/// Threads of a process group: (total, runnable, CPU ticks of its processes).
-pub fn group_load(pids: &[i32]) -> (u32, u32, u64) {
-    let (mut total, mut runnable, mut ticks) = (0, 0, 0);
+/// What the manager sees of a process group in one sample.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GroupSample {
+    /// Threads alive.
+    pub threads: u32,
+    /// Threads that used CPU time since the previous sample (`previous`): the team actually at
+    /// work. A spinning team squeezed onto too few CPUs still shows every thread here, even
+    /// when its threads are caught sleeping between spins.
+    pub active: u32,
+    /// CPU ticks of the group's processes.
+    pub ticks: u64,
+    /// Per thread id, its CPU ticks (the next sample's `previous`).
+    pub per_thread: std::collections::HashMap<i32, u64>,
+}
+
+/// Samples a process group's threads against the previous sample's per-thread ticks.
+pub fn sample_group(pids: &[i32], previous: &std::collections::HashMap<i32, u64>) -> GroupSample {
+    let mut s = GroupSample::default();
     for &pid in pids {
-        if let Some(s) = stat(&format!("/proc/{pid}/stat")) {
-            ticks += s.ticks;
+        if let Some(st) = stat(&format!("/proc/{pid}/stat")) {
+            s.ticks += st.ticks;
         }
         for tid in threads(pid) {
-            if let Some(s) = stat(&format!("/proc/{pid}/task/{tid}/stat")) {
-                total += 1;
-                if s.state == 'R' {
-                    runnable += 1;
+            if let Some(st) = stat(&format!("/proc/{pid}/task/{tid}/stat")) {
+                s.threads += 1;
+                let before = previous.get(&tid).copied();
+                if st.state == 'R' || before.is_some_and(|b| st.ticks > b) {
+                    s.active += 1;
                 }
+                s.per_thread.insert(tid, st.ticks);
             }
         }
     }
-    (total, runnable, ticks)
+    s
 }
 
 /// Sets the CPU affinity of one thread (a tid, or a pid for its main thread).

@@ -5,7 +5,9 @@
 //! The baselines need no manager: `os` runs every job as the workload says (OpenMP defaults),
 //! `passive` adds `OMP_WAIT_POLICY=passive`, `dynamic` adds `OMP_DYNAMIC=true`, and `static`
 //! splits the CPUs once into `mpl` processor sets and starts each job pinned to a free one with
-//! a matching `OMP_NUM_THREADS` (processor sets, `taskset` style).
+//! a matching `OMP_NUM_THREADS` (processor sets, `taskset` style). A policy configuration starts
+//! a private cpumgr manager with that policy and registers every job with it as it starts; the
+//! run's trace is then the manager's (what it gave whom, quantum by quantum).
 
 use std::collections::VecDeque;
 use std::os::unix::process::CommandExt;
@@ -30,10 +32,12 @@ pub enum Config {
     Dynamic,
     /// Processor sets: the CPUs split once among `mpl` slots, each job pinned to one.
     Static,
+    /// Under a cpumgr manager with this policy (`name:key=value,...`).
+    Policy(String),
 }
 
 impl Config {
-    /// Parses a baseline name.
+    /// Parses a baseline name (policies are given as [`Config::Policy`]).
     pub fn parse(name: &str) -> Option<Config> {
         Some(match name {
             "os" => Config::Os,
@@ -45,12 +49,13 @@ impl Config {
     }
 
     /// The name it is reported under.
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> &str {
         match self {
             Config::Os => "os",
             Config::Passive => "passive",
             Config::Dynamic => "dynamic",
             Config::Static => "static",
+            Config::Policy(p) => p,
         }
     }
 }
@@ -139,6 +144,10 @@ pub struct RunResult {
 pub struct RunOptions {
     /// CPUs the workload may use.
     pub cpus: CpuSet,
+    /// The machine (for the manager of policy runs).
+    pub topology: cpumgr_core::Topology,
+    /// The manager's quantum in policy runs.
+    pub quantum: Duration,
     /// Where job logs go.
     pub log_dir: PathBuf,
     /// Polling period of the launcher's loop.
@@ -150,6 +159,47 @@ struct Running {
     pid: i32,
     started: f64,
     slot: Option<usize>,
+}
+
+/// Where a job's output goes: `LOGDIR/CONFIG-JOB.{out,err}`.
+fn log_path(opts: &RunOptions, config: &Config, job: &Job) -> PathBuf {
+    let safe = |s: &str| s.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-', "_");
+    opts.log_dir.join(format!("{}-{}", safe(config.name()), safe(&job.name)))
+}
+
+/// A private manager for a policy run: started before the first job, every job registered with
+/// it, its trace read back at the end.
+struct Managed {
+    running: cpumgr_daemon::Running,
+    client: std::sync::Mutex<cpumgr_daemon::client::Client>,
+    trace: PathBuf,
+}
+
+impl Managed {
+    fn start(spec: &str, opts: &RunOptions) -> std::io::Result<Managed> {
+        let socket = opts.log_dir.join(format!("manager-{}.sock", std::process::id()));
+        let config = cpumgr_daemon::Config { policy: spec.to_string(), quantum: opts.quantum, cpus: opts.cpus.clone(), topology: opts.topology.clone() };
+        let running = cpumgr_daemon::start(config, &socket)?;
+        let trace = opts.log_dir.join("manager.trace");
+        running.manager.trace_to(std::fs::File::create(&trace)?);
+        let client = cpumgr_daemon::client::Client::connect(&socket)?;
+        Ok(Managed { running, client: std::sync::Mutex::new(client), trace })
+    }
+
+    fn register(&self, pid: i32, job: &Job) {
+        use cpumgr_proto::message::Request;
+        let req = Request::Register { pid, name: job.name.clone(), request: job.request, min: 1, max: job.request, rigid: job.procs, weight: 1.0 };
+        let mut c = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(e) = c.register(&req) {
+            tracing::warn!(job = job.name, error = %e, "could not register the job; it runs unmanaged");
+        }
+    }
+
+    fn finish(self) -> std::io::Result<Vec<Event>> {
+        self.running.shutdown();
+        let text = std::fs::read_to_string(&self.trace)?;
+        Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+    }
 }
 
 fn now_s(t0: Instant) -> f64 {
@@ -186,7 +236,7 @@ fn spawn(job: &Job, config: &Config, slot: Option<&CpuSet>, log: &Path) -> std::
         Config::Dynamic => {
             cmd.env("OMP_DYNAMIC", "true");
         }
-        Config::Os | Config::Static => {}
+        Config::Os | Config::Static | Config::Policy(_) => {}
     }
     if let Some(set) = slot {
         if job.procs.is_none() {
@@ -289,8 +339,12 @@ pub fn run(
     std::fs::create_dir_all(&opts.log_dir)?;
     let jobs = &workload.jobs;
     let ncpus = opts.cpus.len() as u32;
-    let mpl = if workload.mpl == 0 { jobs.len() } else { workload.mpl as usize };
+    let mut mpl = if workload.mpl == 0 { jobs.len() } else { workload.mpl as usize };
     let slots = if *config == Config::Static { split_cpus(&opts.cpus, mpl.min(opts.cpus.len())) } else { Vec::new() };
+    if *config == Config::Static {
+        // Processor sets: a job runs only in a free set.
+        mpl = slots.len();
+    }
     let mut slot_free = vec![true; slots.len()];
     let mut pending: VecDeque<usize> = (0..jobs.len()).collect();
     let mut running: Vec<Running> = Vec::new();
@@ -300,6 +354,10 @@ pub fn run(
         program: None,
         kind: EventKind::Start { source: "launch".into(), cpus: opts.cpus.clone(), policy: config.name().into(), quantum: 0 },
     }];
+    let manager = match config {
+        Config::Policy(spec) => Some(Managed::start(spec, opts)?),
+        _ => None,
+    };
     let mut done = 0;
     let t0 = Instant::now();
     let mut arrived = 0;
@@ -320,7 +378,7 @@ pub fn run(
             let job = &jobs[i];
             let slot = slot_free.iter().position(|f| *f);
             let set = slot.map(|s| &slots[s]);
-            let log = opts.log_dir.join(format!("{}-{}", config.name(), job.name.replace(['/', '#'], "_")));
+            let log = log_path(opts, config, job);
             let id = Some(ProgramId(i as u64 + 1));
             match spawn(job, config, set, &log) {
                 Ok(pid) => {
@@ -332,6 +390,9 @@ pub fn run(
                         None => (job.procs.unwrap_or(job.request).min(ncpus.max(1)), opts.cpus.clone()),
                     };
                     trace.push(Event { t: ns(now), program: id, kind: EventKind::Allocate { count, cpus, running: true } });
+                    if let Some(m) = &manager {
+                        m.register(pid, job);
+                    }
                     running.push(Running { index: i, pid, started: now, slot });
                 }
                 Err(e) => {
@@ -371,7 +432,7 @@ pub fn run(
                 _ => None,
             };
             trace.push(Event { t: ns(end), program: Some(ProgramId(i as u64 + 1)), kind: EventKind::Exit { status } });
-            let stderr_tail = if outcome.ok() { String::new() } else { tail(&opts.log_dir.join(format!("{}-{}.err", config.name(), job.name.replace(['/', '#'], "_"))), 5) };
+            let stderr_tail = if outcome.ok() { String::new() } else { tail(&log_path(opts, config, job).with_extension("err"), 5) };
             results[i] = Some(JobResult { name: job.name.clone(), class: job.class.clone(), arrival: job.at, start: started, end, cpu_seconds: cpu, outcome, stderr_tail });
             done += 1;
             progress(done, jobs.len());
@@ -395,6 +456,9 @@ pub fn run(
             })
         })
         .collect();
+    if let Some(m) = manager {
+        trace = m.finish()?;
+    }
     let first = jobs_out.iter().map(|j| j.arrival).fold(f64::INFINITY, f64::min);
     let last = jobs_out.iter().map(|j| j.end).fold(0.0, f64::max);
     trace.sort_by_key(|e| e.t);

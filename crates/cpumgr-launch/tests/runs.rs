@@ -13,7 +13,13 @@ fn workload(text: &str) -> Workload {
 }
 
 fn opts(dir: &Path) -> RunOptions {
-    RunOptions { cpus: CpuSet::parse("0-1").unwrap(), log_dir: dir.to_path_buf(), tick: Duration::from_millis(2) }
+    RunOptions {
+        cpus: CpuSet::parse("0-1").unwrap(),
+        topology: cpumgr_core::Topology::flat(2),
+        quantum: Duration::from_millis(50),
+        log_dir: dir.to_path_buf(),
+        tick: Duration::from_millis(2),
+    }
 }
 
 #[test]
@@ -78,4 +84,17 @@ fn an_interrupted_run_ends_every_job() {
     });
     assert!(r.jobs.iter().all(|j| j.outcome == Outcome::Interrupted), "{:?}", r.jobs);
     assert!(r.makespan < 10.0);
+}
+
+#[test]
+fn a_policy_run_goes_through_a_manager_and_keeps_its_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload("[[job]]\nname = \"spin\"\ncommand = [\"sh\", \"-c\", \"i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done\"]\nrepeat = 2\nrequest = \"1\"\n");
+    let r = run(&w, &Config::Policy("equipartition".into()), &opts(dir.path()), &AtomicBool::new(false), &mut |_, _| {}).unwrap();
+    assert!(r.jobs.iter().all(|j| j.outcome.ok()), "{:?}", r.jobs);
+    use cpumgr_core::trace::EventKind;
+    assert!(matches!(r.trace[0].kind, EventKind::Start { ref policy, .. } if policy == "equipartition"));
+    let allocations: Vec<_> = r.trace.iter().filter_map(|e| match &e.kind { EventKind::Allocate { count, cpus, .. } => Some((*count, cpus.len())), _ => None }).collect();
+    assert!(!allocations.is_empty(), "the manager traced its allocations");
+    assert!(allocations.iter().all(|&(c, n)| c == 1 && n == 1), "each job asked for 1 CPU: {allocations:?}");
 }

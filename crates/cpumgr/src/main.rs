@@ -37,6 +37,8 @@ enum Command {
     Policy(cmd::control::SetArgs),
     /// Change the manager's quantum: `cpumgr quantum set 50ms`.
     Quantum(cmd::control::SetArgs),
+    /// The main job: build the test kernels, run a mixed workload under baselines and policies, compare.
+    Demo(cmd::demo::Args),
     /// Run a workload of real programs under several configurations and compare them.
     Launch(cmd::launch::Args),
     /// Rebuild an HTML report from saved traces.
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
         Command::Topology(a) => cmd::topology::run(a),
         Command::Policies(a) => cmd::policies::run(a),
         Command::Decide(a) => cmd::decide::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
         Command::Launch(a) => cmd::launch::run_launch(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Trace(a) => cmd::trace::run(a),

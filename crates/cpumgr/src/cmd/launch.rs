@@ -24,9 +24,15 @@ use crate::input::{read_file, InputError};
 pub struct Args {
     /// The workload file (TOML).
     pub workload: PathBuf,
+    /// Policies to run, comma-separated (`gang,equipartition:redistribute=true`).
+    #[arg(long, default_value = "gang")]
+    pub policy: Vec<String>,
     /// Baselines to run, comma-separated: os, passive, dynamic, static.
     #[arg(long, value_delimiter = ',', default_value = "os,static")]
     pub baseline: Vec<String>,
+    /// The manager's quantum in policy runs.
+    #[arg(long, default_value = "100ms")]
+    pub quantum: String,
     /// Times to run each configuration (alternating A B A B).
     #[arg(long, default_value_t = 1)]
     pub repeat: u32,
@@ -60,9 +66,26 @@ pub fn allowed_cpus() -> CpuSet {
     (0..libc::CPU_SETSIZE as u32).filter(|&c| unsafe { libc::CPU_ISSET(c as usize, &mask) }).collect()
 }
 
+/// Splits a `--policy` value into policy specs: specs are separated by commas that do not belong
+/// to a spec's parameters (`gang,pdpa:base=2,step=1,dss` is gang, pdpa:base=2,step=1 and dss).
+pub fn split_policies(list: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        match out.last_mut() {
+            Some(last) if part.contains('=') && !part.contains(':') => {
+                last.push(',');
+                last.push_str(part);
+            }
+            _ => out.push(part.to_string()),
+        }
+    }
+    out
+}
+
 /// One configuration's repeats.
 struct Outcomes {
     name: String,
+    baseline: bool,
     summaries: Vec<Summary>,
     first_trace: Option<Timeline>,
 }
@@ -78,25 +101,36 @@ fn median(mut xs: Vec<f64>) -> f64 {
 
 /// Runs the launch and prints the results.
 pub fn run_launch(args: Args) -> anyhow::Result<()> {
+    let text = read_file(&args.workload)?;
+    launch(&args, &text)
+}
+
+/// Runs a workload given as text (a file's, or the demo's built-in one).
+pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     let cpus = match &args.cpus {
         Some(list) => CpuSet::parse(list).map_err(|e| InputError::new(format!("--cpus: {e}")))?,
         None => allowed_cpus(),
     };
-    let text = read_file(&args.workload)?;
     let expand = Expand { cpus: cpus.len() as u32, kernels: std::path::absolute(&args.kernels)? };
-    let workload = Workload::parse(&args.workload, &text, &expand).map_err(|e| InputError::new(e.to_string()))?;
+    let workload = Workload::parse(&args.workload, text, &expand).map_err(|e| InputError::new(e.to_string()))?;
     let mut configs = Vec::new();
-    for b in &args.baseline {
+    for b in args.baseline.iter().filter(|b| !b.is_empty()) {
         configs.push(Config::parse(b).ok_or_else(|| InputError::new(format!("--baseline: unknown baseline {b:?}; known: os, passive, dynamic, static")))?);
     }
+    for p in args.policy.iter().flat_map(|p| split_policies(p)) {
+        cpumgr_core::policies::build(&p).map_err(|e| InputError::new(format!("--policy: {e}")))?;
+        configs.push(Config::Policy(p));
+    }
     if configs.is_empty() {
-        return Err(InputError::new("nothing to run: give at least one --baseline"));
+        return Err(InputError::new("nothing to run: give at least one --policy or --baseline"));
     }
     let stop = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
     let logs = tempfile::Builder::new().prefix("cpumgr-launch-").tempdir()?;
-    let opts = RunOptions { cpus: cpus.clone(), log_dir: logs.path().to_path_buf(), tick: Duration::from_millis(5) };
+    let topology = crate::topology_arg::load(None)?;
+    let quantum = crate::manager_args::parse_quantum(&args.quantum)?;
+    let opts = RunOptions { cpus: cpus.clone(), topology, quantum, log_dir: logs.path().to_path_buf(), tick: Duration::from_millis(5) };
     let show_progress = !args.json && std::io::stdout().is_terminal();
 
     // Each class's dedicated run time: its first job alone on the machine, OpenMP defaults.
@@ -115,11 +149,11 @@ pub fn run_launch(args: Args) -> anyhow::Result<()> {
         b.set_style(indicatif::ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/{len} jobs, {elapsed} elapsed, ETA {eta}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
         b
     });
-    let mut outcomes: Vec<Outcomes> = configs.iter().map(|c| Outcomes { name: c.name().into(), summaries: Vec::new(), first_trace: None }).collect();
+    let mut outcomes: Vec<Outcomes> = configs.iter().map(|c| Outcomes { name: c.name().to_string(), baseline: !matches!(c, Config::Policy(_)), summaries: Vec::new(), first_trace: None }).collect();
     'repeats: for _ in 0..args.repeat {
         for (k, config) in configs.iter().enumerate() {
             if let Some(b) = &bar {
-                b.set_message(config.name());
+                b.set_message(config.name().to_string());
             }
             let mut last = 0;
             let r = run(&workload, config, &opts, &stop, &mut |done, _| {
@@ -131,7 +165,7 @@ pub fn run_launch(args: Args) -> anyhow::Result<()> {
             let o = &mut outcomes[k];
             if o.first_trace.is_none() {
                 if let Some(path) = &args.trace {
-                    let mut file = std::io::BufWriter::new(std::fs::File::create(path.with_extension(config.name()))?);
+                    let mut file = std::io::BufWriter::new(std::fs::File::create(path.with_extension(config.name().replace([':', ',', '='], "_")))?);
                     for e in &r.trace {
                         serde_json::to_writer(&mut file, e)?;
                         std::io::Write::write_all(&mut file, b"\n")?;
@@ -148,7 +182,7 @@ pub fn run_launch(args: Args) -> anyhow::Result<()> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    report_results(&args, &workload, &cpus, &dedicated, &outcomes)?;
+    report_results(args, &workload, &cpus, &dedicated, &outcomes)?;
     if stop.load(std::sync::atomic::Ordering::Relaxed) {
         anyhow::bail!("interrupted: every job was ended; the results above cover what ran");
     }
@@ -158,10 +192,11 @@ pub fn run_launch(args: Args) -> anyhow::Result<()> {
 fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &BTreeMap<String, f64>, outcomes: &[Outcomes]) -> anyhow::Result<()> {
     let best_baseline = outcomes
         .iter()
+        .filter(|o| o.baseline && !o.summaries.is_empty())
         .map(|o| median(o.summaries.iter().map(|s| s.makespan).collect()))
         .fold(f64::INFINITY, f64::min);
     let mut table = Table {
-        columns: ["config", "makespan (s)", "min–max", "mean turnaround", "max turnaround", "mean slowdown", "utilisation", "failed", "vs best"].map(String::from).to_vec(),
+        columns: ["config", "makespan (s)", "min–max", "mean turnaround", "max turnaround", "mean slowdown", "utilisation", "failed", "vs best baseline"].map(String::from).to_vec(),
         rows: Vec::new(),
     };
     let mut runs_json = Vec::new();

@@ -3,6 +3,7 @@
 pub mod control;
 pub mod daemon;
 pub mod decide;
+pub mod demo;
 pub mod launch;
 pub mod policies;
 pub mod report;
