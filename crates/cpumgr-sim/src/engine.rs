@@ -683,7 +683,8 @@ impl Engine<'_, '_> {
             }
         }
         if let Some(a) = next_arrival {
-            n = n.min((a - self.now) / cycle);
+            // Land strictly before the arrival: the tick at the arrival's time must see it.
+            n = n.min((a - self.now).saturating_sub(1) / cycle);
         }
         if n == Nanos::MAX || n == 0 {
             return;
