@@ -4,5 +4,6 @@ pub mod decide;
 pub mod launch;
 pub mod policies;
 pub mod report;
+pub mod sim;
 pub mod trace;
 pub mod topology;
