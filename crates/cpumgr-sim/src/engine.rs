@@ -21,7 +21,8 @@
 //! changes (true of every policy in the catalog once its state settles); set
 //! [`SimConfig::fast_forward`] to `false` for a quantum-by-quantum run.
 
-use std::collections::VecDeque;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
 
 use cpumgr_core::placer::{validate, PlacementError};
@@ -125,6 +126,10 @@ struct Snap {
 #[derive(Debug)]
 struct Live {
     spec: JobSpec,
+    /// Whether it is still in the system (finished jobs leave at the next tick).
+    alive: bool,
+    /// The time its progress was last brought up to date.
+    at: Nanos,
     phase: usize,
     remaining: f64,
     rate: f64,
@@ -133,6 +138,8 @@ struct Live {
     /// CPUs held (a share of the machine under `os`).
     share: f64,
     threads: f64,
+    /// Whether its oversubscription is with other programs (`os`).
+    shared: bool,
     team: Option<u32>,
     first_run: Option<Nanos>,
     ran_last: bool,
@@ -153,6 +160,32 @@ impl Live {
 
     fn phase(&self) -> &crate::job::Phase {
         &self.spec.phases[self.phase]
+    }
+
+    /// Brings its progress up to `t` (rates are constant between its events).
+    fn progress(&mut self, t: Nanos) {
+        if t <= self.at {
+            return;
+        }
+        let dt_ns = t - self.at;
+        self.at = t;
+        if self.share <= 0.0 {
+            return;
+        }
+        let dt = dt_ns as f64 / NS;
+        let mut d = dt;
+        if self.stall > 0.0 {
+            let s = self.stall.min(d);
+            self.stall -= s;
+            d -= s;
+        }
+        let w = self.rate * d;
+        self.remaining -= w;
+        self.done += w;
+        self.q_work += w;
+        self.q_time += dt;
+        self.run_ns += dt_ns;
+        self.busy += self.share * dt;
     }
 
     fn set_done_at(&mut self, now: Nanos) {
@@ -191,6 +224,14 @@ struct Engine<'a, 'o> {
     events: u64,
     busy: f64,
     frag: f64,
+    /// CPUs held by running jobs (Σ share).
+    held: f64,
+    /// Alive jobs that hold no CPU.
+    unserved: usize,
+    /// Finished jobs still in `live` (removed at the next tick).
+    dead: usize,
+    /// Phase ends, (time, job id), checked against the job when popped.
+    ends: BinaryHeap<Reverse<(Nanos, u64)>>,
     global_hist: VecDeque<(f64, f64)>,
     sigs: VecDeque<u64>,
     quiet: usize,
@@ -241,6 +282,10 @@ pub fn run(
         events: 0,
         busy: 0.0,
         frag: 0.0,
+        held: 0.0,
+        unserved: 0,
+        dead: 0,
+        ends: BinaryHeap::new(),
         global_hist: VecDeque::new(),
         sigs: VecDeque::new(),
         quiet: 0,
@@ -256,7 +301,7 @@ pub fn run(
     let mut pending = jobs.into_iter().peekable();
     loop {
         let next_arrival = pending.peek().map(|j| j.arrival.max(e.now));
-        if e.live.is_empty() && e.queue.is_empty() {
+        if e.live.len() == e.dead && e.queue.is_empty() {
             match next_arrival {
                 None => break,
                 // An empty machine: nothing happens until the first tick at or after the arrival.
@@ -267,7 +312,7 @@ pub fn run(
                 Some(_) => {}
             }
         }
-        let done = e.live.iter().map(|l| l.done_at).min().unwrap_or(Nanos::MAX);
+        let done = e.ends.peek().map_or(Nanos::MAX, |r| r.0 .0);
         let mut t = e.next_tick.min(done).min(next_arrival.unwrap_or(Nanos::MAX));
         if let Some(w) = e.wake_at {
             t = t.min(w);
@@ -279,10 +324,7 @@ pub fn run(
         }
         let wake = e.wake_at == Some(e.now);
         if e.now == e.next_tick || wake {
-            e.admit();
             e.tick(wake, pending.peek().map(|j| j.arrival.max(e.now)))?;
-        } else {
-            e.admit();
         }
     }
     let makespan = e.first_arrival.map_or(0.0, |f| e.last_end.saturating_sub(f) as f64 / NS);
@@ -310,53 +352,36 @@ impl Engine<'_, '_> {
         self.idle_quanta = 0;
     }
 
-    /// Progresses every job to `t`.
+    /// Moves the clock to `t`, accounting the CPUs held and left idle meanwhile. Jobs are
+    /// brought up to date lazily ([`Live::progress`]).
     fn advance_to(&mut self, t: Nanos) {
         if t <= self.now {
             return;
         }
-        let dt_ns = t - self.now;
-        let dt = dt_ns as f64 / NS;
-        let mut held = 0.0;
-        let mut waiting = !self.queue.is_empty();
-        for l in &mut self.live {
-            if l.share <= 0.0 {
-                waiting = true;
-                continue;
-            }
-            held += l.share;
-            let mut d = dt;
-            if l.stall > 0.0 {
-                let s = l.stall.min(d);
-                l.stall -= s;
-                d -= s;
-            }
-            let w = l.rate * d;
-            l.remaining -= w;
-            l.done += w;
-            l.q_work += w;
-            l.q_time += dt;
-            l.run_ns += dt_ns;
-            l.busy += l.share * dt;
-        }
-        self.busy += held * dt;
-        if waiting {
-            self.frag += (self.cpus as f64 - held).max(0.0) * dt;
+        let dt = (t - self.now) as f64 / NS;
+        self.busy += self.held * dt;
+        if self.unserved > 0 || !self.queue.is_empty() {
+            self.frag += (self.cpus as f64 - self.held).max(0.0) * dt;
         }
         self.now = t;
     }
 
     /// Moves every job whose phase ended to its next phase, or out of the system.
     fn complete_phases(&mut self) {
-        let mut i = 0;
-        while i < self.live.len() {
-            if self.live[i].done_at > self.now {
-                i += 1;
+        while let Some(&Reverse((t, id))) = self.ends.peek() {
+            if t > self.now {
+                break;
+            }
+            self.ends.pop();
+            let Ok(i) = self.programs.binary_search_by_key(&ProgramId(id), |p| p.id) else { continue };
+            if !self.live[i].alive || self.live[i].done_at != t {
                 continue;
             }
             self.changed();
-            let before = self.live[i].spec.request_in(self.live[i].phase).now;
+            let now = self.now;
             let l = &mut self.live[i];
+            l.progress(now);
+            let before = l.spec.request_in(l.phase).now;
             l.phase += 1;
             self.events += 1;
             while l.phase < l.spec.phases.len() && l.spec.phases[l.phase].work <= 0.0 {
@@ -368,22 +393,53 @@ impl Engine<'_, '_> {
             }
             l.remaining = l.spec.phases[l.phase].work;
             let after = l.spec.request_in(l.phase).now;
-            let (share, threads) = (l.share, l.threads);
-            self.set_rate(i, share, threads, false);
-            let now = self.now;
+            let (share, threads, shared) = (l.share, l.threads, l.shared);
+            self.set_rate(i, share, threads, shared);
             self.live[i].set_done_at(now);
+            self.push_end(i);
             self.programs[i].request = self.live[i].spec.request_in(self.live[i].phase);
             if after != before && self.trace {
                 let id = self.programs[i].id;
                 self.emit(Some(id), EventKind::Request { now: after });
             }
-            i += 1;
         }
     }
 
+    fn push_end(&mut self, i: usize) {
+        let d = self.live[i].done_at;
+        if d != Nanos::MAX {
+            self.ends.push(Reverse((d, self.programs[i].id.0)));
+        }
+    }
+
+    /// Removes finished jobs from the program list (keeping id order).
+    fn compact(&mut self) {
+        if self.dead == 0 {
+            return;
+        }
+        let mut k = 0;
+        for i in 0..self.live.len() {
+            if self.live[i].alive {
+                self.live.swap(k, i);
+                self.programs.swap(k, i);
+                k += 1;
+            }
+        }
+        self.live.truncate(k);
+        self.programs.truncate(k);
+        self.dead = 0;
+    }
+
     fn finish(&mut self, i: usize) {
-        let l = self.live.remove(i);
-        let p = self.programs.remove(i);
+        let l = &mut self.live[i];
+        l.alive = false;
+        self.held -= l.share;
+        l.share = 0.0;
+        l.rate = 0.0;
+        l.done_at = Nanos::MAX;
+        self.dead += 1;
+        let l = &self.live[i];
+        let p = &self.programs[i];
         self.policy.on_exit(p.id);
         let end = self.now;
         self.last_end = self.last_end.max(end);
@@ -407,8 +463,9 @@ impl Engine<'_, '_> {
             cpu_seconds: l.busy,
             moves: l.moves,
         };
+        let id = p.id;
         if self.trace {
-            self.emit(Some(p.id), EventKind::Exit { status: Some(0) });
+            self.emit(Some(id), EventKind::Exit { status: Some(0) });
         }
         self.obs.job(&record);
         self.acc.add(&record);
@@ -422,11 +479,16 @@ impl Engine<'_, '_> {
         self.next_id += 1;
         self.events += 1;
         self.changed();
+        if self.trace {
+            let kind = EventKind::Arrive { name: j.name.clone(), request: j.request_in(0).now };
+            self.emit(Some(id), kind);
+        }
         self.queue.push_back((id, j));
         Ok(())
     }
 
-    /// Admits queued jobs while the multiprogramming level allows.
+    /// Admits queued jobs while the multiprogramming level allows (at ticks, after
+    /// [`Engine::compact`]).
     fn admit(&mut self) {
         while !self.queue.is_empty() && (self.limit == 0 || self.live.len() < self.limit as usize) {
             let (id, spec) = self.queue.pop_front().expect("not empty");
@@ -437,14 +499,14 @@ impl Engine<'_, '_> {
             p.request = spec.request_in(0);
             p.weight = spec.weight;
             p.arrival = spec.arrival;
-            if self.trace {
-                let kind = EventKind::Arrive { name: spec.name.clone(), request: p.request.now };
-                self.emit(Some(id), kind);
-            }
             let remaining = spec.phases[0].work;
             self.programs.push(p);
+            self.unserved += 1;
             self.live.push(Live {
                 spec,
+                alive: true,
+                at: self.now,
+                shared: false,
                 phase: 0,
                 remaining,
                 rate: 0.0,
@@ -467,10 +529,10 @@ impl Engine<'_, '_> {
             let view = View { now: self.now, quantum: self.quantum, topology: self.topology, cpus: self.cpus, programs: &self.programs };
             self.policy.on_arrival(&view, id);
             // A phase of no work ends at once.
-            let i = self.live.len() - 1;
-            let now = self.now;
             if remaining <= 0.0 {
-                self.live[i].done_at = now;
+                let i = self.live.len() - 1;
+                self.live[i].done_at = self.now;
+                self.push_end(i);
             }
         }
     }
@@ -496,6 +558,7 @@ impl Engine<'_, '_> {
         let l = &mut self.live[i];
         l.share = share;
         l.threads = threads;
+        l.shared = shared;
         let ph = &l.spec.phases[l.phase];
         l.rate = self.cfg.cost.rate(&ph.speedup, ph.request as f64, share, threads, l.spec.sync, shared);
     }
@@ -511,9 +574,13 @@ impl Engine<'_, '_> {
             self.wake_at = None;
             self.changed();
         }
+        self.compact();
+        self.admit();
         let os = self.policy.oversubscribes();
+        let now = self.now;
         // The view, as the live manager builds it.
         for (p, l) in self.programs.iter_mut().zip(&mut self.live) {
+            l.progress(now);
             p.request = l.spec.request_in(l.phase.min(l.spec.phases.len() - 1));
             p.cpu_time = (l.busy * NS) as Nanos;
             p.running = l.ran_last;
@@ -558,11 +625,19 @@ impl Engine<'_, '_> {
         } else {
             self.apply_placed(&mut sig)?;
         }
-        let now = self.now;
         let mut progressing = false;
-        for l in &mut self.live {
+        self.held = 0.0;
+        self.unserved = 0;
+        self.ends.clear();
+        for i in 0..self.live.len() {
+            let l = &mut self.live[i];
             l.set_done_at(now);
             progressing |= l.rate > 0.0;
+            self.held += l.share;
+            if l.share <= 0.0 {
+                self.unserved += 1;
+            }
+            self.push_end(i);
         }
         if !progressing && next_arrival.is_none() && self.queue.is_empty() && self.wake_at.is_none() {
             self.idle_quanta += 1;
@@ -710,8 +785,11 @@ impl Engine<'_, '_> {
         self.next_tick += jump;
         self.skipped += n * p as u64;
         let now = self.now;
-        for l in &mut self.live {
-            l.set_done_at(now);
+        self.ends.clear();
+        for i in 0..self.live.len() {
+            self.live[i].at = now;
+            self.live[i].set_done_at(now);
+            self.push_end(i);
         }
         self.changed();
     }
