@@ -45,6 +45,8 @@ enum Command {
     Report(cmd::report::Args),
     /// Work with traces (export to Perfetto or Paraver).
     Trace(cmd::trace::Args),
+    /// Simulate policies on a modelled workload (TOML, SWF trace or paper preset) and compare them.
+    Sim(cmd::sim::Args),
 }
 
 fn main() -> ExitCode {
@@ -71,6 +73,7 @@ fn main() -> ExitCode {
         Command::Launch(a) => cmd::launch::run_launch(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Trace(a) => cmd::trace::run(a),
+        Command::Sim(a) => cmd::sim::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -8,5 +8,6 @@ pub mod launch;
 pub mod policies;
 pub mod report;
 pub mod run;
+pub mod sim;
 pub mod trace;
 pub mod topology;

@@ -1,0 +1,801 @@
+//! The discrete-event engine.
+//!
+//! Events are arrivals, phase changes (which change a job's request), completions, quantum ticks
+//! and policy wake-ups ([`cpumgr_core::Decision::wake_at`]). At equal times they are handled in
+//! that order — completions, arrivals, admissions, then the scheduler — and within each kind in
+//! job-id order, so a run is a pure function of its inputs.
+//!
+//! At each tick the engine builds the [`View`] the live manager would build: per program its
+//! request (from its current phase), kind, weight, CPU time received, newest speedup report (the
+//! work it did per second in the last quantum, for the CPUs it held), its CPU set, whether it ran,
+//! and its thread count. It then runs the policy and the [`Placer`] — the same code as the live
+//! manager — and sets every job's progress rate from its speedup model and the
+//! [`CostModel`]. An `os` policy ([`cpumgr_core::Policy::oversubscribes`]) is not placed:
+//! every job runs its threads on every CPU and gets a share proportional to its threads.
+//!
+//! **Fast-forward.** Long traces span months at a 100 ms quantum. When the schedule repeats —
+//! the same decision (counts, running flags and CPU sets) with period `p ≤ 32` quanta, three
+//! times over, with no event in between — the engine jumps over whole periods, adding each job's
+//! progress per period, up to just before the next completion or arrival, and then resumes
+//! quantum by quantum. This assumes a policy in a repeating schedule keeps repeating while nothing
+//! changes (true of every policy in the catalog once its state settles); set
+//! [`SimConfig::fast_forward`] to `false` for a quantum-by-quantum run.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+use std::time::Instant;
+
+use cpumgr_core::placer::{validate, PlacementError};
+use cpumgr_core::trace::{Event, EventKind};
+use cpumgr_core::{CpuSet, Decision, Kind, Nanos, Placer, Policy, Program, ProgramId, SpeedupReport, Topology, View};
+
+use crate::cost::CostModel;
+use crate::job::JobSpec;
+use crate::metrics::{Accumulator, JobRecord, RunSummary, RunTotals, BOUNDED_SLOWDOWN_TAU};
+
+const NS: f64 = 1e9;
+/// Longest schedule period the fast-forward recognises, in quanta.
+const MAX_PERIOD: usize = 32;
+/// How many times a period must repeat before the engine trusts it.
+const REPEATS: usize = 3;
+/// Consecutive quanta in which no job progresses and nothing can arrive before a run is declared
+/// starved.
+const STARVED_QUANTA: u64 = 1_000;
+
+/// How a simulation runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimConfig {
+    /// The scheduler quantum; `None`: the policy's preferred quantum, or 100 ms.
+    pub quantum: Option<Nanos>,
+    /// The cost-of-sharing model.
+    pub cost: CostModel,
+    /// Most jobs admitted at once (the multiprogramming level); 0 for no limit. Jobs beyond it
+    /// queue in arrival order (a FCFS long-term scheduler).
+    pub mpl: u32,
+    /// Whether the admission limit follows the policy's MPL advice (PDPA) when it gives one.
+    pub follow_mpl_advice: bool,
+    /// Whether repeating schedules are skipped over (see the module documentation).
+    pub fast_forward: bool,
+    /// Whether every placement is checked for overlaps and sizes (cheap; on by default).
+    pub check_placement: bool,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig { quantum: None, cost: CostModel::default(), mpl: 0, follow_mpl_advice: true, fast_forward: true, check_placement: true }
+    }
+}
+
+/// Receives what a run produces as it happens: trace events and finished jobs.
+pub trait Observer {
+    /// Whether to build trace events at all (building them costs time).
+    fn wants_events(&self) -> bool {
+        false
+    }
+
+    /// One trace event, in time order.
+    fn event(&mut self, _event: &Event) {}
+
+    /// One finished job.
+    fn job(&mut self, _record: &JobRecord) {}
+}
+
+impl Observer for () {}
+
+/// Why a run could not finish.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SimError {
+    /// The policy gives no job any CPU and nothing else can happen.
+    #[error("at t = {at:.3} s the policy gives none of the {jobs} waiting jobs a CPU and no job can arrive: the run would never end")]
+    Starved {
+        /// Simulated time, seconds.
+        at: f64,
+        /// Jobs in the system.
+        jobs: usize,
+    },
+    /// The placer broke an invariant (a bug in the policy or the placer).
+    #[error("at t = {at:.3} s the placement is invalid: {error}")]
+    Placement {
+        /// Simulated time, seconds.
+        at: f64,
+        /// What broke.
+        error: PlacementError,
+    },
+    /// A job cannot run on this machine.
+    #[error("job {name:?}: field `{field}`: {message}")]
+    Job {
+        /// The job.
+        name: String,
+        /// The field at fault.
+        field: &'static str,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// Progress counters of one job at one tick, for fast-forwarding.
+#[derive(Debug, Clone, Copy, Default)]
+struct Snap {
+    done: f64,
+    run_ns: Nanos,
+    busy: f64,
+    moves: u64,
+}
+
+/// A job in the system.
+#[derive(Debug)]
+struct Live {
+    spec: JobSpec,
+    /// Whether it is still in the system (finished jobs leave at the next tick).
+    alive: bool,
+    /// The time its progress was last brought up to date.
+    at: Nanos,
+    phase: usize,
+    remaining: f64,
+    rate: f64,
+    stall: f64,
+    done_at: Nanos,
+    /// CPUs held (a share of the machine under `os`).
+    share: f64,
+    threads: f64,
+    /// Whether its oversubscription is with other programs (`os`).
+    shared: bool,
+    team: Option<u32>,
+    first_run: Option<Nanos>,
+    ran_last: bool,
+    run_ns: Nanos,
+    busy: f64,
+    moves: u64,
+    done: f64,
+    dedicated: f64,
+    q_work: f64,
+    q_time: f64,
+    hist: VecDeque<Snap>,
+}
+
+impl Live {
+    fn snap(&self) -> Snap {
+        Snap { done: self.done, run_ns: self.run_ns, busy: self.busy, moves: self.moves }
+    }
+
+    fn phase(&self) -> &crate::job::Phase {
+        &self.spec.phases[self.phase]
+    }
+
+    /// Brings its progress up to `t` (rates are constant between its events).
+    fn progress(&mut self, t: Nanos) {
+        if t <= self.at {
+            return;
+        }
+        let dt_ns = t - self.at;
+        self.at = t;
+        if self.share <= 0.0 {
+            return;
+        }
+        let dt = dt_ns as f64 / NS;
+        let mut d = dt;
+        if self.stall > 0.0 {
+            let s = self.stall.min(d);
+            self.stall -= s;
+            d -= s;
+        }
+        let w = self.rate * d;
+        self.remaining -= w;
+        self.done += w;
+        self.q_work += w;
+        self.q_time += dt;
+        self.run_ns += dt_ns;
+        self.busy += self.share * dt;
+    }
+
+    fn set_done_at(&mut self, now: Nanos) {
+        self.done_at = if self.phase >= self.spec.phases.len() || self.remaining <= 0.0 {
+            now
+        } else if self.rate > 0.0 {
+            now.saturating_add(((self.stall + self.remaining / self.rate) * NS).ceil() as Nanos)
+        } else {
+            Nanos::MAX
+        };
+    }
+}
+
+struct Engine<'a, 'o> {
+    topology: &'a Topology,
+    managed: CpuSet,
+    cpus: u32,
+    policy: Box<dyn Policy>,
+    spec: String,
+    cfg: SimConfig,
+    quantum: Nanos,
+    obs: &'o mut dyn Observer,
+    trace: bool,
+    now: Nanos,
+    next_tick: Nanos,
+    wake_at: Option<Nanos>,
+    limit: u32,
+    next_id: u64,
+    queue: VecDeque<(ProgramId, JobSpec)>,
+    programs: Vec<Program>,
+    live: Vec<Live>,
+    placer: Placer,
+    decision: Decision,
+    sets: Vec<CpuSet>,
+    acc: Accumulator,
+    events: u64,
+    busy: f64,
+    frag: f64,
+    /// CPUs held by running jobs (Σ share).
+    held: f64,
+    /// Alive jobs that hold no CPU.
+    unserved: usize,
+    /// Finished jobs still in `live` (removed at the next tick).
+    dead: usize,
+    /// Phase ends, (time, job id), checked against the job when popped.
+    ends: BinaryHeap<Reverse<(Nanos, u64)>>,
+    global_hist: VecDeque<(f64, f64)>,
+    sigs: VecDeque<u64>,
+    quiet: usize,
+    idle_quanta: u64,
+    skipped: u64,
+    first_arrival: Option<Nanos>,
+    last_end: Nanos,
+}
+
+/// Runs `jobs` (in arrival order; a job listed before an earlier arrival arrives when it is
+/// reached) under `policy` on the `topology`'s CPUs, streaming trace events and finished jobs to
+/// `obs`, and returns the run's figures. `spec` names the policy in the results.
+pub fn run(
+    topology: &Topology,
+    spec: &str,
+    policy: Box<dyn Policy>,
+    jobs: impl IntoIterator<Item = JobSpec>,
+    cfg: &SimConfig,
+    obs: &mut dyn Observer,
+) -> Result<RunSummary, SimError> {
+    let started = Instant::now();
+    let quantum = cfg.quantum.or(policy.preferred_quantum()).unwrap_or(100_000_000).max(1);
+    let managed = topology.cpus().clone();
+    let cpus = managed.len() as u32;
+    let trace = obs.wants_events();
+    let mut e = Engine {
+        topology,
+        managed,
+        cpus,
+        policy,
+        spec: spec.to_string(),
+        cfg: cfg.clone(),
+        quantum,
+        obs,
+        trace,
+        now: 0,
+        next_tick: 0,
+        wake_at: None,
+        limit: cfg.mpl,
+        next_id: 1,
+        queue: VecDeque::new(),
+        programs: Vec::new(),
+        live: Vec::new(),
+        placer: Placer::new(),
+        decision: Decision::default(),
+        sets: Vec::new(),
+        acc: Accumulator::default(),
+        events: 0,
+        busy: 0.0,
+        frag: 0.0,
+        held: 0.0,
+        unserved: 0,
+        dead: 0,
+        ends: BinaryHeap::new(),
+        global_hist: VecDeque::new(),
+        sigs: VecDeque::new(),
+        quiet: 0,
+        idle_quanta: 0,
+        skipped: 0,
+        first_arrival: None,
+        last_end: 0,
+    };
+    if e.trace {
+        let kind = EventKind::Start { source: "sim".into(), cpus: e.managed.clone(), policy: e.spec.clone(), quantum };
+        e.obs.event(&Event { t: 0, program: None, kind });
+    }
+    let mut pending = jobs.into_iter().peekable();
+    loop {
+        let next_arrival = pending.peek().map(|j| j.arrival.max(e.now));
+        if e.live.len() == e.dead && e.queue.is_empty() {
+            match next_arrival {
+                None => break,
+                // An empty machine: nothing happens until the first tick at or after the arrival.
+                Some(a) if a > e.next_tick => {
+                    e.next_tick = a.div_ceil(quantum) * quantum;
+                    e.wake_at = None;
+                }
+                Some(_) => {}
+            }
+        }
+        let done = e.ends.peek().map_or(Nanos::MAX, |r| r.0 .0);
+        let mut t = e.next_tick.min(done).min(next_arrival.unwrap_or(Nanos::MAX));
+        if let Some(w) = e.wake_at {
+            t = t.min(w);
+        }
+        e.advance_to(t);
+        e.complete_phases();
+        while let Some(j) = pending.next_if(|j| j.arrival <= e.now) {
+            e.arrive(j)?;
+        }
+        let wake = e.wake_at == Some(e.now);
+        if e.now == e.next_tick || wake {
+            e.tick(wake, pending.peek().map(|j| j.arrival.max(e.now)))?;
+        }
+    }
+    let makespan = e.first_arrival.map_or(0.0, |f| e.last_end.saturating_sub(f) as f64 / NS);
+    Ok(e.acc.finish(RunTotals {
+        policy: e.spec,
+        cpus,
+        events: e.events,
+        makespan,
+        busy_cpu_seconds: e.busy,
+        fragmented_cpu_seconds: e.frag,
+        skipped_quanta: e.skipped,
+        wall_seconds: started.elapsed().as_secs_f64(),
+    }))
+}
+
+impl Engine<'_, '_> {
+    fn emit(&mut self, program: Option<ProgramId>, kind: EventKind) {
+        self.obs.event(&Event { t: self.now, program, kind });
+    }
+
+    /// Marks that something changed the schedule's inputs: the fast-forward starts over.
+    fn changed(&mut self) {
+        self.quiet = 0;
+        self.sigs.clear();
+        self.idle_quanta = 0;
+    }
+
+    /// Moves the clock to `t`, accounting the CPUs held and left idle meanwhile. Jobs are
+    /// brought up to date lazily ([`Live::progress`]).
+    fn advance_to(&mut self, t: Nanos) {
+        if t <= self.now {
+            return;
+        }
+        let dt = (t - self.now) as f64 / NS;
+        self.busy += self.held * dt;
+        if self.unserved > 0 || !self.queue.is_empty() {
+            self.frag += (self.cpus as f64 - self.held).max(0.0) * dt;
+        }
+        self.now = t;
+    }
+
+    /// Moves every job whose phase ended to its next phase, or out of the system.
+    fn complete_phases(&mut self) {
+        while let Some(&Reverse((t, id))) = self.ends.peek() {
+            if t > self.now {
+                break;
+            }
+            self.ends.pop();
+            let Ok(i) = self.programs.binary_search_by_key(&ProgramId(id), |p| p.id) else { continue };
+            if !self.live[i].alive || self.live[i].done_at != t {
+                continue;
+            }
+            self.changed();
+            let now = self.now;
+            let l = &mut self.live[i];
+            l.progress(now);
+            let before = l.spec.request_in(l.phase).now;
+            l.phase += 1;
+            self.events += 1;
+            while l.phase < l.spec.phases.len() && l.spec.phases[l.phase].work <= 0.0 {
+                l.phase += 1;
+            }
+            if l.phase >= l.spec.phases.len() {
+                self.finish(i);
+                continue;
+            }
+            l.remaining = l.spec.phases[l.phase].work;
+            let after = l.spec.request_in(l.phase).now;
+            let (share, threads, shared) = (l.share, l.threads, l.shared);
+            self.set_rate(i, share, threads, shared);
+            self.live[i].set_done_at(now);
+            self.push_end(i);
+            self.programs[i].request = self.live[i].spec.request_in(self.live[i].phase);
+            if after != before && self.trace {
+                let id = self.programs[i].id;
+                self.emit(Some(id), EventKind::Request { now: after });
+            }
+        }
+    }
+
+    fn push_end(&mut self, i: usize) {
+        let d = self.live[i].done_at;
+        if d != Nanos::MAX {
+            self.ends.push(Reverse((d, self.programs[i].id.0)));
+        }
+    }
+
+    /// Removes finished jobs from the program list (keeping id order).
+    fn compact(&mut self) {
+        if self.dead == 0 {
+            return;
+        }
+        let mut k = 0;
+        for i in 0..self.live.len() {
+            if self.live[i].alive {
+                self.live.swap(k, i);
+                self.programs.swap(k, i);
+                k += 1;
+            }
+        }
+        self.live.truncate(k);
+        self.programs.truncate(k);
+        self.dead = 0;
+    }
+
+    fn finish(&mut self, i: usize) {
+        let l = &mut self.live[i];
+        l.alive = false;
+        self.held -= l.share;
+        l.share = 0.0;
+        l.rate = 0.0;
+        l.done_at = Nanos::MAX;
+        self.dead += 1;
+        let l = &self.live[i];
+        let p = &self.programs[i];
+        self.policy.on_exit(p.id);
+        let end = self.now;
+        self.last_end = self.last_end.max(end);
+        let secs = |ns: Nanos| ns as f64 / NS;
+        let arrival = p.arrival;
+        let turnaround = secs(end - arrival);
+        let start = l.first_run.unwrap_or(end);
+        let dedicated = l.dedicated;
+        let record = JobRecord {
+            id: p.id.0,
+            name: l.spec.name.clone(),
+            class: l.spec.class.clone(),
+            arrival: secs(arrival),
+            response: secs(start - arrival),
+            wait: (turnaround - secs(l.run_ns)).max(0.0),
+            run: secs(end - start),
+            turnaround,
+            dedicated,
+            slowdown: if dedicated > 0.0 { turnaround / dedicated } else { 1.0 },
+            bounded_slowdown: (turnaround / dedicated.max(BOUNDED_SLOWDOWN_TAU)).max(1.0),
+            cpu_seconds: l.busy,
+            moves: l.moves,
+        };
+        let id = p.id;
+        if self.trace {
+            self.emit(Some(id), EventKind::Exit { status: Some(0) });
+        }
+        self.obs.job(&record);
+        self.acc.add(&record);
+    }
+
+    fn arrive(&mut self, mut j: JobSpec) -> Result<(), SimError> {
+        j.check(self.cpus).map_err(|(field, message)| SimError::Job { name: j.name.clone(), field, message })?;
+        j.arrival = j.arrival.max(self.now);
+        self.first_arrival.get_or_insert(j.arrival);
+        let id = ProgramId(self.next_id);
+        self.next_id += 1;
+        self.events += 1;
+        self.changed();
+        if self.trace {
+            let kind = EventKind::Arrive { name: j.name.clone(), request: j.request_in(0).now };
+            self.emit(Some(id), kind);
+        }
+        self.queue.push_back((id, j));
+        Ok(())
+    }
+
+    /// Admits queued jobs while the multiprogramming level allows (at ticks, after
+    /// [`Engine::compact`]).
+    fn admit(&mut self) {
+        while !self.queue.is_empty() && (self.limit == 0 || self.live.len() < self.limit as usize) {
+            let (id, spec) = self.queue.pop_front().expect("not empty");
+            self.changed();
+            let dedicated = self.dedicated_time(&spec);
+            let mut p = Program::new(id.0, spec.name.clone(), spec.request);
+            p.kind = spec.kind;
+            p.request = spec.request_in(0);
+            p.weight = spec.weight;
+            p.arrival = spec.arrival;
+            let remaining = spec.phases[0].work;
+            self.programs.push(p);
+            self.unserved += 1;
+            self.live.push(Live {
+                spec,
+                alive: true,
+                at: self.now,
+                shared: false,
+                phase: 0,
+                remaining,
+                rate: 0.0,
+                stall: 0.0,
+                done_at: Nanos::MAX,
+                share: 0.0,
+                threads: 0.0,
+                team: None,
+                first_run: None,
+                ran_last: false,
+                run_ns: 0,
+                busy: 0.0,
+                moves: 0,
+                done: 0.0,
+                dedicated,
+                q_work: 0.0,
+                q_time: 0.0,
+                hist: VecDeque::new(),
+            });
+            let view = View { now: self.now, quantum: self.quantum, topology: self.topology, cpus: self.cpus, programs: &self.programs };
+            self.policy.on_arrival(&view, id);
+            // A phase of no work ends at once.
+            if remaining <= 0.0 {
+                let i = self.live.len() - 1;
+                self.live[i].done_at = self.now;
+                self.push_end(i);
+            }
+        }
+    }
+
+    /// The job's run time alone on the machine with its request.
+    fn dedicated_time(&self, spec: &JobSpec) -> f64 {
+        (0..spec.phases.len())
+            .map(|k| {
+                let ph = &spec.phases[k];
+                let t = spec.natural_threads(k).min(self.cpus) as f64;
+                let r = self.cfg.cost.rate(&ph.speedup, ph.request as f64, t, t, spec.sync, false);
+                if ph.work <= 0.0 {
+                    0.0
+                } else {
+                    ph.work / r
+                }
+            })
+            .sum()
+    }
+
+    /// Sets job `i`'s rate for holding `share` CPUs with `threads` threads.
+    fn set_rate(&mut self, i: usize, share: f64, threads: f64, shared: bool) {
+        let l = &mut self.live[i];
+        l.share = share;
+        l.threads = threads;
+        l.shared = shared;
+        let ph = &l.spec.phases[l.phase];
+        l.rate = self.cfg.cost.rate(&ph.speedup, ph.request as f64, share, threads, l.spec.sync, shared);
+    }
+
+    /// One scheduler step: build the view, decide, place, and set every job's rate.
+    fn tick(&mut self, wake: bool, next_arrival: Option<Nanos>) -> Result<(), SimError> {
+        self.events += 1;
+        let regular = self.now == self.next_tick;
+        if regular {
+            self.next_tick = self.now + self.quantum;
+        }
+        if wake {
+            self.wake_at = None;
+            self.changed();
+        }
+        self.compact();
+        self.admit();
+        let os = self.policy.oversubscribes();
+        let now = self.now;
+        // The view, as the live manager builds it.
+        for (p, l) in self.programs.iter_mut().zip(&mut self.live) {
+            l.progress(now);
+            p.request = l.spec.request_in(l.phase.min(l.spec.phases.len() - 1));
+            p.cpu_time = (l.busy * NS) as Nanos;
+            p.running = l.ran_last;
+            if l.spec.reports_speedup && l.q_time > 0.0 && l.share > 0.0 && l.phase().request > 1 {
+                p.speedup = Some(SpeedupReport { cpus: l.share.round() as u32, speedup: l.q_work / l.q_time });
+            }
+            p.threads = if os {
+                Some(l.spec.natural_threads(l.phase))
+            } else {
+                match l.spec.kind {
+                    Kind::Rigid(n) => Some(n),
+                    Kind::Moldable => l.team,
+                    Kind::Malleable | Kind::Evolving => l.first_run.map(|_| l.share.round() as u32),
+                }
+            };
+            l.q_work = 0.0;
+            l.q_time = 0.0;
+            if self.cfg.fast_forward {
+                if l.hist.len() > MAX_PERIOD {
+                    l.hist.pop_front();
+                }
+                l.hist.push_back(l.snap());
+            }
+        }
+        let n = self.programs.len();
+        self.decision.reset(n);
+        let view = View { now: self.now, quantum: self.quantum, topology: self.topology, cpus: self.cpus, programs: &self.programs };
+        self.policy.decide(&view, &mut self.decision);
+        if let Some(w) = self.decision.wake_at.filter(|&w| w > self.now) {
+            self.wake_at = Some(w);
+        }
+        if self.cfg.follow_mpl_advice {
+            if let Some(m) = self.decision.mpl_advice {
+                if m != self.limit && m > 0 {
+                    self.limit = m;
+                }
+            }
+        }
+        let mut sig = 0x9e37_79b9_7f4a_7c15u64;
+        if os {
+            self.apply_os(&mut sig);
+        } else {
+            self.apply_placed(&mut sig)?;
+        }
+        let mut progressing = false;
+        self.held = 0.0;
+        self.unserved = 0;
+        self.ends.clear();
+        for i in 0..self.live.len() {
+            let l = &mut self.live[i];
+            l.set_done_at(now);
+            progressing |= l.rate > 0.0;
+            self.held += l.share;
+            if l.share <= 0.0 {
+                self.unserved += 1;
+            }
+            self.push_end(i);
+        }
+        if !progressing && next_arrival.is_none() && self.queue.is_empty() && self.wake_at.is_none() {
+            self.idle_quanta += 1;
+            if self.idle_quanta >= STARVED_QUANTA {
+                return Err(SimError::Starved { at: now as f64 / NS, jobs: self.live.len() });
+            }
+        }
+        if self.cfg.fast_forward && regular && !wake {
+            self.fast_forward(sig, next_arrival);
+        }
+        Ok(())
+    }
+
+    /// Applies a space-sharing or gang decision through the placer.
+    fn apply_placed(&mut self, sig: &mut u64) -> Result<(), SimError> {
+        self.placer.place(self.topology, &self.managed, &self.programs, &self.decision, &mut self.sets);
+        if self.cfg.check_placement {
+            validate(&self.managed, &self.decision, &self.sets)
+                .map_err(|error| SimError::Placement { at: self.now as f64 / NS, error })?;
+        }
+        for i in 0..self.programs.len() {
+            let a = self.decision.allocations[i];
+            let running = a.running && !self.sets[i].is_empty();
+            let count = if running { self.sets[i].len() as u32 } else { 0 };
+            mix(sig, self.programs[i].id.0 ^ ((count as u64) << 32) ^ ((running as u64) << 63));
+            let l = &mut self.live[i];
+            let p = &mut self.programs[i];
+            if running {
+                for w in self.sets[i].as_words() {
+                    mix(sig, *w);
+                }
+                let moved: u32 = if p.cpus.is_empty() {
+                    0
+                } else {
+                    let old = p.cpus.as_words();
+                    self.sets[i].as_words().iter().enumerate().map(|(k, w)| (w & !old.get(k).copied().unwrap_or(0)).count_ones()).sum()
+                };
+                l.moves += moved as u64;
+                l.stall += self.cfg.cost.reload(moved, count);
+                if !l.ran_last && l.first_run.is_some() {
+                    l.stall += self.cfg.cost.resume_ms * 1e-3;
+                }
+                l.first_run.get_or_insert(self.now);
+                if l.spec.kind == Kind::Moldable && l.team.is_none() {
+                    l.team = Some(count);
+                }
+            }
+            let changed = running != l.ran_last || (running && self.sets[i] != p.cpus);
+            if running {
+                std::mem::swap(&mut p.cpus, &mut self.sets[i]);
+            }
+            l.ran_last = running;
+            let threads = match l.spec.kind {
+                Kind::Rigid(n) => n,
+                Kind::Moldable => l.team.unwrap_or(count),
+                Kind::Malleable | Kind::Evolving => count,
+            };
+            self.set_rate(i, count as f64, threads as f64, false);
+            if changed && self.trace {
+                let id = self.programs[i].id;
+                let cpus = if running { self.programs[i].cpus.clone() } else { CpuSet::new() };
+                self.emit(Some(id), EventKind::Allocate { count, cpus, running });
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies the `os` baseline: every job's threads on every CPU, shares by thread count.
+    fn apply_os(&mut self, sig: &mut u64) {
+        let threads: Vec<u32> =
+            (0..self.programs.len()).map(|i| if self.decision.allocations[i].running { self.decision.allocations[i].count.max(1) } else { 0 }).collect();
+        let total: u64 = threads.iter().map(|&t| t as u64).sum();
+        let over = total > self.cpus as u64;
+        for (i, &t) in threads.iter().enumerate() {
+            mix(sig, self.programs[i].id.0 ^ ((t as u64) << 32));
+            let share = if over { t as f64 * self.cpus as f64 / total as f64 } else { t as f64 };
+            let running = t > 0;
+            let l = &mut self.live[i];
+            if running && l.first_run.is_none() {
+                l.first_run = Some(self.now);
+                self.programs[i].cpus = self.managed.clone();
+                if self.trace {
+                    let id = self.programs[i].id;
+                    self.emit(Some(id), EventKind::Allocate { count: t, cpus: self.managed.clone(), running: true });
+                }
+            }
+            self.live[i].ran_last = running;
+            self.set_rate(i, share, t as f64, over);
+        }
+    }
+
+    /// Jumps over whole periods of a repeating schedule (module documentation).
+    fn fast_forward(&mut self, sig: u64, next_arrival: Option<Nanos>) {
+        self.quiet += 1;
+        if self.global_hist.len() > MAX_PERIOD {
+            self.global_hist.pop_front();
+        }
+        self.global_hist.push_back((self.busy, self.frag));
+        if self.sigs.len() >= REPEATS * MAX_PERIOD {
+            self.sigs.pop_front();
+        }
+        self.sigs.push_back(sig);
+        let len = self.sigs.len();
+        let period = (1..=MAX_PERIOD.min(self.quiet / REPEATS)).find(|&p| {
+            len >= REPEATS * p && (0..(REPEATS - 1) * p).all(|j| self.sigs[len - 1 - j] == self.sigs[len - 1 - j - p])
+        });
+        let Some(p) = period else { return };
+        if self.global_hist.len() <= p || self.wake_at.is_some() {
+            return;
+        }
+        let cycle = p as u64 * self.quantum;
+        let mut n = Nanos::MAX;
+        for l in &self.live {
+            let (now, then) = (l.hist[l.hist.len() - 1], l.hist[l.hist.len() - 1 - p]);
+            let d = now.done - then.done;
+            if d > 1e-12 {
+                n = n.min(((l.remaining / d).floor() as Nanos).saturating_sub(1));
+            }
+        }
+        if let Some(a) = next_arrival {
+            // Land strictly before the arrival: the tick at the arrival's time must see it.
+            n = n.min((a - self.now).saturating_sub(1) / cycle);
+        }
+        if n == Nanos::MAX || n == 0 {
+            return;
+        }
+        let g = self.global_hist.len();
+        let (gb, gf) = (self.global_hist[g - 1].0 - self.global_hist[g - 1 - p].0, self.global_hist[g - 1].1 - self.global_hist[g - 1 - p].1);
+        let k = n as f64;
+        for l in &mut self.live {
+            let (now, then) = (l.hist[l.hist.len() - 1], l.hist[l.hist.len() - 1 - p]);
+            let d = now.done - then.done;
+            l.remaining -= k * d;
+            l.done += k * d;
+            l.run_ns += n * (now.run_ns - then.run_ns);
+            l.busy += k * (now.busy - then.busy);
+            l.moves += n * (now.moves - then.moves);
+            l.hist.clear();
+        }
+        self.busy += k * gb;
+        self.frag += k * gf;
+        self.global_hist.clear();
+        let jump = n * cycle;
+        self.now += jump;
+        self.next_tick += jump;
+        self.skipped += n * p as u64;
+        let now = self.now;
+        self.ends.clear();
+        for i in 0..self.live.len() {
+            self.live[i].at = now;
+            self.live[i].set_done_at(now);
+            self.push_end(i);
+        }
+        self.changed();
+    }
+}
+
+/// Mixes `x` into a running hash (a multiply-rotate mix; collisions only cost a missed skip).
+fn mix(h: &mut u64, x: u64) {
+    *h = (h.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+}

@@ -1,0 +1,203 @@
+//! The engine's arithmetic, ordering and bookkeeping on small hand-checked cases.
+
+mod common;
+
+use common::run_workload;
+use cpumgr_core::trace::{Event, EventKind};
+use cpumgr_core::{policies, Decision, Kind, Policy, Topology, View};
+use cpumgr_sim::generate::{Generator, Model};
+use cpumgr_sim::job::ltomcatv;
+use cpumgr_sim::{run, CostModel, JobSpec, Observer, SimConfig, SimError, SpeedupModel, Workload};
+
+const S: u64 = 1_000_000_000;
+
+fn free() -> SimConfig {
+    SimConfig { cost: CostModel::FREE, ..SimConfig::default() }
+}
+
+fn sized(cpus: u32, jobs: Vec<JobSpec>) -> Workload {
+    let mut w = Workload::of("t", jobs);
+    w.cpus = Some(cpus);
+    w
+}
+
+fn close(a: f64, b: f64, tol: f64) -> bool {
+    (a - b).abs() <= tol
+}
+
+#[test]
+fn one_job_alone_runs_at_its_speedup() {
+    let w = sized(8, vec![JobSpec::malleable("a", 0, 8, 80.0, SpeedupModel::LINEAR)]);
+    let (s, jobs) = run_workload(&w, "equipartition", &free());
+    assert_eq!(s.jobs, 1);
+    assert!(close(jobs[0].turnaround, 10.0, 1e-6), "{}", jobs[0].turnaround);
+    assert!(close(jobs[0].slowdown, 1.0, 1e-6));
+    assert!(close(s.utilization, 1.0, 1e-6));
+    assert!(close(jobs[0].cpu_seconds, 80.0, 1e-6));
+}
+
+#[test]
+fn equal_jobs_split_the_machine() {
+    let jobs = vec![JobSpec::malleable("a", 0, 8, 80.0, SpeedupModel::LINEAR), JobSpec::malleable("b", 0, 8, 80.0, SpeedupModel::LINEAR)];
+    let (s, recs) = run_workload(&sized(8, jobs), "equipartition", &free());
+    assert!(recs.iter().all(|r| close(r.turnaround, 20.0, 1e-6)), "{recs:?}");
+    assert!(close(s.mean_slowdown, 2.0, 1e-6));
+    assert!(close(s.fairness, 1.0, 1e-9));
+}
+
+#[test]
+fn os_pays_for_oversubscription() {
+    // Two 4-thread barrier-heavy jobs on 4 CPUs: 2 CPUs each at f = 2, loss 1 + 0.4 = 1.4.
+    let mk = || {
+        let mut j = JobSpec::malleable("a", 0, 4, 40.0, SpeedupModel::LINEAR);
+        j.sync = 1.0;
+        j
+    };
+    let w = sized(4, vec![mk(), mk()]);
+    let (_, os) = run_workload(&w, "os", &SimConfig::default());
+    assert!(os.iter().all(|r| close(r.turnaround, 28.0, 1e-3)), "{os:?}");
+    let (_, eq) = run_workload(&w, "equipartition", &SimConfig::default());
+    assert!(eq.iter().all(|r| close(r.turnaround, 20.0, 0.01)), "{eq:?}");
+}
+
+#[test]
+fn a_rigid_job_squeezed_by_itself_pays_the_self_rate() {
+    // 8 processes: under SCS with mpl=2 it starts on 4 CPUs of a machine it shares with a
+    // waiting job, so it never grows: f = 2, loss 1 + 0.05 × 1 × 1.
+    let mut a = JobSpec::rigid("a", 0, 8, 40.0, SpeedupModel::LINEAR);
+    a.sync = 1.0;
+    let b = JobSpec::rigid("b", 0, 8, 40.0, SpeedupModel::LINEAR);
+    let c = JobSpec::rigid("c", 0, 8, 40.0, SpeedupModel::LINEAR);
+    let (_, recs) = run_workload(&sized(8, vec![a, b, c]), "scs:mpl=2", &SimConfig::default());
+    assert!(close(recs.iter().find(|r| r.name == "a").unwrap().turnaround, 40.0 / 4.0 * 1.05, 0.01), "{recs:?}");
+}
+
+#[test]
+fn a_job_that_shrinks_and_grows_back_counts_its_moves() {
+    let a = JobSpec::malleable("a", 0, 8, 160.0, SpeedupModel::LINEAR);
+    let b = JobSpec::malleable("b", 2 * S, 8, 8.0, SpeedupModel::LINEAR);
+    let (s, recs) = run_workload(&sized(8, vec![a, b]), "equipartition", &free());
+    let a = recs.iter().find(|r| r.name == "a").unwrap();
+    let b = recs.iter().find(|r| r.name == "b").unwrap();
+    assert_eq!(b.moves, 0, "a first placement is not a move");
+    assert_eq!(a.moves, 4, "a got back the 4 CPUs b had");
+    assert_eq!(s.moves, 4);
+    // b arrives at 2 s, runs from the 2.0 s tick on 4 CPUs for 2 s.
+    assert!(close(b.turnaround, 2.0, 1e-6), "{b:?}");
+    // a: 16 CPU-s on 8 CPUs, 8 on 4 while b runs, then the last 136 on 8: 2 + 2 + 17 s.
+    assert!(close(a.turnaround, 21.0, 1e-6), "{a:?}");
+}
+
+#[test]
+fn fast_forward_matches_a_quantum_by_quantum_run() {
+    let mut g = Generator::new(Model::Poisson, 150, 64);
+    g.mean_runtime = 20.0;
+    let w = Workload { cpus: Some(64), generator: Some(g), ..Workload::of("gen", vec![]) };
+    for policy in ["equipartition", "gang", "pdpa", "dss", "os"] {
+        let exact = SimConfig { fast_forward: false, ..SimConfig::default() };
+        let (a, _) = run_workload(&w, policy, &exact);
+        let (b, _) = run_workload(&w, policy, &SimConfig::default());
+        assert_eq!(a.jobs, 150);
+        assert_eq!(b.jobs, 150);
+        assert_eq!(a.skipped_quanta, 0);
+        assert!(b.skipped_quanta > 0, "{policy}: nothing was skipped");
+        let rel = |x: f64, y: f64| (x - y).abs() / x.abs().max(1e-9);
+        assert!(rel(a.makespan, b.makespan) < 0.01, "{policy}: makespan {} vs {}", a.makespan, b.makespan);
+        assert!(rel(a.mean_turnaround, b.mean_turnaround) < 0.02, "{policy}: turnaround {} vs {}", a.mean_turnaround, b.mean_turnaround);
+        assert!(rel(a.utilization, b.utilization) < 0.02, "{policy}");
+    }
+}
+
+#[test]
+fn runs_are_deterministic() {
+    let mut g = Generator::new(Model::Lublin, 200, 32);
+    g.load = 0.9;
+    let w = Workload { cpus: Some(32), generator: Some(g), ..Workload::of("gen", vec![]) };
+    for policy in ["equipartition", "gang", "scs"] {
+        let (mut a, ja) = run_workload(&w, policy, &SimConfig::default());
+        let (mut b, jb) = run_workload(&w, policy, &SimConfig::default());
+        a.wall_seconds = 0.0;
+        b.wall_seconds = 0.0;
+        assert_eq!(a, b, "{policy}");
+        assert_eq!(ja, jb);
+    }
+}
+
+/// A policy that never gives anyone a CPU.
+struct Nothing;
+
+impl Policy for Nothing {
+    fn name(&self) -> &'static str {
+        "nothing"
+    }
+
+    fn decide(&mut self, _view: &View, _out: &mut Decision) {}
+}
+
+#[test]
+fn a_starving_policy_is_an_error_not_a_hang() {
+    let t = Topology::flat(4);
+    let jobs = vec![JobSpec::malleable("a", 0, 4, 1.0, SpeedupModel::LINEAR)];
+    for ff in [true, false] {
+        let cfg = SimConfig { fast_forward: ff, ..SimConfig::default() };
+        let e = run(&t, "nothing", Box::new(Nothing), jobs.clone(), &cfg, &mut ()).unwrap_err();
+        assert!(matches!(e, SimError::Starved { jobs: 1, .. }), "{e}");
+    }
+}
+
+#[test]
+fn a_job_larger_than_the_machine_is_refused() {
+    let t = Topology::flat(4);
+    let jobs = vec![JobSpec::rigid("big", 0, 8, 1.0, SpeedupModel::LINEAR)];
+    let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), jobs, &SimConfig::default(), &mut ()).unwrap_err();
+    assert!(matches!(e, SimError::Job { field: "request", .. }), "{e}");
+}
+
+#[derive(Default)]
+struct Events(Vec<Event>);
+
+impl Observer for Events {
+    fn wants_events(&self) -> bool {
+        true
+    }
+
+    fn event(&mut self, e: &Event) {
+        self.0.push(e.clone());
+    }
+}
+
+#[test]
+fn the_trace_tells_the_story_in_time_order() {
+    let mut lt = JobSpec::malleable("lt", 0, 8, 0.0, SpeedupModel::LINEAR);
+    lt.kind = Kind::Evolving;
+    lt.phases = ltomcatv(8, 2, 0.5, 8.0, &SpeedupModel::LINEAR);
+    let other = JobSpec::malleable("b", S / 2, 4, 4.0, SpeedupModel::LINEAR);
+    let t = Topology::flat(8);
+    let mut ev = Events::default();
+    run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![lt, other], &SimConfig::default(), &mut ev).unwrap();
+    let ev = ev.0;
+    assert!(matches!(ev[0].kind, EventKind::Start { .. }));
+    assert!(ev.windows(2).all(|w| w[0].t <= w[1].t), "time order");
+    let count = |f: fn(&EventKind) -> bool| ev.iter().filter(|e| f(&e.kind)).count();
+    assert_eq!(count(|k| matches!(k, EventKind::Arrive { .. })), 2);
+    assert_eq!(count(|k| matches!(k, EventKind::Exit { .. })), 2);
+    // ltomcatv: I/O (1) → parallel (8) → I/O (1) → parallel (8).
+    let requests: Vec<u32> = ev.iter().filter_map(|e| match e.kind {
+        EventKind::Request { now } => Some(now),
+        _ => None,
+    }).collect();
+    assert_eq!(requests, vec![8, 1, 8]);
+    assert!(count(|k| matches!(k, EventKind::Allocate { running: true, .. })) >= 3);
+}
+
+#[test]
+fn mpl_limits_admission() {
+    let jobs: Vec<JobSpec> = (0..4).map(|k| JobSpec::malleable(format!("j{k}"), 0, 4, 40.0, SpeedupModel::LINEAR)).collect();
+    let mut w = sized(4, jobs);
+    w.mpl = 1;
+    let (s, recs) = run_workload(&w, "equipartition", &free());
+    let mut ends: Vec<f64> = recs.iter().map(|r| r.turnaround).collect();
+    ends.sort_by(f64::total_cmp);
+    assert!(ends.iter().zip([10.0, 20.0, 30.0, 40.0]).all(|(a, b)| close(*a, b, 1e-6)), "one at a time: {ends:?}");
+    assert!(close(s.mean_wait, 15.0, 1e-6));
+}

@@ -1,0 +1,352 @@
+//! `cpumgr sim`: run several policies on one modelled workload — a TOML workload file, an SWF
+//! trace, or a paper preset — in the discrete-event simulator, and compare them in one table.
+//! `--bench` measures the simulator itself.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use clap::Parser;
+use cpumgr_core::trace::Event;
+use cpumgr_core::{policies, Topology};
+use cpumgr_sim::generate::{Generator, JobKind, Model};
+use cpumgr_sim::{presets, swf, Observer, RunSummary, SimConfig, SimError, SpeedupModel, Workload};
+use serde_json::json;
+
+use crate::input::{read_file, InputError};
+
+/// Prints a line to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        emit(format!($($arg)*))?
+    };
+}
+
+fn emit(mut line: String) -> anyhow::Result<()> {
+    line.push('\n');
+    match std::io::stdout().lock().write_all(line.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r.context("writing to stdout"),
+    }
+}
+
+/// Arguments of `cpumgr sim`.
+#[derive(Debug, Parser)]
+pub struct Args {
+    /// A TOML workload file.
+    #[arg(long, group = "source")]
+    workload: Option<PathBuf>,
+    /// A trace in the Standard Workload Format.
+    #[arg(long, group = "source")]
+    swf: Option<PathBuf>,
+    /// A paper preset (`--list-presets`), with parameters as `name:key=value,...`.
+    #[arg(long, group = "source")]
+    preset: Option<String>,
+    /// Policies to compare, comma-separated (`equipartition,cs:mpl=4,fill=false,os`: a piece
+    /// with `=` and no `:` is a parameter of the policy before it); default: the workload's.
+    #[arg(long, env = "CPUMGR_POLICY")]
+    policy: Vec<String>,
+    /// The simulated machine (synthetic hwloc spec, XML file, or a CPU count); default: a flat
+    /// machine of the workload's size.
+    #[arg(long, env = "CPUMGR_TOPOLOGY")]
+    topology: Option<String>,
+    /// Scheduler quantum in milliseconds; default: the workload's, the policy's, or 100.
+    #[arg(long)]
+    quantum_ms: Option<f64>,
+    /// Most jobs admitted at once (0: no limit); default: the workload's.
+    #[arg(long)]
+    mpl: Option<u32>,
+    /// Simulate every quantum instead of skipping repeating schedules.
+    #[arg(long)]
+    no_fast_forward: bool,
+    /// Cost model: loss per unit of oversubscription shared with other programs.
+    #[arg(long)]
+    sync_shared: Option<f64>,
+    /// Cost model: milliseconds lost per moved CPU.
+    #[arg(long)]
+    reload_ms: Option<f64>,
+    /// SWF jobs are `rigid` (default), `moldable` or `malleable`.
+    #[arg(long, default_value = "rigid")]
+    swf_kind: String,
+    /// Amdahl serial fraction of SWF jobs (default 0: linear speedup).
+    #[arg(long, default_value_t = 0.0)]
+    swf_serial: f64,
+    /// Skip and count malformed SWF lines instead of failing.
+    #[arg(long)]
+    skip_bad: bool,
+    /// Read at most this many SWF jobs.
+    #[arg(long)]
+    limit: Option<usize>,
+    /// Print JSON.
+    #[arg(long, conflicts_with = "csv")]
+    json: bool,
+    /// Print CSV.
+    #[arg(long)]
+    csv: bool,
+    /// Write the trace events of every run here (JSON lines, one `start` event per run).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// List the presets and exit.
+    #[arg(long)]
+    list_presets: bool,
+    /// Measure the simulator: events per second, the SWF trace per policy, a large synthetic run.
+    #[arg(long)]
+    bench: bool,
+}
+
+/// Splits `--policy` values into policy specs (see [`Args::policy`]).
+fn split_policies(values: &[String]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for piece in values.iter().flat_map(|v| v.split(',')).map(str::trim).filter(|p| !p.is_empty()) {
+        match out.last_mut() {
+            Some(last) if piece.contains('=') && !piece.contains(':') => {
+                last.push(',');
+                last.push_str(piece);
+            }
+            _ => out.push(piece.to_string()),
+        }
+    }
+    out
+}
+
+fn input(e: cpumgr_sim::InputError) -> anyhow::Error {
+    InputError::new(e.to_string())
+}
+
+/// Loads the workload the arguments name.
+fn load(args: &Args) -> anyhow::Result<Workload> {
+    if let Some(path) = &args.workload {
+        let text = read_file(path)?;
+        return cpumgr_sim::workload::parse(&path.display().to_string(), &text).map_err(input);
+    }
+    if let Some(path) = &args.swf {
+        let text = read_file(path)?;
+        let kind = JobKind::parse(&args.swf_kind)
+            .ok_or_else(|| InputError::new(format!("--swf-kind {:?}: rigid, moldable or malleable", args.swf_kind)))?;
+        let speedup = SpeedupModel::Amdahl { serial: args.swf_serial };
+        speedup.check().map_err(|m| InputError::new(format!("--swf-serial: {m}")))?;
+        let opts = swf::SwfOptions { kind, speedup, skip_bad: args.skip_bad, cpus: None, limit: args.limit };
+        let t = swf::parse(&path.display().to_string(), &text, &opts).map_err(input)?;
+        if t.skipped > 0 {
+            eprintln!("cpumgr: {}: skipped {} bad lines", path.display(), t.skipped);
+        }
+        let mut w = Workload::of(path.display().to_string(), t.jobs);
+        w.cpus = Some(t.cpus);
+        return Ok(w);
+    }
+    if let Some(name) = &args.preset {
+        return presets::build(name).map_err(input);
+    }
+    Err(InputError::new("give --workload FILE, --swf FILE or --preset NAME (see --list-presets)"))
+}
+
+/// Writes trace events as JSON lines.
+struct TraceWriter<W: Write> {
+    out: W,
+    error: Option<std::io::Error>,
+}
+
+impl<W: Write> Observer for TraceWriter<W> {
+    fn wants_events(&self) -> bool {
+        true
+    }
+
+    fn event(&mut self, e: &Event) {
+        if self.error.is_some() {
+            return;
+        }
+        let r = serde_json::to_writer(&mut self.out, e).map_err(std::io::Error::from).and_then(|_| self.out.write_all(b"\n"));
+        if let Err(e) = r {
+            self.error = Some(e);
+        }
+    }
+}
+
+/// Runs one policy on the workload.
+fn run_one(topology: &Topology, w: &Workload, spec: &str, cfg: &SimConfig, obs: &mut dyn Observer) -> anyhow::Result<RunSummary> {
+    let policy = policies::build(spec).map_err(|e| InputError::new(e.to_string()))?;
+    cpumgr_sim::run(topology, spec, policy, w.jobs(), cfg, obs).map_err(|e| match e {
+        SimError::Job { .. } => InputError::new(format!("{}: {e}", w.name)),
+        e => anyhow::Error::new(e).context(format!("simulating {spec}")),
+    })
+}
+
+/// The simulation settings from the arguments and the workload.
+fn config(args: &Args, w: &Workload) -> anyhow::Result<SimConfig> {
+    let mut cost = w.cost.unwrap_or_default();
+    cost.sync_shared = args.sync_shared.unwrap_or(cost.sync_shared);
+    cost.reload_ms = args.reload_ms.unwrap_or(cost.reload_ms);
+    cost.check().map_err(|(f, m)| InputError::new(format!("--{}: {m}", f.replace('_', "-"))))?;
+    let quantum = match args.quantum_ms {
+        Some(q) if !(q.is_finite() && q > 0.0) => return Err(InputError::new(format!("--quantum-ms {q}: must be positive"))),
+        Some(q) => Some((q * 1e6) as u64),
+        None => w.quantum,
+    };
+    Ok(SimConfig { quantum, cost, mpl: args.mpl.unwrap_or(w.mpl), fast_forward: !args.no_fast_forward, ..SimConfig::default() })
+}
+
+/// Runs the command.
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.list_presets {
+        return list_presets(args.json);
+    }
+    if args.bench {
+        return bench(&args);
+    }
+    let w = load(&args)?;
+    let topology = match (&args.topology, w.cpus) {
+        (Some(spec), _) => crate::topology_arg::load(Some(spec))?,
+        (None, Some(n)) => Topology::flat(n),
+        (None, None) => crate::topology_arg::load(None)?,
+    };
+    let specs = if args.policy.is_empty() { w.policies.clone() } else { split_policies(&args.policy) };
+    if specs.is_empty() {
+        return Err(InputError::new("give --policy (the workload suggests none)"));
+    }
+    let cfg = config(&args, &w)?;
+    let mut results = Vec::new();
+    let mut trace = match &args.trace {
+        Some(p) => Some(TraceWriter {
+            out: BufWriter::new(File::create(p).with_context(|| format!("creating {}", p.display()))?),
+            error: None,
+        }),
+        None => None,
+    };
+    for spec in &specs {
+        let s = match trace.as_mut() {
+            Some(t) => run_one(&topology, &w, spec, &cfg, t)?,
+            None => run_one(&topology, &w, spec, &cfg, &mut ())?,
+        };
+        results.push(s);
+    }
+    if let (Some(t), Some(p)) = (trace.as_mut(), &args.trace) {
+        if let Some(e) = t.error.take() {
+            return Err(anyhow::Error::new(e).context(format!("writing {}", p.display())));
+        }
+        t.out.flush().with_context(|| format!("writing {}", p.display()))?;
+    }
+    print_results(&args, &w, &topology, &results)
+}
+
+fn print_results(args: &Args, w: &Workload, topology: &Topology, results: &[RunSummary]) -> anyhow::Result<()> {
+    if args.json {
+        let out = json!({"workload": w.name, "cpus": topology.num_cpus(), "results": results});
+        outln!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    let header = ["policy", "makespan", "mean_turnaround", "mean_slowdown", "mean_bounded_slowdown", "utilization", "fragmentation", "fairness", "moves", "jobs", "events", "wall_seconds"];
+    let row = |s: &RunSummary| {
+        vec![
+            s.policy.clone(),
+            format!("{:.2}", s.makespan),
+            format!("{:.2}", s.mean_turnaround),
+            format!("{:.3}", s.mean_slowdown),
+            format!("{:.3}", s.mean_bounded_slowdown),
+            format!("{:.3}", s.utilization),
+            format!("{:.3}", s.fragmentation),
+            format!("{:.3}", s.fairness),
+            s.moves.to_string(),
+            s.jobs.to_string(),
+            s.events.to_string(),
+            format!("{:.3}", s.wall_seconds),
+        ]
+    };
+    if args.csv {
+        outln!("{}", header.join(","));
+        for s in results {
+            outln!("{}", row(s).join(","));
+        }
+        return Ok(());
+    }
+    outln!("workload {} on {} CPUs ({})", w.name, topology.num_cpus(), topology.summary());
+    let short = ["policy", "makespan s", "turnaround s", "slowdown", "bsld", "util", "frag", "fair", "moves", "jobs", "events", "wall s"];
+    let rows: Vec<Vec<String>> = results.iter().map(row).collect();
+    let widths: Vec<usize> = (0..short.len()).map(|c| rows.iter().map(|r| r[c].len()).chain([short[c].len()]).max().unwrap_or(0)).collect();
+    let line = |cells: Vec<String>| cells.iter().enumerate().map(|(c, s)| if c == 0 { format!("{s:<w$}", w = widths[c]) } else { format!("{s:>w$}", w = widths[c]) }).collect::<Vec<_>>().join("  ");
+    outln!("{}", line(short.iter().map(|s| s.to_string()).collect()));
+    for r in rows {
+        outln!("{}", line(r));
+    }
+    Ok(())
+}
+
+fn list_presets(as_json: bool) -> anyhow::Result<()> {
+    if as_json {
+        let list: Vec<_> = presets::PRESETS
+            .iter()
+            .map(|p| {
+                let w = presets::build(p.name).map_err(|e| anyhow::anyhow!("{e}"))?;
+                Ok(json!({"name": p.name, "paper": p.paper, "summary": p.summary, "params": p.params, "cpus": w.cpus, "policies": w.policies}))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        outln!("{}", serde_json::to_string_pretty(&json!({ "presets": list }))?);
+        return Ok(());
+    }
+    for p in presets::PRESETS {
+        let w = presets::build(p.name).map_err(|e| anyhow::anyhow!("{e}"))?;
+        outln!("{:<20} {:<18} {}", p.name, p.paper, p.summary);
+        outln!("{:<20} {:<18} policies: {}", "", "", w.policies.join(" "));
+        for s in p.params {
+            outln!("{:<20} {:<18}   {}={} ({}): {}", "", "", s.key, s.default_text(), s.range(), s.help);
+        }
+    }
+    Ok(())
+}
+
+/// `--bench`: the simulator's own speed.
+fn bench(args: &Args) -> anyhow::Result<()> {
+    let specs = if args.policy.is_empty() {
+        policies::CATALOG.iter().map(|i| i.name.to_string()).collect()
+    } else {
+        split_policies(&args.policy)
+    };
+    let cfg = SimConfig { fast_forward: !args.no_fast_forward, ..SimConfig::default() };
+    // 1. Events per second: many short jobs on a wide machine, every quantum simulated.
+    let mut g = Generator::new(Model::Poisson, 20_000, 1024);
+    g.mean_runtime = 2.0;
+    g.max_size = 16;
+    g.load = 0.8;
+    let w = Workload { cpus: Some(1024), generator: Some(g), ..Workload::of("events", vec![]) };
+    let t = Topology::flat(1024);
+    let exact = SimConfig { fast_forward: false, ..cfg.clone() };
+    let s = run_one(&t, &w, "equipartition", &exact, &mut ())?;
+    outln!("events: 20000 short jobs on 1024 CPUs, equipartition, every quantum: {} events in {:.3} s = {:.2} M events/s", s.events, s.wall_seconds, s.events as f64 / s.wall_seconds / 1e6);
+    // 2. The SWF trace under every policy.
+    let swf_path = args.swf.clone().unwrap_or_else(|| PathBuf::from("../shared/data/swf/lublin_256.swf"));
+    if Path::new(&swf_path).is_file() {
+        let text = read_file(&swf_path)?;
+        let tr = swf::parse(&swf_path.display().to_string(), &text, &swf::SwfOptions::default()).map_err(input)?;
+        let mut w = Workload::of(swf_path.display().to_string(), tr.jobs);
+        w.cpus = Some(tr.cpus);
+        let t = Topology::flat(tr.cpus);
+        outln!("swf: {} ({} jobs, {} CPUs)", swf_path.display(), w.jobs.len(), tr.cpus);
+        for spec in &specs {
+            match run_one(&t, &w, spec, &cfg, &mut ()) {
+                Ok(s) => outln!("  {spec:<14} {:>8.3} s  {:>9} events  {:>9} quanta skipped  makespan {:.0} s  util {:.3}", s.wall_seconds, s.events, s.skipped_quanta, s.makespan, s.utilization),
+                Err(e) => outln!("  {spec:<14} failed: {e:#}"),
+            }
+        }
+    } else {
+        outln!("swf: {} not found; skipped", swf_path.display());
+    }
+    // 3. Scale: 100 000 CPUs, 1 M generated jobs.
+    let mut g = Generator::new(Model::Lublin, 1_000_000, 100_000);
+    g.max_size = 1024;
+    let w = Workload { cpus: Some(100_000), generator: Some(g), ..Workload::of("scale", vec![]) };
+    let t = Topology::flat(100_000);
+    let s = run_one(&t, &w, "equipartition", &cfg, &mut ())?;
+    outln!("scale: 1 M Lublin jobs on 100 000 CPUs, equipartition: {} jobs, {} events in {:.3} s, makespan {:.0} s, util {:.3}", s.jobs, s.events, s.wall_seconds, s.makespan, s.utilization);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::split_policies;
+
+    #[test]
+    fn policy_lists_keep_parameters_with_their_policy() {
+        let v = vec!["equipartition,cs:mpl=4,fill=false,os".to_string(), "scs".to_string()];
+        assert_eq!(split_policies(&v), vec!["equipartition", "cs:mpl=4,fill=false", "os", "scs"]);
+    }
+}
