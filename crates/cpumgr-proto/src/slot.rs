@@ -199,6 +199,18 @@ mod tests {
     }
 
     #[test]
+    fn layout_matches_the_protocol_document() {
+        use std::mem::offset_of;
+        assert_eq!(offset_of!(Slot, seq), 16);
+        assert_eq!(offset_of!(Slot, alloc_cpus), 40);
+        assert_eq!(offset_of!(Slot, shrink_to), 168);
+        assert_eq!(offset_of!(Slot, manager_heartbeat), 176);
+        assert_eq!(offset_of!(Slot, req_now), 184);
+        assert_eq!(offset_of!(Slot, cooperative), 204);
+        assert_eq!(offset_of!(Slot, speedup_milli), 220);
+    }
+
+    #[test]
     fn absurd_requests_are_clamped() {
         let s = fresh();
         s.init(1, RequestView { now: 1_000_000_000, min: 0, max: u32::MAX });
