@@ -27,6 +27,8 @@ enum Command {
     Policies(cmd::policies::Args),
     /// Run a policy and the placer for a few quanta over a list of programs.
     Decide(cmd::decide::Args),
+    /// Manage a process that already runs, until it ends.
+    Attach(cmd::run::AttachArgs),
     /// Run the manager in the foreground.
     Daemon(cmd::daemon::Args),
     /// Run a command as a managed program (starts a manager if none runs).
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
             Ok(code) => return ExitCode::from(code.clamp(0, 255) as u8),
             Err(e) => Err(e),
         },
+        Command::Attach(a) => cmd::run::attach(a),
         Command::Daemon(a) => cmd::daemon::run(a),
         Command::Status(a) => cmd::control::status(a),
         Command::Policy(a) => cmd::control::policy(a),

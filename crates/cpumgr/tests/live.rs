@@ -201,3 +201,28 @@ fn bad_control_messages_get_errors_and_hurt_nobody() {
     procs.0.push(run_busy(&socket, "a", &[]));
     program_pids(&socket, 1);
 }
+
+#[test]
+fn attach_manages_a_running_process_and_leaves_it_restored() {
+    use std::os::unix::process::CommandExt;
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let socket = sock(&dir);
+    let busy = Command::new("sh").args(["-c", BUSY]).process_group(0).spawn().unwrap();
+    let pid = busy.id() as i32;
+    let mut procs = Procs(vec![busy]);
+    let before = allowed(pid);
+    // A manager of CPU 0 only: the attached process is pinned there.
+    let attach = cpumgr(&socket).args(["attach", &pid.to_string(), "--cpus", "0", "--name", "busy"]).process_group(0).spawn().unwrap();
+    let attach_pid = attach.id() as i32;
+    procs.0.push(attach);
+    wait_for(10, "the attached process pinned to CPU 0", || (allowed(pid) == "0").then_some(()));
+    let s = status(&socket).unwrap();
+    assert_eq!(s["programs"][0]["name"], "busy");
+    // Ending the attachment restores the process, which keeps running.
+    unsafe { libc::kill(attach_pid, libc::SIGTERM) };
+    let st = procs.0[1].wait().unwrap();
+    assert!(st.success());
+    assert_eq!(allowed(pid), before, "affinity restored");
+    assert!(matches!(state(pid), 'R' | 'S'), "still running");
+}
