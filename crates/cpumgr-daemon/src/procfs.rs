@@ -1,0 +1,165 @@
+//! What `/proc` says about the programs: which processes and threads each one has now, how many
+//! of its threads are runnable (a spinning team is all runnable), and how much CPU time it used.
+//!
+//! One scan per quantum walks `/proc` once and keeps only the processes of registered programs,
+//! reading their threads' states from `/proc/PID/task/TID/stat`.
+
+use std::collections::HashMap;
+use std::fs;
+
+/// How the manager addresses a program's processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A whole process group (the program leads it: `cpumgr run` starts programs this way).
+    Group(i32),
+    /// One process (a program that registered itself from inside someone else's group).
+    Process(i32),
+}
+
+impl Target {
+    /// The target for `pid`: its group when it leads one, else the process alone.
+    pub fn of(pid: i32) -> Target {
+        match nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))) {
+            Ok(g) if g.as_raw() == pid => Target::Group(pid),
+            _ => Target::Process(pid),
+        }
+    }
+
+    fn matches(&self, pid: i32, pgrp: i32) -> bool {
+        match *self {
+            Target::Group(g) => pgrp == g,
+            Target::Process(p) => pid == p,
+        }
+    }
+}
+
+/// The fields of `/proc/PID/stat` the manager uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stat {
+    /// One-letter state: `R` running or runnable, `S` sleeping, `T` stopped, `Z` zombie, ...
+    pub state: char,
+    /// Process group.
+    pub pgrp: i32,
+    /// User plus system time, in clock ticks.
+    pub ticks: u64,
+}
+
+/// Parses a `stat` line. The command name (field 2) may hold spaces and parentheses, so the
+/// fields are counted from the last `)`.
+pub fn parse_stat(text: &str) -> Option<Stat> {
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // f[0] is field 3 (state); field n is f[n - 3].
+    let state = f.first()?.chars().next()?;
+    let pgrp = f.get(2)?.parse().ok()?;
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    Some(Stat { state, pgrp, ticks: utime + stime })
+}
+
+/// One program's processes and threads at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sample {
+    /// Its processes.
+    pub pids: Vec<i32>,
+    /// Every thread of every process.
+    pub tids: Vec<i32>,
+    /// Threads in state `R`.
+    pub runnable: u32,
+    /// Threads in state `T` (stopped).
+    pub stopped: u32,
+    /// CPU time of its live processes, clock ticks.
+    pub ticks: u64,
+}
+
+/// Scans `/proc` for the processes of `targets`.
+pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
+    let mut out: HashMap<Target, Sample> = HashMap::new();
+    if targets.is_empty() {
+        return out;
+    }
+    let groups: HashMap<i32, Target> =
+        targets.iter().filter_map(|t| if let Target::Group(g) = t { Some((*g, *t)) } else { None }).collect();
+    let singles: HashMap<i32, Target> =
+        targets.iter().filter_map(|t| if let Target::Process(p) = t { Some((*p, *t)) } else { None }).collect();
+    let Ok(dir) = fs::read_dir("/proc") else { return out };
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(stat) = fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|t| parse_stat(&t)) else {
+            continue;
+        };
+        let target = match groups.get(&stat.pgrp).or_else(|| singles.get(&pid)) {
+            Some(t) if t.matches(pid, stat.pgrp) => *t,
+            _ => continue,
+        };
+        let s = out.entry(target).or_default();
+        s.pids.push(pid);
+        s.ticks += stat.ticks;
+        add_threads(pid, s);
+    }
+    out
+}
+
+fn add_threads(pid: i32, s: &mut Sample) {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return };
+    for t in tasks.flatten() {
+        let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(stat) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok().and_then(|t| parse_stat(&t))
+        else {
+            continue;
+        };
+        match stat.state {
+            'Z' | 'X' => continue,
+            'R' => s.runnable += 1,
+            'T' | 't' => s.stopped += 1,
+            _ => {}
+        }
+        s.tids.push(tid);
+    }
+}
+
+/// The real user id owning `pid`, from `/proc/PID/status`.
+pub fn uid_of(pid: i32) -> Option<u32> {
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_ascii_whitespace().next()?.parse().ok()
+}
+
+/// The process group of `pid`.
+pub fn pgid_of(pid: i32) -> Option<i32> {
+    nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))).ok().map(|p| p.as_raw())
+}
+
+/// Clock ticks per second (`_SC_CLK_TCK`).
+pub fn ticks_per_sec() -> u64 {
+    // SAFETY: sysconf has no preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_lines_with_odd_names_parse() {
+        let line = "4242 (a (b) c) R 1 4242 4242 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 3 0 1 1 1";
+        assert_eq!(parse_stat(line), Some(Stat { state: 'R', pgrp: 4242, ticks: 300 }));
+        assert_eq!(parse_stat("garbage"), None);
+        assert_eq!(parse_stat("1 (x) S 1"), None);
+    }
+
+    #[test]
+    fn a_scan_finds_our_own_process_and_threads() {
+        let me = std::process::id() as i32;
+        let target = Target::Process(me);
+        let s = scan(&[target]).remove(&target).unwrap();
+        assert_eq!(s.pids, vec![me]);
+        assert!(s.tids.contains(&me));
+        assert!(s.runnable >= 1, "the scanning thread itself is running");
+        assert_eq!(uid_of(me), Some(nix::unistd::getuid().as_raw()));
+    }
+}

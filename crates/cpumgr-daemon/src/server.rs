@@ -1,0 +1,184 @@
+//! The socket thread: one `poll` loop over the listening socket, every client connection, and
+//! every program's pidfd. A message is decoded, answered and forgotten; a bad one gets an error
+//! reply and a log line; a program whose pidfd fires has ended, and its CPUs go to the others at
+//! once (the scheduler is kicked rather than left to the next quantum boundary).
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cpumgr_core::ProgramId;
+use cpumgr_proto::msg::{self, Reply, Request};
+use cpumgr_proto::transport::TransportError;
+use cpumgr_proto::{Conn, Listener, PeerCred};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use crate::Shared;
+
+/// Most client connections at once; more are refused with an error reply.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// A connection that never registered a program is closed after this long without a message.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
+
+struct Client {
+    conn: Conn,
+    peer: PeerCred,
+    last: Instant,
+    registered: bool,
+}
+
+fn reply(conn: &Conn, r: &Reply, fd: Option<&std::os::fd::OwnedFd>) {
+    let bytes = match msg::encode(r) {
+        Ok(b) => b,
+        Err(e) => msg::encode(&Reply::Error { message: e.to_string() }).unwrap_or_default(),
+    };
+    let fds: Vec<_> = fd.iter().map(|f| f.as_fd()).collect();
+    if let Err(e) = conn.send(&bytes, &fds) {
+        tracing::debug!("reply not delivered: {e}");
+    }
+}
+
+/// Runs the loop until the manager shuts down.
+pub fn serve(shared: Arc<Shared>, listener: Listener) {
+    let mut clients: Vec<Client> = Vec::new();
+    // This thread's own copies of the programs' pidfds, so it can poll them unlocked.
+    let mut pidfds: BTreeMap<ProgramId, OwnedFd> = BTreeMap::new();
+    while !shared.shutdown.load(Ordering::Acquire) {
+        {
+            let state = shared.lock();
+            let live: Vec<ProgramId> = state.pidfds().map(|(id, _)| id).collect();
+            pidfds.retain(|id, _| live.contains(id));
+            for (id, fd) in state.pidfds() {
+                if !pidfds.contains_key(&id) {
+                    match fd.try_clone_to_owned() {
+                        Ok(fd) => {
+                            pidfds.insert(id, fd);
+                        }
+                        Err(e) => tracing::error!("pidfd: {e}"),
+                    }
+                }
+            }
+        }
+        let mut readable = vec![false; clients.len()];
+        let mut hangup = vec![false; clients.len()];
+        let exited: Vec<ProgramId>;
+        let accept;
+        {
+            let mut fds: Vec<PollFd> = Vec::with_capacity(1 + clients.len() + pidfds.len());
+            fds.push(PollFd::new(listener.as_fd(), PollFlags::POLLIN));
+            fds.extend(clients.iter().map(|c| PollFd::new(c.conn.as_fd(), PollFlags::POLLIN)));
+            fds.extend(pidfds.values().map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN)));
+            if let Err(e) = poll(&mut fds, PollTimeout::from(50u16)) {
+                if e != nix::errno::Errno::EINTR {
+                    tracing::error!("poll: {e}");
+                }
+                continue;
+            }
+            let ev = |f: &PollFd| f.revents().unwrap_or(PollFlags::empty());
+            accept = ev(&fds[0]).contains(PollFlags::POLLIN);
+            for (i, f) in fds[1..1 + clients.len()].iter().enumerate() {
+                readable[i] = ev(f).contains(PollFlags::POLLIN);
+                hangup[i] = ev(f).intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL);
+            }
+            exited = fds[1 + clients.len()..]
+                .iter()
+                .zip(pidfds.keys())
+                .filter(|(f, _)| !ev(f).is_empty())
+                .map(|(_, id)| *id)
+                .collect();
+        }
+        if !exited.is_empty() {
+            let mut state = shared.lock();
+            for id in exited {
+                state.remove(id, None);
+            }
+            drop(state);
+            shared.wake.notify_all();
+        }
+        let mut keep = vec![true; clients.len()];
+        for (i, c) in clients.iter_mut().enumerate() {
+            if readable[i] {
+                keep[i] = serve_one(&shared, c);
+            } else if hangup[i] {
+                keep[i] = false;
+            } else if !c.registered && c.last.elapsed() > IDLE_TIMEOUT {
+                tracing::info!(pid = c.peer.pid, "closing an idle connection");
+                keep[i] = false;
+            }
+        }
+        let mut k = keep.into_iter();
+        clients.retain(|_| k.next().unwrap_or(false));
+        if accept {
+            accept_all(&listener, &mut clients);
+        }
+    }
+}
+
+fn accept_all(listener: &Listener, clients: &mut Vec<Client>) {
+    loop {
+        match listener.accept() {
+            Ok(Some(conn)) => {
+                let _ = conn.set_timeout(Some(Duration::from_secs(1)));
+                let Ok(peer) = conn.peer() else { continue };
+                if clients.len() >= MAX_CONNECTIONS {
+                    tracing::warn!(pid = peer.pid, "connection refused: {MAX_CONNECTIONS} clients already");
+                    reply(&conn, &Reply::Error { message: "too many connections".into() }, None);
+                    continue;
+                }
+                clients.push(Client { conn, peer, last: Instant::now(), registered: false });
+            }
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!("accept: {e}");
+                return;
+            }
+        }
+    }
+}
+
+/// Reads and answers one message; false when the connection should be closed.
+fn serve_one(shared: &Shared, c: &mut Client) -> bool {
+    c.last = Instant::now();
+    let received = match c.conn.recv() {
+        Ok(r) => r,
+        Err(TransportError::Closed) => return false,
+        Err(TransportError::TooLong) => {
+            tracing::warn!(pid = c.peer.pid, "oversized message refused");
+            reply(&c.conn, &Reply::Error { message: format!("message longer than {} bytes", msg::MAX_MESSAGE) }, None);
+            return true;
+        }
+        Err(e) => {
+            tracing::warn!(pid = c.peer.pid, "receive failed: {e}");
+            return false;
+        }
+    };
+    // Descriptors a client sends are never used; dropping them closes them.
+    drop(received.fds);
+    // The kernel's record of who connected (SO_PEERCRED), never what the message claims, is
+    // checked against every request.
+    let peer = c.peer;
+    let req: Request = match msg::decode(&received.bytes) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(pid = peer.pid, "bad message: {e}");
+            reply(&c.conn, &Reply::Error { message: e.to_string() }, None);
+            return true;
+        }
+    };
+    let (r, fd) = {
+        let mut state = shared.lock();
+        let out = state.handle(&peer, req);
+        if state.kick {
+            shared.wake.notify_all();
+        }
+        out
+    };
+    if matches!(r, Reply::Registered { .. }) {
+        c.registered = true;
+    }
+    reply(&c.conn, &r, fd.as_ref());
+    true
+}
