@@ -32,6 +32,16 @@ enum Command {
     Report(cmd::report::Args),
     /// Work with traces (export to Perfetto or Paraver).
     Trace(cmd::trace::Args),
+    /// Run the CPU manager in the foreground.
+    Daemon(cmd::daemon::Args),
+    /// Run a command as a program registered with the manager (starting one if none runs).
+    Run(cmd::run::Args),
+    /// Show the manager's policy, CPUs and programs.
+    Status(cmd::status::Args),
+    /// Change the running manager's policy.
+    Policy(cmd::policy::Args),
+    /// Change the running manager's quantum.
+    Quantum(cmd::quantum::Args),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +59,11 @@ fn main() -> ExitCode {
         Command::Launch(a) => cmd::launch::run_launch(a),
         Command::Report(a) => cmd::report::run(a),
         Command::Trace(a) => cmd::trace::run(a),
+        Command::Daemon(a) => cmd::daemon::run(a),
+        Command::Run(a) => cmd::run::run(a).map(|code| std::process::exit(code as i32)),
+        Command::Status(a) => cmd::status::run(a),
+        Command::Policy(a) => cmd::policy::run(a),
+        Command::Quantum(a) => cmd::quantum::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,8 +1,14 @@
 //! One module per subcommand, each with its clap `Args` and a `run` function.
 
+pub mod control;
+pub mod daemon;
 pub mod decide;
 pub mod launch;
 pub mod policies;
+pub mod policy;
+pub mod quantum;
 pub mod report;
+pub mod run;
+pub mod status;
 pub mod trace;
 pub mod topology;
