@@ -52,10 +52,10 @@ pub fn serve(shared: Arc<Shared>, listener: Listener) {
             let live: Vec<ProgramId> = state.pidfds().map(|(id, _)| id).collect();
             pidfds.retain(|id, _| live.contains(id));
             for (id, fd) in state.pidfds() {
-                if !pidfds.contains_key(&id) {
+                if let std::collections::btree_map::Entry::Vacant(slot) = pidfds.entry(id) {
                     match fd.try_clone_to_owned() {
                         Ok(fd) => {
-                            pidfds.insert(id, fd);
+                            slot.insert(fd);
                         }
                         Err(e) => tracing::error!("pidfd: {e}"),
                     }

@@ -106,7 +106,10 @@ fn stopped(pid: i32) -> bool {
 }
 
 fn gone(pid: i32) -> bool {
-    status_field(pid, "State").map_or(true, |s| s.starts_with('Z'))
+    match status_field(pid, "State") {
+        Some(s) => s.starts_with('Z'),
+        None => true,
+    }
 }
 
 #[test]
