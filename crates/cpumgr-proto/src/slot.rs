@@ -397,6 +397,21 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_layout_is_the_documented_one() {
+        use std::mem::offset_of;
+        // docs/PROTOCOL.md lists these offsets; a change here is a new LAYOUT_VERSION.
+        assert_eq!(offset_of!(Slot, program), 64);
+        assert_eq!(offset_of!(Slot, manager), 128);
+        assert_eq!(std::mem::size_of::<Slot>(), 320);
+        assert_eq!(offset_of!(ProgramFields, team), 24);
+        assert_eq!(offset_of!(ProgramFields, heartbeat), 32);
+        assert_eq!(offset_of!(ProgramFields, speedup_bits), 56);
+        assert_eq!(offset_of!(ManagerFields, alloc_cpus), 24);
+        assert_eq!(offset_of!(ManagerFields, preempt_to), 152);
+        assert_eq!(offset_of!(ManagerFields, lease_until), 168);
+    }
+
+    #[test]
     fn header_checks_magic_version_and_size() {
         let s = Slot::default();
         assert!(matches!(s.check_header(), Err(crate::SlotError::Magic(0))));
