@@ -1,69 +1,180 @@
-//! The live cpumgr manager: programs register over a Unix socket and get a shared-memory slot;
-//! every quantum the scheduler loop snapshots them, runs the active policy and the placer, and
-//! enforces the decision with CPU affinity and SIGSTOP/SIGCONT. Runs as `cpumgr daemon`, or
-//! embedded in `cpumgr run` / `cpumgr launch` when no daemon answers.
+//! cpumgr's live manager (paper 000 §3 and §5, paper 003 §3): the process that owns the
+//! scheduling decisions for the programs registered with it, talks with them through one
+//! shared-memory slot each, and makes its decisions true on real processes.
+//!
+//! Two threads share one [`State`]: the scheduler thread ticks every quantum (or at once when a
+//! CPU is released or requested), and the socket thread ([`server`]) answers control requests and
+//! watches every program's pidfd. [`Manager`] starts both and, however it ends (shutdown, drop,
+//! panic unwinding), leaves every program continued and unpinned.
 
 #![warn(missing_docs)]
 
-pub mod client;
-pub mod manager;
+pub mod enforce;
+pub mod entry;
 pub mod procfs;
 pub mod server;
+pub mod state;
+pub mod team;
 
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
-pub use manager::{Config, Manager};
+use cpumgr_proto::{Conn, Listener};
 
-/// A running manager: its socket, its scheduler thread, and the flag that stops it.
-pub struct Running {
-    /// The manager.
-    pub manager: Arc<Manager>,
-    /// Where it listens.
-    pub socket: PathBuf,
-    stop: Arc<AtomicBool>,
-    scheduler: Option<std::thread::JoinHandle<()>>,
+pub use state::{default_socket, Settings, State};
+
+/// What the two threads share.
+pub struct Shared {
+    state: Mutex<State>,
+    /// Wakes the scheduler thread before its next boundary.
+    pub wake: Condvar,
+    /// Set once, when the manager shuts down.
+    pub shutdown: AtomicBool,
 }
 
-impl Running {
-    /// Stops the scheduler, restores every program, removes the socket.
-    pub fn shutdown(mut self) {
-        self.stop_now();
+impl Shared {
+    /// Locks the state, surviving a panicked holder (the state stays usable).
+    pub fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Why a manager could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Another manager answers on the socket.
+    #[error("a manager already serves {0}")]
+    AlreadyRunning(PathBuf),
+    /// Bad settings.
+    #[error("{0}")]
+    Settings(String),
+    /// The system refused.
+    #[error("{path}: {err}")]
+    Io {
+        /// The path concerned.
+        path: PathBuf,
+        /// The error.
+        err: std::io::Error,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(std::io::Error) -> StartError + '_ {
+    move |err| StartError::Io { path: path.to_path_buf(), err }
+}
+
+/// A running manager.
+pub struct Manager {
+    shared: Arc<Shared>,
+    threads: Vec<JoinHandle<()>>,
+    socket: PathBuf,
+    _lock: File,
+}
+
+/// Takes the manager lock that sits next to the socket (`SOCKET.lock`), held for the manager's
+/// whole life and dropped by the kernel even when it is killed: whoever holds it owns the socket
+/// path. `None` when another live manager holds it.
+fn take_lock(socket: &Path) -> Result<Option<File>, StartError> {
+    let path = socket.with_extension("lock");
+    let f = OpenOptions::new().create(true).truncate(false).write(true).open(&path).map_err(io_err(&path))?;
+    // SAFETY: flock on a descriptor we own.
+    if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        return Ok(None);
+    }
+    Ok(Some(f))
+}
+
+impl Manager {
+    /// Starts a manager serving `socket`. A socket file left by a dead manager is replaced; a live
+    /// one is [`StartError::AlreadyRunning`].
+    pub fn start(socket: &Path, settings: &Settings) -> Result<Manager, StartError> {
+        if let Some(dir) = socket.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(io_err(dir))?;
+        }
+        let Some(lock) = take_lock(socket)? else {
+            return Err(StartError::AlreadyRunning(socket.to_path_buf()));
+        };
+        if socket.exists() {
+            if Conn::connect(socket).is_ok() {
+                return Err(StartError::AlreadyRunning(socket.to_path_buf()));
+            }
+            std::fs::remove_file(socket).map_err(io_err(socket))?;
+        }
+        let state = State::new(settings).map_err(StartError::Settings)?;
+        let listener = Listener::bind(socket).map_err(io_err(socket))?;
+        // Everyone may connect; every request is checked against the peer's credentials.
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666));
+        let shared = Arc::new(Shared { state: Mutex::new(state), wake: Condvar::new(), shutdown: AtomicBool::new(false) });
+        let s1 = shared.clone();
+        let scheduler = std::thread::Builder::new()
+            .name("cpumgr-sched".into())
+            .spawn(move || schedule(s1))
+            .map_err(io_err(socket))?;
+        let s2 = shared.clone();
+        let server = std::thread::Builder::new()
+            .name("cpumgr-socket".into())
+            .spawn(move || server::serve(s2, listener))
+            .map_err(io_err(socket))?;
+        tracing::info!(socket = %socket.display(), "manager started");
+        Ok(Manager { shared, threads: vec![scheduler, server], socket: socket.to_path_buf(), _lock: lock })
     }
 
-    fn stop_now(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        self.manager.set_quantum(self.manager.quantum());
-        if let Some(t) = self.scheduler.take() {
+    /// How many programs are registered.
+    pub fn programs(&self) -> usize {
+        self.shared.lock().len()
+    }
+
+    /// The socket it serves.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Stops both threads, releases every program (continued, affinity widened back) and removes
+    /// the socket.
+    pub fn shutdown(self) {
+        drop(self)
+    }
+
+    fn stop(&mut self) {
+        self.shared.shutdown.store(true, Ordering::Release);
+        self.shared.wake.notify_all();
+        for t in self.threads.drain(..) {
             let _ = t.join();
         }
-        self.manager.restore_all();
+        self.shared.lock().release_all();
         let _ = std::fs::remove_file(&self.socket);
+        tracing::info!("manager stopped; every program released");
     }
 }
 
-impl Drop for Running {
+impl Drop for Manager {
     fn drop(&mut self) {
-        self.stop_now();
+        self.stop();
     }
 }
 
-/// Starts a manager listening on `socket`: the accept loop and the scheduler loop run on their
-/// own threads. The scheduler ticks every quantum, or sooner when a CPU is released or the policy
-/// asks to be woken.
-pub fn start(config: Config, socket: &Path) -> std::io::Result<Running> {
-    let manager = Arc::new(Manager::new(config).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e.to_string()))?);
-    let listener = server::bind(socket)?;
-    let m = Arc::clone(&manager);
-    std::thread::Builder::new().name("cpumgr-accept".into()).spawn(move || server::serve(m, listener))?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let (m, s) = (Arc::clone(&manager), Arc::clone(&stop));
-    let scheduler = std::thread::Builder::new().name("cpumgr-scheduler".into()).spawn(move || {
-        while !s.load(Ordering::SeqCst) {
-            let next = m.tick();
-            m.wait(next);
+/// The scheduler thread: a tick at every quantum boundary, and at once when kicked.
+fn schedule(shared: Arc<Shared>) {
+    let mut next = Instant::now();
+    let mut state = shared.lock();
+    while !shared.shutdown.load(Ordering::Acquire) {
+        state.tick();
+        let now = Instant::now();
+        next += state.quantum();
+        if next < now {
+            next = now + state.quantum();
         }
-    })?;
-    Ok(Running { manager, socket: socket.to_path_buf(), stop, scheduler: Some(scheduler) })
+        while !state.kick && !shared.shutdown.load(Ordering::Acquire) {
+            let now = Instant::now();
+            if now >= next {
+                break;
+            }
+            state = shared.wake.wait_timeout(state, (next - now).min(Duration::from_secs(1))).map(|r| r.0).unwrap_or_else(|e| e.into_inner().0);
+        }
+    }
 }

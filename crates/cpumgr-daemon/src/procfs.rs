@@ -1,132 +1,137 @@
-//! What the manager reads from `/proc` and does to threads: the processes of a program's process
-//! group, their threads and how many are runnable, their CPU time, and CPU affinity.
+//! What `/proc` says about the programs: which processes and threads each one has now, how many
+//! of its threads are runnable (a spinning team is all runnable), and how much CPU time it used.
+//!
+//! One scan per quantum walks `/proc` once and keeps only the processes of registered programs,
+//! reading their threads' states from `/proc/PID/task/TID/stat`.
 
+use std::collections::HashMap;
 use std::fs;
 
-use cpumgr_core::CpuSet;
+/// How the manager addresses a program's processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Target {
+    /// A whole process group (the program leads it: `cpumgr run` starts programs this way).
+    Group(i32),
+    /// One process (a program that registered itself from inside someone else's group).
+    Process(i32),
+}
+
+impl Target {
+    /// The target for `pid`: its group when it leads one, else the process alone.
+    pub fn of(pid: i32) -> Target {
+        match nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))) {
+            Ok(g) if g.as_raw() == pid => Target::Group(pid),
+            _ => Target::Process(pid),
+        }
+    }
+
+    fn matches(&self, pid: i32, pgrp: i32) -> bool {
+        match *self {
+            Target::Group(g) => pgrp == g,
+            Target::Process(p) => pid == p,
+        }
+    }
+}
 
 /// The fields of `/proc/PID/stat` the manager uses.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Stat {
-    /// One-letter state: R running, S sleeping, D disk, T stopped, Z zombie, ...
+    /// One-letter state: `R` running or runnable, `S` sleeping, `T` stopped, `Z` zombie, ...
     pub state: char,
     /// Process group.
     pub pgrp: i32,
-    /// User + system time in clock ticks.
+    /// User plus system time, in clock ticks.
     pub ticks: u64,
 }
 
-/// Parses a `stat` line (the command name may hold spaces and parentheses).
+/// Parses a `stat` line. The command name (field 2) may hold spaces and parentheses, so the
+/// fields are counted from the last `)`.
 pub fn parse_stat(text: &str) -> Option<Stat> {
-    let rest = &text[text.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    Some(Stat { state: f.first()?.chars().next()?, pgrp: f.get(2)?.parse().ok()?, ticks: f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()? })
+    let rest = &text[text.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
+    // f[0] is field 3 (state); field n is f[n - 3].
+    let state = f.first()?.chars().next()?;
+    let pgrp = f.get(2)?.parse().ok()?;
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    Some(Stat { state, pgrp, ticks: utime + stime })
 }
 
-/// The stat of a process or thread (`/proc/PID/stat` or `/proc/PID/task/TID/stat`).
-pub fn stat(path: &str) -> Option<Stat> {
-    parse_stat(&fs::read_to_string(path).ok()?)
-}
-
-/// Whether the process exists and is not a zombie.
-pub fn alive(pid: i32) -> bool {
-    stat(&format!("/proc/{pid}/stat")).is_some_and(|s| s.state != 'Z' && s.state != 'X')
-}
-
-/// Every live process in process group `pgrp`.
-pub fn group_members(pgrp: i32) -> Vec<i32> {
-    let Ok(dir) = fs::read_dir("/proc") else { return Vec::new() };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok())
-        .filter(|pid| stat(&format!("/proc/{pid}/stat")).is_some_and(|s| s.pgrp == pgrp && s.state != 'Z'))
-        .collect()
-}
-
-/// The thread ids of a process.
-pub fn threads(pid: i32) -> Vec<i32> {
-    let Ok(dir) = fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
-    dir.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<i32>().ok()).collect()
-}
-
-/// What the manager sees of a process group in one sample.
+/// One program's processes and threads at one moment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GroupSample {
-    /// Threads alive.
-    pub threads: u32,
-    /// Threads that used CPU time since the previous sample (`previous`): the team actually at
-    /// work. A spinning team squeezed onto too few CPUs still shows every thread here, even
-    /// when its threads are caught sleeping between spins.
-    pub active: u32,
-    /// CPU ticks of the group's processes.
+pub struct Sample {
+    /// Its processes.
+    pub pids: Vec<i32>,
+    /// Every thread of every process.
+    pub tids: Vec<i32>,
+    /// Threads in state `R`.
+    pub runnable: u32,
+    /// Threads in state `T` (stopped).
+    pub stopped: u32,
+    /// CPU time of its live processes, clock ticks.
     pub ticks: u64,
-    /// Per thread id, its CPU ticks (the next sample's `previous`).
-    pub per_thread: std::collections::HashMap<i32, u64>,
 }
 
-/// Samples a process group's threads against the previous sample's per-thread ticks.
-pub fn sample_group(pids: &[i32], previous: &std::collections::HashMap<i32, u64>) -> GroupSample {
-    let mut s = GroupSample::default();
-    for &pid in pids {
-        if let Some(st) = stat(&format!("/proc/{pid}/stat")) {
-            s.ticks += st.ticks;
+/// Scans `/proc` for the processes of `targets`.
+pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
+    let mut out: HashMap<Target, Sample> = HashMap::new();
+    if targets.is_empty() {
+        return out;
+    }
+    let groups: HashMap<i32, Target> =
+        targets.iter().filter_map(|t| if let Target::Group(g) = t { Some((*g, *t)) } else { None }).collect();
+    let singles: HashMap<i32, Target> =
+        targets.iter().filter_map(|t| if let Target::Process(p) = t { Some((*p, *t)) } else { None }).collect();
+    let Ok(dir) = fs::read_dir("/proc") else { return out };
+    for entry in dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(stat) = fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|t| parse_stat(&t)) else {
+            continue;
+        };
+        let target = match groups.get(&stat.pgrp).or_else(|| singles.get(&pid)) {
+            Some(t) if t.matches(pid, stat.pgrp) => *t,
+            _ => continue,
+        };
+        let s = out.entry(target).or_default();
+        s.pids.push(pid);
+        s.ticks += stat.ticks;
+        add_threads(pid, s);
+    }
+    out
+}
+
+fn add_threads(pid: i32, s: &mut Sample) {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return };
+    for t in tasks.flatten() {
+        let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+        let Some(stat) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok().and_then(|t| parse_stat(&t))
+        else {
+            continue;
+        };
+        match stat.state {
+            'Z' | 'X' => continue,
+            'R' => s.runnable += 1,
+            'T' | 't' => s.stopped += 1,
+            _ => {}
         }
-        for tid in threads(pid) {
-            if let Some(st) = stat(&format!("/proc/{pid}/task/{tid}/stat")) {
-                s.threads += 1;
-                let before = previous.get(&tid).copied();
-                if st.state == 'R' || before.is_some_and(|b| st.ticks > b) {
-                    s.active += 1;
-                }
-                s.per_thread.insert(tid, st.ticks);
-            }
-        }
-    }
-    s
-}
-
-/// Sets the CPU affinity of one thread (a tid, or a pid for its main thread).
-pub fn set_affinity(tid: i32, cpus: &CpuSet) -> std::io::Result<()> {
-    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes inside it for ids below
-    // CPU_SETSIZE, which we check.
-    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for c in cpus.iter().filter(|&c| (c as usize) < libc::CPU_SETSIZE as usize) {
-        unsafe { libc::CPU_SET(c as usize, &mut mask) };
-    }
-    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mask) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
+        s.tids.push(tid);
     }
 }
 
-/// The CPU affinity of a thread.
-pub fn affinity(tid: i32) -> std::io::Result<CpuSet> {
-    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: sched_getaffinity fills the mask it is given.
-    let r = unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut mask) };
-    if r != 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok((0..libc::CPU_SETSIZE as u32).filter(|&c| unsafe { libc::CPU_ISSET(c as usize, &mask) }).collect())
+/// The real user id owning `pid`, from `/proc/PID/status`.
+pub fn uid_of(pid: i32) -> Option<u32> {
+    let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_ascii_whitespace().next()?.parse().ok()
 }
 
-/// Sets the affinity of every thread of every process in `pids`; returns how many threads were
-/// set (threads that vanished meanwhile are skipped).
-pub fn set_group_affinity(pids: &[i32], cpus: &CpuSet) -> usize {
-    let mut n = 0;
-    for &pid in pids {
-        for tid in threads(pid) {
-            if set_affinity(tid, cpus).is_ok() {
-                n += 1;
-            }
-        }
-    }
-    n
+/// The process group of `pid`.
+pub fn pgid_of(pid: i32) -> Option<i32> {
+    nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))).ok().map(|p| p.as_raw())
 }
 
-/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`).
-pub fn ticks_per_second() -> u64 {
-    // SAFETY: sysconf has no memory effects.
+/// Clock ticks per second (`_SC_CLK_TCK`).
+pub fn ticks_per_sec() -> u64 {
+    // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if t > 0 {
         t as u64
@@ -140,19 +145,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn parses_stat_with_odd_names() {
-        let s = parse_stat("42 (a (b) c) R 1 42 42 0 -1 4194304 100 0 0 0 7 3 0 0 20 0 1 0 5 0 0").unwrap();
-        assert_eq!(s, Stat { state: 'R', pgrp: 42, ticks: 10 });
-        assert!(parse_stat("garbage").is_none());
+    fn stat_lines_with_odd_names_parse() {
+        let line = "4242 (a (b) c) R 1 4242 4242 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 3 0 1 1 1";
+        assert_eq!(parse_stat(line), Some(Stat { state: 'R', pgrp: 4242, ticks: 300 }));
+        assert_eq!(parse_stat("garbage"), None);
+        assert_eq!(parse_stat("1 (x) S 1"), None);
     }
 
     #[test]
-    fn reads_this_process() {
+    fn a_scan_finds_our_own_process_and_threads() {
         let me = std::process::id() as i32;
-        assert!(alive(me));
-        assert!(threads(me).contains(&me));
-        let mine = affinity(me).unwrap();
-        assert!(!mine.is_empty());
-        assert!(!alive(i32::MAX));
+        let target = Target::Process(me);
+        let s = scan(&[target]).remove(&target).unwrap();
+        assert_eq!(s.pids, vec![me]);
+        assert!(s.tids.contains(&me));
+        assert!(s.runnable >= 1, "the scanning thread itself is running");
+        assert_eq!(uid_of(me), Some(nix::unistd::getuid().as_raw()));
     }
 }

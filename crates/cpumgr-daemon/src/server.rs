@@ -1,148 +1,184 @@
-//! The control socket: a Unix stream socket in the runtime directory. Each connection is served by
-//! its own thread, one JSON request per line, one response per line; the peer's credentials
-//! (SO_PEERCRED) decide what it may see and change. A bad line gets an error reply and never
-//! brings the manager down; an idle or flooding client is cut off.
+//! The socket thread: one `poll` loop over the listening socket, every client connection, and
+//! every program's pidfd. A message is decoded, answered and forgotten; a bad one gets an error
+//! reply and a log line; a program whose pidfd fires has ended, and its CPUs go to the others at
+//! once (the scheduler is kicked rather than left to the next quantum boundary).
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
-use std::os::unix::net::{UnixListener, UnixStream};
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use cpumgr_proto::message::{parse_request, Request, Response, MAX_LINE};
-use cpumgr_proto::slot::RequestView;
-use nix::sys::socket::{getsockopt, sendmsg, sockopt::PeerCredentials, ControlMessage, MsgFlags};
+use cpumgr_core::ProgramId;
+use cpumgr_proto::msg::{self, Reply, Request};
+use cpumgr_proto::transport::TransportError;
+use cpumgr_proto::{Conn, Listener, PeerCred};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-use crate::manager::Manager;
+use crate::Shared;
 
-/// Most connections served at once; more are refused.
-pub const MAX_CONNECTIONS: usize = 256;
-/// A connection that sends nothing for this long is closed.
+/// Most client connections at once; more are refused with an error reply.
+pub const MAX_CONNECTIONS: usize = 1024;
+
+/// A connection that never registered a program is closed after this long without a message.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The default socket path: `$CPUMGR_SOCKET`, else `/run/cpumgr/cpumgr.sock` as root, else
-/// `$XDG_RUNTIME_DIR/cpumgr.sock`, else `/tmp/cpumgr-UID.sock`.
-pub fn default_socket() -> PathBuf {
-    if let Some(p) = std::env::var_os("CPUMGR_SOCKET") {
-        return p.into();
-    }
-    let uid = nix::unistd::getuid();
-    if uid.is_root() {
-        return "/run/cpumgr/cpumgr.sock".into();
-    }
-    match std::env::var_os("XDG_RUNTIME_DIR") {
-        Some(d) => Path::new(&d).join("cpumgr.sock"),
-        None => format!("/tmp/cpumgr-{uid}.sock").into(),
+struct Client {
+    conn: Conn,
+    peer: PeerCred,
+    last: Instant,
+    registered: bool,
+}
+
+fn reply(conn: &Conn, r: &Reply, fd: Option<&std::os::fd::OwnedFd>) {
+    let bytes = match msg::encode(r) {
+        Ok(b) => b,
+        Err(e) => msg::encode(&Reply::Error { message: e.to_string() }).unwrap_or_default(),
+    };
+    let fds: Vec<_> = fd.iter().map(|f| f.as_fd()).collect();
+    if let Err(e) = conn.send(&bytes, &fds) {
+        tracing::debug!("reply not delivered: {e}");
     }
 }
 
-/// Binds the socket at `path`. A stale socket file (no manager answers) is replaced; a live one
-/// is an error (`AddrInUse`).
-pub fn bind(path: &Path) -> std::io::Result<UnixListener> {
-    if path.exists() {
-        if UnixStream::connect(path).is_ok() {
-            return Err(std::io::Error::new(std::io::ErrorKind::AddrInUse, format!("a manager already answers on {}", path.display())));
+/// Runs the loop until the manager shuts down.
+pub fn serve(shared: Arc<Shared>, listener: Listener) {
+    let mut clients: Vec<Client> = Vec::new();
+    // This thread's own copies of the programs' pidfds, so it can poll them unlocked.
+    let mut pidfds: BTreeMap<ProgramId, OwnedFd> = BTreeMap::new();
+    while !shared.shutdown.load(Ordering::Acquire) {
+        {
+            let state = shared.lock();
+            let live: Vec<ProgramId> = state.pidfds().map(|(id, _)| id).collect();
+            pidfds.retain(|id, _| live.contains(id));
+            for (id, fd) in state.pidfds() {
+                if let std::collections::btree_map::Entry::Vacant(slot) = pidfds.entry(id) {
+                    match fd.try_clone_to_owned() {
+                        Ok(fd) => {
+                            slot.insert(fd);
+                        }
+                        Err(e) => tracing::error!("pidfd: {e}"),
+                    }
+                }
+            }
         }
-        std::fs::remove_file(path)?;
-    }
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let listener = UnixListener::bind(path)?;
-    // Root serves every user (each request is checked against its peer's credentials); a user's
-    // manager serves only that user.
-    use std::os::unix::fs::PermissionsExt;
-    let mode = if nix::unistd::getuid().is_root() { 0o666 } else { 0o600 };
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
-    Ok(listener)
-}
-
-/// Serves connections until the listener fails; each connection on its own thread.
-pub fn serve(manager: Arc<Manager>, listener: UnixListener) {
-    let active = Arc::new(AtomicUsize::new(0));
-    for stream in listener.incoming() {
-        let Ok(stream) = stream else { continue };
-        if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-            active.fetch_sub(1, Ordering::SeqCst);
-            let _ = reply(&stream, &Response::Error { message: "too many connections".into() }, None);
-            continue;
+        let mut readable = vec![false; clients.len()];
+        let mut hangup = vec![false; clients.len()];
+        let exited: Vec<ProgramId>;
+        let accept;
+        {
+            let mut fds: Vec<PollFd> = Vec::with_capacity(1 + clients.len() + pidfds.len());
+            fds.push(PollFd::new(listener.as_fd(), PollFlags::POLLIN));
+            fds.extend(clients.iter().map(|c| PollFd::new(c.conn.as_fd(), PollFlags::POLLIN)));
+            fds.extend(pidfds.values().map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN)));
+            if let Err(e) = poll(&mut fds, PollTimeout::from(50u16)) {
+                if e != nix::errno::Errno::EINTR {
+                    tracing::error!("poll: {e}");
+                }
+                continue;
+            }
+            let ev = |f: &PollFd| f.revents().unwrap_or(PollFlags::empty());
+            accept = ev(&fds[0]).contains(PollFlags::POLLIN);
+            for (i, f) in fds[1..1 + clients.len()].iter().enumerate() {
+                readable[i] = ev(f).contains(PollFlags::POLLIN);
+                hangup[i] = ev(f).intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL);
+            }
+            exited = fds[1 + clients.len()..]
+                .iter()
+                .zip(pidfds.keys())
+                .filter(|(f, _)| !ev(f).is_empty())
+                .map(|(_, id)| *id)
+                .collect();
         }
-        let (m, a) = (Arc::clone(&manager), Arc::clone(&active));
-        std::thread::spawn(move || {
-            handle(&m, stream);
-            a.fetch_sub(1, Ordering::SeqCst);
-        });
-    }
-}
-
-fn reply(stream: &UnixStream, response: &Response, fd: Option<&OwnedFd>) -> std::io::Result<()> {
-    let mut line = serde_json::to_vec(response).map_err(std::io::Error::other)?;
-    line.push(b'\n');
-    match fd {
-        None => (&*stream).write_all(&line),
-        Some(fd) => {
-            let fds = [fd.as_fd().as_raw_fd()];
-            let iov = [std::io::IoSlice::new(&line)];
-            let sent = sendmsg::<()>(stream.as_raw_fd(), &iov, &[ControlMessage::ScmRights(&fds)], MsgFlags::empty(), None).map_err(std::io::Error::from)?;
-            (&*stream).write_all(&line[sent..])
+        if !exited.is_empty() {
+            let mut state = shared.lock();
+            for id in exited {
+                state.remove(id, None);
+            }
+            drop(state);
+            shared.wake.notify_all();
+        }
+        let mut keep = vec![true; clients.len()];
+        for (i, c) in clients.iter_mut().enumerate() {
+            if readable[i] {
+                keep[i] = serve_one(&shared, c);
+            } else if hangup[i] {
+                keep[i] = false;
+            } else if !c.registered && c.last.elapsed() > IDLE_TIMEOUT {
+                tracing::info!(pid = c.peer.pid, "closing an idle connection");
+                keep[i] = false;
+            }
+        }
+        let mut k = keep.into_iter();
+        clients.retain(|_| k.next().unwrap_or(false));
+        if accept {
+            accept_all(&listener, &mut clients);
         }
     }
 }
 
-/// Serves one connection.
-fn handle(manager: &Manager, stream: UnixStream) {
-    let Ok(cred) = getsockopt(&stream, PeerCredentials) else { return };
-    let uid = cred.uid();
-    let _ = stream.set_read_timeout(Some(IDLE_TIMEOUT));
-    let Ok(read_half) = stream.try_clone() else { return };
-    let mut reader = BufReader::new(read_half);
+fn accept_all(listener: &Listener, clients: &mut Vec<Client>) {
     loop {
-        let mut line = Vec::new();
-        match reader.by_ref().take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        if line.len() > MAX_LINE {
-            let _ = reply(&stream, &Response::Error { message: format!("request over {MAX_LINE} bytes") }, None);
-            return;
-        }
-        let text = String::from_utf8_lossy(&line);
-        let (response, fd) = match parse_request(text.trim()) {
-            Err(message) => {
-                tracing::warn!(uid, message, "bad request");
-                (Response::Error { message }, None)
+        match listener.accept() {
+            Ok(Some(conn)) => {
+                let _ = conn.set_timeout(Some(Duration::from_secs(1)));
+                let Ok(peer) = conn.peer() else { continue };
+                if clients.len() >= MAX_CONNECTIONS {
+                    tracing::warn!(pid = peer.pid, "connection refused: {MAX_CONNECTIONS} clients already");
+                    reply(&conn, &Reply::Error { message: "too many connections".into() }, None);
+                    continue;
+                }
+                clients.push(Client { conn, peer, last: Instant::now(), registered: false });
             }
-            Ok(req) => execute(manager, uid, req),
-        };
-        if reply(&stream, &response, fd.as_ref()).is_err() {
-            return;
+            Ok(None) => return,
+            Err(e) => {
+                tracing::error!("accept: {e}");
+                return;
+            }
         }
     }
 }
 
-fn execute(manager: &Manager, uid: u32, req: Request) -> (Response, Option<OwnedFd>) {
-    let err = |e: crate::manager::ManagerError| (Response::Error { message: e.to_string() }, None);
-    match req {
-        Request::Register { pid, name, request, min, max, rigid, weight } => {
-            let name: String = name.chars().take(64).collect();
-            match manager.register(uid, pid, &name, RequestView { now: request, min, max }, rigid, weight) {
-                Ok((id, fd)) => (Response::Registered { id }, Some(fd)),
-                Err(e) => err(e),
-            }
+/// Reads and answers one message; false when the connection should be closed.
+fn serve_one(shared: &Shared, c: &mut Client) -> bool {
+    c.last = Instant::now();
+    let received = match c.conn.recv() {
+        Ok(r) => r,
+        Err(TransportError::Closed) => return false,
+        Err(TransportError::TooLong) => {
+            tracing::warn!(pid = c.peer.pid, "oversized message refused");
+            reply(&c.conn, &Reply::Error { message: format!("message longer than {} bytes", msg::MAX_MESSAGE) }, None);
+            return true;
         }
-        Request::Unregister { id } => manager.unregister(Some(uid), id).map_or_else(err, |_| (Response::Ok, None)),
-        Request::SetRequest { id, now } => manager.set_request(uid, id, now).map_or_else(err, |_| (Response::Ok, None)),
-        Request::Status => (Response::Status(manager.status(uid)), None),
-        Request::SetPolicy { .. } | Request::SetQuantum { .. } if uid != 0 && uid != nix::unistd::getuid().as_raw() => {
-            (Response::Error { message: "only root or the manager's owner may change the policy or quantum".into() }, None)
+        Err(e) => {
+            tracing::warn!(pid = c.peer.pid, "receive failed: {e}");
+            return false;
         }
-        Request::SetPolicy { policy } => manager.set_policy(&policy).map_or_else(err, |_| (Response::Ok, None)),
-        Request::SetQuantum { ms } if (1..=10_000).contains(&ms) => {
-            manager.set_quantum(Duration::from_millis(ms));
-            (Response::Ok, None)
+    };
+    // Descriptors a client sends are never used; dropping them closes them.
+    drop(received.fds);
+    // The kernel's record of who connected (SO_PEERCRED), never what the message claims, is
+    // checked against every request.
+    let peer = c.peer;
+    let req: Request = match msg::decode(&received.bytes) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(pid = peer.pid, "bad message: {e}");
+            reply(&c.conn, &Reply::Error { message: e.to_string() }, None);
+            return true;
         }
-        Request::SetQuantum { ms } => (Response::Error { message: format!("quantum {ms} ms is not in 1..=10000 ms") }, None),
+    };
+    let (r, fd) = {
+        let mut state = shared.lock();
+        let out = state.handle(&peer, req);
+        if state.kick {
+            shared.wake.notify_all();
+        }
+        out
+    };
+    if matches!(r, Reply::Registered { .. }) {
+        c.registered = true;
     }
+    reply(&c.conn, &r, fd.as_ref());
+    true
 }

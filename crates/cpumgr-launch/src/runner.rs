@@ -144,8 +144,6 @@ pub struct RunResult {
 pub struct RunOptions {
     /// CPUs the workload may use.
     pub cpus: CpuSet,
-    /// The machine (for the manager of policy runs).
-    pub topology: cpumgr_core::Topology,
     /// The manager's quantum in policy runs.
     pub quantum: Duration,
     /// Where job logs go.
@@ -170,33 +168,39 @@ fn log_path(opts: &RunOptions, config: &Config, job: &Job) -> PathBuf {
 /// A private manager for a policy run: started before the first job, every job registered with
 /// it, its trace read back at the end.
 struct Managed {
-    running: cpumgr_daemon::Running,
-    client: std::sync::Mutex<cpumgr_daemon::client::Client>,
+    manager: cpumgr_daemon::Manager,
+    conn: cpumgr_proto::Conn,
     trace: PathBuf,
 }
 
 impl Managed {
     fn start(spec: &str, opts: &RunOptions) -> std::io::Result<Managed> {
         let socket = opts.log_dir.join(format!("manager-{}.sock", std::process::id()));
-        let config = cpumgr_daemon::Config { policy: spec.to_string(), quantum: opts.quantum, cpus: opts.cpus.clone(), topology: opts.topology.clone() };
-        let running = cpumgr_daemon::start(config, &socket)?;
         let trace = opts.log_dir.join("manager.trace");
-        running.manager.trace_to(std::fs::File::create(&trace)?);
-        let client = cpumgr_daemon::client::Client::connect(&socket)?;
-        Ok(Managed { running, client: std::sync::Mutex::new(client), trace })
+        let settings = cpumgr_daemon::Settings {
+            policy: spec.to_string(),
+            quantum: opts.quantum,
+            cpus: Some(opts.cpus.clone()),
+            trace: Some(trace.clone()),
+            ..cpumgr_daemon::Settings::default()
+        };
+        let manager = cpumgr_daemon::Manager::start(&socket, &settings).map_err(std::io::Error::other)?;
+        let conn = cpumgr_proto::Conn::connect(&socket)?;
+        Ok(Managed { manager, conn, trace })
     }
 
     fn register(&self, pid: i32, job: &Job) {
-        use cpumgr_proto::message::Request;
-        let req = Request::Register { pid, name: job.name.clone(), request: job.request, min: 1, max: job.request, rigid: job.procs, weight: 1.0 };
-        let mut c = self.client.lock().unwrap_or_else(|p| p.into_inner());
-        if let Err(e) = c.register(&req) {
-            tracing::warn!(job = job.name, error = %e, "could not register the job; it runs unmanaged");
+        use cpumgr_proto::{Registration, Reply, Request};
+        let reg = Registration { pid: Some(pid), name: job.name.clone(), now: Some(job.request), rigid: job.procs, ..Registration::default() };
+        match self.conn.call(&Request::Register(reg)) {
+            Ok((Reply::Error { message }, _)) => tracing::warn!(job = job.name, message, "the manager refused the job; it runs unmanaged"),
+            Err(e) => tracing::warn!(job = job.name, error = %e, "could not register the job; it runs unmanaged"),
+            Ok(_) => {}
         }
     }
 
     fn finish(self) -> std::io::Result<Vec<Event>> {
-        self.running.shutdown();
+        self.manager.shutdown();
         let text = std::fs::read_to_string(&self.trace)?;
         Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
     }

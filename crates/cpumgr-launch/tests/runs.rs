@@ -15,7 +15,6 @@ fn workload(text: &str) -> Workload {
 fn opts(dir: &Path) -> RunOptions {
     RunOptions {
         cpus: CpuSet::parse("0-1").unwrap(),
-        topology: cpumgr_core::Topology::flat(2),
         quantum: Duration::from_millis(50),
         log_dir: dir.to_path_buf(),
         tick: Duration::from_millis(2),

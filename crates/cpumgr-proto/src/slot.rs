@@ -1,88 +1,138 @@
-//! The slot: one small shared-memory segment per program (a memfd the manager creates and hands to
-//! the program over the control socket, so no other process can open it by name).
+//! The shared-memory slot: one small segment per program, shared by the program and the manager.
 //!
-//! Every field has exactly one writer. The manager writes the header, the allocation (published
-//! under a seqlock so a reader never sees a count from one quantum with CPUs from another), the
-//! shrink request and its heartbeat; the program writes its request, phase, team size, heartbeat
-//! and speedup reports. A reader validates every value before use ([`Slot::request`] clamps).
+//! Every field has exactly one writer. The program writes its [`ProgramFields`] (request, phase,
+//! team size, heartbeat, speedup reports); the manager writes the [`Header`] once at creation and
+//! its [`ManagerFields`] every quantum (allocation, preemption request, heartbeat, lease).
+//! Multi-word values (the request triple, the speedup pair, the allocation) are read consistently
+//! through a seqlock: the writer makes the sequence odd, stores, and makes it even again; a reader
+//! retries while it sees an odd or changed sequence, a bounded number of times, so a program that
+//! leaves its sequence odd forever only makes its own values unreadable.
+//!
+//! Every value read from a slot is untrusted: [`validate_request`] and [`validate_speedup`] clamp
+//! or drop absurd values (a request of 10⁹ CPUs, a NaN or negative speedup) before the scheduler
+//! sees them. The byte layout is documented in `docs/PROTOCOL.md`.
 
 use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
-/// `b"CPUMGRSL"` as a little-endian integer: marks a cpumgr slot.
-pub const MAGIC: u64 = u64::from_le_bytes(*b"CPUMGRSL");
-/// The layout version; a client refuses a slot of another version.
-pub const VERSION: u32 = 1;
-/// CPUs a slot's CPU set can name (16 words of 64 bits).
-pub const MAX_CPUS: usize = 1024;
-/// Size of the segment: one page.
-pub const SEGMENT_SIZE: usize = 4096;
-/// `shrink_to` value meaning "no shrink requested".
-pub const NO_SHRINK: u32 = u32::MAX;
+use cpumgr_core::{CpuSet, Request, SpeedupReport};
 
-/// The shared layout. `#[repr(C)]`, atomics only, so both sides may map it at any address.
-#[repr(C)]
-#[derive(Debug)]
-pub struct Slot {
-    /// [`MAGIC`] (manager, once).
+/// `CPUMGRS1` in little-endian bytes: the first word of every slot.
+pub const MAGIC: u64 = u64::from_le_bytes(*b"CPUMGRS1");
+
+/// The layout version; bumped on any incompatible change to [`Slot`].
+pub const LAYOUT_VERSION: u32 = 1;
+
+/// Words of the allocation's CPU set: 16 × 64 = 1024 CPUs.
+pub const CPU_WORDS: usize = 16;
+
+/// The most CPUs a slot's allocation can name.
+pub const MAX_CPUS: u32 = (CPU_WORDS * 64) as u32;
+
+/// Bytes of one slot segment (one page).
+pub const SLOT_BYTES: usize = 4096;
+
+/// How many times a seqlock reader retries before it gives up on a value this time.
+pub const SEQLOCK_RETRIES: u32 = 64;
+
+/// [`ManagerFields::preempt_to`] when the manager asks for nothing.
+pub const NO_PREEMPT: u32 = u32::MAX;
+
+/// Written once by the manager when it creates the segment; read by the program to check it maps
+/// a slot it understands.
+#[repr(C, align(64))]
+#[derive(Debug, Default)]
+pub struct Header {
+    /// [`MAGIC`].
     pub magic: AtomicU64,
-    /// [`VERSION`] (manager, once).
+    /// [`LAYOUT_VERSION`].
     pub version: AtomicU32,
-    /// The program's id in the manager (manager, once).
-    pub program_id: AtomicU32,
-    /// Seqlock over the allocation fields: odd while the manager writes them.
-    pub seq: AtomicU64,
-    /// CPUs allocated (manager).
-    pub alloc_count: AtomicU32,
-    /// 1 when the program may run this quantum, 0 when it is to wait (manager).
-    pub alloc_running: AtomicU32,
-    /// Increases with every published allocation (manager).
-    pub alloc_epoch: AtomicU64,
-    /// The allocated CPU set, CPU `i` at bit `i % 64` of word `i / 64` (manager).
-    pub alloc_cpus: [AtomicU64; MAX_CPUS / 64],
-    /// Shrink to this many threads at the next safe point, or [`NO_SHRINK`] (manager).
-    pub shrink_to: AtomicU32,
-    /// Reserved, zero.
-    pub _pad0: AtomicU32,
-    /// Manager heartbeat: milliseconds since the manager started, every quantum (manager).
-    pub manager_heartbeat: AtomicU64,
-    /// CPUs the program wants now (program).
-    pub req_now: AtomicU32,
-    /// Fewest CPUs it can run on (program).
-    pub req_min: AtomicU32,
-    /// Most CPUs it can use (program).
-    pub req_max: AtomicU32,
-    /// 0 serial, 1 inside a parallel region (program).
-    pub phase: AtomicU32,
-    /// Threads of the running team, 0 when unknown (program).
-    pub team: AtomicU32,
-    /// 1 once a runtime inside the program cooperates (reads the allocation, resizes) (program).
-    pub cooperative: AtomicU32,
-    /// Program heartbeat: increases while the runtime is alive (program).
-    pub program_heartbeat: AtomicU64,
-    /// CPUs of the newest speedup report (program).
-    pub speedup_cpus: AtomicU32,
-    /// Speedup of the newest report × 1000 (program).
-    pub speedup_milli: AtomicU32,
+    /// `size_of::<Slot>()` as the manager built it.
+    pub size: AtomicU32,
+    /// The program's id in the manager.
+    pub program_id: AtomicU64,
 }
 
-const _: () = assert!(std::mem::size_of::<Slot>() <= SEGMENT_SIZE);
+/// Written only by the program.
+#[repr(C, align(64))]
+#[derive(Debug, Default)]
+pub struct ProgramFields {
+    /// Seqlock of the request triple; 0 until the program first writes a request (the manager then
+    /// uses the request given at registration).
+    pub request_seq: AtomicU64,
+    /// CPUs wanted now.
+    pub request_now: AtomicU32,
+    /// Fewest CPUs the program can run on.
+    pub request_min: AtomicU32,
+    /// Most CPUs the program can use.
+    pub request_max: AtomicU32,
+    /// What the program is doing: 0 unknown, 1 serial, 2 parallel, 3 idle.
+    pub phase: AtomicU32,
+    /// Threads the program's runtime runs now (its team); 0 when it does not say.
+    pub team: AtomicU32,
+    /// The program's last sign of life, `CLOCK_MONOTONIC` nanoseconds; 0 when it never beats.
+    pub heartbeat: AtomicU64,
+    /// Seqlock of the speedup pair; 0 until the first report.
+    pub speedup_seq: AtomicU64,
+    /// CPUs the newest speedup was measured on.
+    pub speedup_cpus: AtomicU32,
+    /// The newest speedup, as `f64` bits.
+    pub speedup_bits: AtomicU64,
+}
 
-/// A consistent copy of the allocation.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct AllocationView {
+/// Written only by the manager.
+#[repr(C, align(64))]
+#[derive(Debug, Default)]
+pub struct ManagerFields {
+    /// Seqlock of the allocation (epoch, count, running, CPU words).
+    pub alloc_seq: AtomicU64,
+    /// Increases with every published allocation.
+    pub alloc_epoch: AtomicU64,
+    /// CPUs allocated.
+    pub alloc_count: AtomicU32,
+    /// 1 when the program runs this quantum, 0 when it is stopped (time sharing).
+    pub alloc_running: AtomicU32,
+    /// The allocated CPU set, bit `c % 64` of word `c / 64` for CPU `c`.
+    pub alloc_cpus: [AtomicU64; CPU_WORDS],
+    /// "Shrink to N threads at your next safe point"; [`NO_PREEMPT`] when nothing is asked.
+    pub preempt_to: AtomicU32,
+    /// The manager's last tick, `CLOCK_MONOTONIC` nanoseconds.
+    pub heartbeat: AtomicU64,
+    /// Until when the allocation holds, `CLOCK_MONOTONIC` nanoseconds: past it, a cooperative
+    /// runtime treats the manager as gone and falls back to its own default team.
+    pub lease_until: AtomicU64,
+}
+
+/// One program's slot. `#[repr(C)]`, atomics only, so any bit pattern another process writes is
+/// a valid value, and the layout is the same for every language that maps it.
+#[repr(C)]
+#[derive(Debug, Default)]
+pub struct Slot {
+    /// Manager-written once.
+    pub header: Header,
+    /// Program-written.
+    pub program: ProgramFields,
+    /// Manager-written.
+    pub manager: ManagerFields,
+}
+
+const _: () = assert!(std::mem::size_of::<Slot>() <= SLOT_BYTES);
+
+/// A consistent copy of the manager's allocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Allocation {
+    /// Increases with every publication.
+    pub epoch: u64,
     /// CPUs allocated.
     pub count: u32,
-    /// Whether the program may run.
+    /// Whether the program runs this quantum.
     pub running: bool,
-    /// Publication counter.
-    pub epoch: u64,
-    /// The CPU set's words.
-    pub cpus: Vec<u64>,
+    /// Which CPUs.
+    pub cpus: CpuSet,
 }
 
-/// A request read from a slot, clamped to sane values.
+/// A request as the program wrote it, before validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RequestView {
+pub struct RawRequest {
     /// CPUs wanted now.
     pub now: u32,
     /// Fewest.
@@ -91,136 +141,345 @@ pub struct RequestView {
     pub max: u32,
 }
 
+/// A speedup report as the program wrote it, before validation.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RawSpeedup {
+    /// CPUs measured on.
+    pub cpus: u32,
+    /// Measured speedup.
+    pub speedup: f64,
+}
+
+/// Writes a multi-word value under a seqlock. One writer per sequence, by construction.
+fn seq_write(seq: &AtomicU64, store: impl FnOnce()) {
+    let s = seq.load(Ordering::Relaxed);
+    // Odd: a write is in progress.
+    seq.store(s.wrapping_add(1) | 1, Ordering::Relaxed);
+    fence(Ordering::Release);
+    store();
+    seq.store((s | 1).wrapping_add(1), Ordering::Release);
+}
+
+/// Reads a multi-word value under a seqlock: `None` when the writer never wrote (sequence 0) or
+/// kept it inconsistent for [`SEQLOCK_RETRIES`] tries.
+fn seq_read<T>(seq: &AtomicU64, load: impl Fn() -> T) -> Option<T> {
+    for _ in 0..SEQLOCK_RETRIES {
+        let s1 = seq.load(Ordering::Acquire);
+        if s1 == 0 {
+            return None;
+        }
+        if s1 & 1 == 1 {
+            std::hint::spin_loop();
+            continue;
+        }
+        let value = load();
+        fence(Ordering::Acquire);
+        if seq.load(Ordering::Relaxed) == s1 {
+            return Some(value);
+        }
+    }
+    None
+}
+
 impl Slot {
-    /// Initialises a fresh (zeroed) slot for program `id` with an initial request.
-    pub fn init(&self, id: u32, request: RequestView) {
-        self.program_id.store(id, Ordering::Relaxed);
-        self.shrink_to.store(NO_SHRINK, Ordering::Relaxed);
-        self.req_now.store(request.now, Ordering::Relaxed);
-        self.req_min.store(request.min, Ordering::Relaxed);
-        self.req_max.store(request.max, Ordering::Relaxed);
-        self.version.store(VERSION, Ordering::Relaxed);
-        self.magic.store(MAGIC, Ordering::Release);
+    /// Fills the header (manager, once, before the segment is handed out).
+    pub fn init(&self, program_id: u64) {
+        self.header.program_id.store(program_id, Ordering::Relaxed);
+        self.header.size.store(std::mem::size_of::<Slot>() as u32, Ordering::Relaxed);
+        self.header.version.store(LAYOUT_VERSION, Ordering::Relaxed);
+        self.manager.preempt_to.store(NO_PREEMPT, Ordering::Relaxed);
+        self.header.magic.store(MAGIC, Ordering::Release);
     }
 
-    /// Whether the slot is a cpumgr slot of this layout version.
-    pub fn is_valid(&self) -> bool {
-        self.magic.load(Ordering::Acquire) == MAGIC && self.version.load(Ordering::Relaxed) == VERSION
-    }
-
-    /// Publishes an allocation (manager only).
-    pub fn publish(&self, count: u32, running: bool, cpus: &[u64]) {
-        let s = self.seq.load(Ordering::Relaxed);
-        self.seq.store(s + 1, Ordering::Relaxed);
-        fence(Ordering::Release);
-        self.alloc_count.store(count, Ordering::Relaxed);
-        self.alloc_running.store(running as u32, Ordering::Relaxed);
-        for (i, w) in self.alloc_cpus.iter().enumerate() {
-            w.store(cpus.get(i).copied().unwrap_or(0), Ordering::Relaxed);
+    /// Checks that the header is one this code understands (program, after mapping).
+    pub fn check_header(&self) -> Result<(), crate::SlotError> {
+        let magic = self.header.magic.load(Ordering::Acquire);
+        if magic != MAGIC {
+            return Err(crate::SlotError::Magic(magic));
         }
-        self.alloc_epoch.fetch_add(1, Ordering::Relaxed);
-        self.seq.store(s + 2, Ordering::Release);
+        let version = self.header.version.load(Ordering::Relaxed);
+        if version != LAYOUT_VERSION {
+            return Err(crate::SlotError::Version { found: version, expected: LAYOUT_VERSION });
+        }
+        let size = self.header.size.load(Ordering::Relaxed) as usize;
+        if size != std::mem::size_of::<Slot>() {
+            return Err(crate::SlotError::Size { found: size, expected: std::mem::size_of::<Slot>() });
+        }
+        Ok(())
     }
 
-    /// The allocation count alone: one atomic load, what a runtime reads before each region.
+    // ---- program side -------------------------------------------------------------------
+
+    /// Writes the request triple (program).
+    pub fn set_request(&self, now: u32, min: u32, max: u32) {
+        let p = &self.program;
+        seq_write(&p.request_seq, || {
+            p.request_now.store(now, Ordering::Relaxed);
+            p.request_min.store(min, Ordering::Relaxed);
+            p.request_max.store(max, Ordering::Relaxed);
+        });
+    }
+
+    /// Writes a speedup report (program).
+    pub fn report_speedup(&self, cpus: u32, speedup: f64) {
+        let p = &self.program;
+        seq_write(&p.speedup_seq, || {
+            p.speedup_cpus.store(cpus, Ordering::Relaxed);
+            p.speedup_bits.store(speedup.to_bits(), Ordering::Relaxed);
+        });
+    }
+
+    /// Writes the team size and a heartbeat (program).
+    pub fn set_team(&self, team: u32, now_ns: u64) {
+        self.program.team.store(team, Ordering::Relaxed);
+        self.program.heartbeat.store(now_ns, Ordering::Release);
+    }
+
+    /// Reads the allocation consistently (program); `None` before the first publication.
+    pub fn allocation(&self) -> Option<Allocation> {
+        let m = &self.manager;
+        seq_read(&m.alloc_seq, || {
+            let mut words = [0u64; CPU_WORDS];
+            for (w, a) in words.iter_mut().zip(&m.alloc_cpus) {
+                *w = a.load(Ordering::Relaxed);
+            }
+            (
+                m.alloc_epoch.load(Ordering::Relaxed),
+                m.alloc_count.load(Ordering::Relaxed),
+                m.alloc_running.load(Ordering::Relaxed),
+                words,
+            )
+        })
+        .map(|(epoch, count, running, words)| Allocation {
+            epoch,
+            count,
+            running: running != 0,
+            cpus: CpuSet::from_words(&words),
+        })
+    }
+
+    /// The allocated CPU count alone, one relaxed load: what a runtime reads before each parallel
+    /// region. It may be one publication newer than a concurrent [`Slot::allocation`].
     #[inline]
-    pub fn count(&self) -> u32 {
-        self.alloc_count.load(Ordering::Acquire)
+    pub fn allocated_count(&self) -> u32 {
+        self.manager.alloc_count.load(Ordering::Relaxed)
     }
 
-    /// A consistent copy of the whole allocation (retries while the manager writes).
-    pub fn allocation(&self) -> AllocationView {
-        loop {
-            let s1 = self.seq.load(Ordering::Acquire);
-            if s1 % 2 == 1 {
-                std::hint::spin_loop();
-                continue;
+    // ---- manager side -------------------------------------------------------------------
+
+    /// Publishes an allocation (manager). CPUs at or above [`MAX_CPUS`] are not representable
+    /// and are left out of the words (the count still says how many).
+    pub fn publish(&self, epoch: u64, count: u32, running: bool, cpus: &CpuSet) {
+        let m = &self.manager;
+        let words = cpus.as_words();
+        seq_write(&m.alloc_seq, || {
+            m.alloc_epoch.store(epoch, Ordering::Relaxed);
+            m.alloc_count.store(count, Ordering::Relaxed);
+            m.alloc_running.store(running as u32, Ordering::Relaxed);
+            for (i, a) in m.alloc_cpus.iter().enumerate() {
+                a.store(words.get(i).copied().unwrap_or(0), Ordering::Relaxed);
             }
-            let v = AllocationView {
-                count: self.alloc_count.load(Ordering::Relaxed),
-                running: self.alloc_running.load(Ordering::Relaxed) != 0,
-                epoch: self.alloc_epoch.load(Ordering::Relaxed),
-                cpus: self.alloc_cpus.iter().map(|w| w.load(Ordering::Relaxed)).collect(),
-            };
-            fence(Ordering::Acquire);
-            if self.seq.load(Ordering::Relaxed) == s1 {
-                return v;
-            }
+        });
+    }
+
+    /// Asks the program to shrink to `threads` at its next safe point, or withdraws the ask with
+    /// [`NO_PREEMPT`] (manager).
+    pub fn set_preempt(&self, threads: u32) {
+        self.manager.preempt_to.store(threads, Ordering::Release);
+    }
+
+    /// Writes the manager's heartbeat and lease (manager).
+    pub fn beat(&self, now_ns: u64, lease_until_ns: u64) {
+        self.manager.heartbeat.store(now_ns, Ordering::Relaxed);
+        self.manager.lease_until.store(lease_until_ns, Ordering::Release);
+    }
+
+    /// The raw request (manager); `None` when the program never wrote one or keeps its seqlock
+    /// inconsistent.
+    pub fn raw_request(&self) -> Option<RawRequest> {
+        let p = &self.program;
+        seq_read(&p.request_seq, || RawRequest {
+            now: p.request_now.load(Ordering::Relaxed),
+            min: p.request_min.load(Ordering::Relaxed),
+            max: p.request_max.load(Ordering::Relaxed),
+        })
+    }
+
+    /// The raw newest speedup report (manager).
+    pub fn raw_speedup(&self) -> Option<RawSpeedup> {
+        let p = &self.program;
+        seq_read(&p.speedup_seq, || RawSpeedup {
+            cpus: p.speedup_cpus.load(Ordering::Relaxed),
+            speedup: f64::from_bits(p.speedup_bits.load(Ordering::Relaxed)),
+        })
+    }
+
+    /// The team size the program reports (manager); 0 when it says nothing.
+    pub fn raw_team(&self) -> u32 {
+        self.program.team.load(Ordering::Relaxed)
+    }
+
+    /// The program's last heartbeat (manager).
+    pub fn raw_heartbeat(&self) -> u64 {
+        self.program.heartbeat.load(Ordering::Acquire)
+    }
+}
+
+/// What validation changed in a value read from a slot, for the log line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Clamp {
+    /// A count above the managed CPUs was lowered.
+    Request {
+        /// The field (`now`, `min`, `max`).
+        field: &'static str,
+        /// What the program wrote.
+        from: u32,
+        /// What is used.
+        to: u32,
+    },
+    /// A speedup report was dropped (NaN, infinite, negative, or on 0 or too many CPUs).
+    SpeedupDropped(RawSpeedup),
+    /// A superlinear speedup was lowered to its CPU count.
+    SpeedupCapped {
+        /// What the program wrote.
+        from: f64,
+        /// What is used.
+        to: f64,
+    },
+}
+
+impl std::fmt::Display for Clamp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Clamp::Request { field, from, to } => write!(f, "request.{field} {from} clamped to {to}"),
+            Clamp::SpeedupDropped(r) => write!(f, "speedup {} on {} CPUs dropped", r.speedup, r.cpus),
+            Clamp::SpeedupCapped { from, to } => write!(f, "speedup {from} capped to {to}"),
         }
     }
+}
 
-    /// The program's request, validated: every value clamped into `1..=cpus`, `min ≤ now ≤ max`.
-    /// Returns the clamped request and whether anything had to be clamped (worth a log line).
-    pub fn request(&self, cpus: u32) -> (RequestView, bool) {
-        let raw = (self.req_now.load(Ordering::Relaxed), self.req_min.load(Ordering::Relaxed), self.req_max.load(Ordering::Relaxed));
-        let cpus = cpus.max(1);
-        let max = raw.2.clamp(1, cpus);
-        let min = raw.1.clamp(1, max);
-        let now = raw.0.clamp(min, max);
-        let r = RequestView { now, min, max };
-        (r, (now, min, max) != raw)
-    }
+/// Makes a raw request usable on `cpus` managed CPUs: every count at most `cpus`, `max` at least
+/// 1, `min` at most `max`, `now` at most `max` (0 is allowed: the program is idle). Returns the
+/// request and what was changed.
+pub fn validate_request(raw: RawRequest, cpus: u32, clamps: &mut Vec<Clamp>) -> Request {
+    let cpus = cpus.max(1);
+    let mut clamp = |field: &'static str, v: u32, hi: u32, lo: u32| {
+        let to = v.clamp(lo, hi.max(lo));
+        if to != v {
+            clamps.push(Clamp::Request { field, from: v, to });
+        }
+        to
+    };
+    let max = clamp("max", raw.max, cpus, 1);
+    let min = clamp("min", raw.min, max, 0);
+    let now = clamp("now", raw.now, max, 0);
+    Request { now, min, max }
+}
 
-    /// Sets the request (program only).
-    pub fn set_request(&self, r: RequestView) {
-        self.req_min.store(r.min, Ordering::Relaxed);
-        self.req_max.store(r.max, Ordering::Relaxed);
-        self.req_now.store(r.now, Ordering::Release);
+/// Makes a raw speedup report usable on `cpus` managed CPUs: dropped when not finite, negative,
+/// or measured on 0 or more than `cpus` CPUs; a speedup above its CPU count is capped to it (a
+/// program that claims superlinear speedup gains nothing by it).
+pub fn validate_speedup(raw: RawSpeedup, cpus: u32, clamps: &mut Vec<Clamp>) -> Option<SpeedupReport> {
+    if !raw.speedup.is_finite() || raw.speedup < 0.0 || raw.cpus == 0 || raw.cpus > cpus {
+        clamps.push(Clamp::SpeedupDropped(raw));
+        return None;
     }
-
-    /// The newest speedup report, if valid (finite, positive, on at least one CPU).
-    pub fn speedup(&self) -> Option<(u32, f64)> {
-        let cpus = self.speedup_cpus.load(Ordering::Relaxed);
-        let s = self.speedup_milli.load(Ordering::Relaxed) as f64 / 1000.0;
-        (cpus > 0 && s > 0.0 && s <= cpus as f64 * 4.0).then_some((cpus, s))
+    let cap = raw.cpus as f64;
+    if raw.speedup > cap {
+        clamps.push(Clamp::SpeedupCapped { from: raw.speedup, to: cap });
+        return Some(SpeedupReport { cpus: raw.cpus, speedup: cap });
     }
+    Some(SpeedupReport { cpus: raw.cpus, speedup: raw.speedup })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn fresh() -> Box<Slot> {
-        // SAFETY: every field is an atomic integer; all-zero is a valid value for each.
-        unsafe { Box::new(std::mem::zeroed()) }
-    }
-
     #[test]
-    fn publishes_and_reads_consistently() {
-        let s = fresh();
-        assert!(!s.is_valid());
-        s.init(7, RequestView { now: 4, min: 1, max: 8 });
-        assert!(s.is_valid());
-        s.publish(2, true, &[0b1010]);
-        let a = s.allocation();
-        assert_eq!((a.count, a.running, a.epoch, a.cpus[0]), (2, true, 1, 0b1010));
-        assert_eq!(s.count(), 2);
-        assert_eq!(s.seq.load(Ordering::Relaxed) % 2, 0);
-    }
-
-    #[test]
-    fn layout_matches_the_protocol_document() {
+    fn the_layout_is_the_documented_one() {
         use std::mem::offset_of;
-        assert_eq!(offset_of!(Slot, seq), 16);
-        assert_eq!(offset_of!(Slot, alloc_cpus), 40);
-        assert_eq!(offset_of!(Slot, shrink_to), 168);
-        assert_eq!(offset_of!(Slot, manager_heartbeat), 176);
-        assert_eq!(offset_of!(Slot, req_now), 184);
-        assert_eq!(offset_of!(Slot, cooperative), 204);
-        assert_eq!(offset_of!(Slot, speedup_milli), 220);
+        // docs/PROTOCOL.md lists these offsets; a change here is a new LAYOUT_VERSION.
+        assert_eq!(offset_of!(Slot, program), 64);
+        assert_eq!(offset_of!(Slot, manager), 128);
+        assert_eq!(std::mem::size_of::<Slot>(), 320);
+        assert_eq!(offset_of!(ProgramFields, team), 24);
+        assert_eq!(offset_of!(ProgramFields, heartbeat), 32);
+        assert_eq!(offset_of!(ProgramFields, speedup_bits), 56);
+        assert_eq!(offset_of!(ManagerFields, alloc_cpus), 24);
+        assert_eq!(offset_of!(ManagerFields, preempt_to), 152);
+        assert_eq!(offset_of!(ManagerFields, lease_until), 168);
     }
 
     #[test]
-    fn absurd_requests_are_clamped() {
-        let s = fresh();
-        s.init(1, RequestView { now: 1_000_000_000, min: 0, max: u32::MAX });
-        let (r, clamped) = s.request(8);
-        assert_eq!(r, RequestView { now: 8, min: 1, max: 8 });
-        assert!(clamped);
-        s.set_request(RequestView { now: 1, min: 5, max: 2 });
-        assert_eq!(s.request(8).0, RequestView { now: 2, min: 2, max: 2 });
-        s.speedup_cpus.store(2, Ordering::Relaxed);
-        s.speedup_milli.store(u32::MAX, Ordering::Relaxed);
-        assert_eq!(s.speedup(), None, "a speedup of 4 million on 2 CPUs is a lie");
+    fn header_checks_magic_version_and_size() {
+        let s = Slot::default();
+        assert!(matches!(s.check_header(), Err(crate::SlotError::Magic(0))));
+        s.init(7);
+        s.check_header().unwrap();
+        s.header.version.store(9, Ordering::Relaxed);
+        assert!(matches!(s.check_header(), Err(crate::SlotError::Version { found: 9, .. })));
+    }
+
+    #[test]
+    fn allocation_round_trips_through_the_seqlock() {
+        let s = Slot::default();
+        assert_eq!(s.allocation(), None, "nothing published yet");
+        let cpus = CpuSet::parse("0,5,64-66,1023").unwrap();
+        s.publish(3, 6, true, &cpus);
+        let a = s.allocation().unwrap();
+        assert_eq!(a, Allocation { epoch: 3, count: 6, running: true, cpus });
+        assert_eq!(s.allocated_count(), 6);
+        s.publish(4, 0, false, &CpuSet::new());
+        assert_eq!(s.allocation().unwrap().cpus, CpuSet::new());
+    }
+
+    #[test]
+    fn a_writer_stuck_mid_write_makes_only_its_value_unreadable() {
+        let s = Slot::default();
+        assert_eq!(s.raw_request(), None);
+        s.set_request(2, 1, 4);
+        assert_eq!(s.raw_request(), Some(RawRequest { now: 2, min: 1, max: 4 }));
+        s.program.request_seq.store(5, Ordering::Relaxed); // odd forever
+        assert_eq!(s.raw_request(), None);
+        s.report_speedup(2, 1.5);
+        assert_eq!(s.raw_speedup(), Some(RawSpeedup { cpus: 2, speedup: 1.5 }));
+    }
+
+    #[test]
+    fn absurd_requests_are_clamped_and_logged() {
+        let mut c = Vec::new();
+        let r = validate_request(RawRequest { now: 1_000_000_000, min: 7, max: 0 }, 4, &mut c);
+        assert_eq!(r, Request { now: 1, min: 1, max: 1 });
+        assert_eq!(c.len(), 3, "{c:?}");
+        c.clear();
+        let r = validate_request(RawRequest { now: 0, min: 0, max: 3 }, 4, &mut c);
+        assert_eq!(r, Request { now: 0, min: 0, max: 3 });
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn bad_speedups_are_dropped_or_capped() {
+        let mut c = Vec::new();
+        for bad in [f64::NAN, f64::INFINITY, -1.0] {
+            assert_eq!(validate_speedup(RawSpeedup { cpus: 2, speedup: bad }, 4, &mut c), None);
+        }
+        assert_eq!(validate_speedup(RawSpeedup { cpus: 9, speedup: 1.0 }, 4, &mut c), None);
+        assert_eq!(validate_speedup(RawSpeedup { cpus: 0, speedup: 1.0 }, 4, &mut c), None);
+        assert_eq!(c.len(), 5);
+        let capped = validate_speedup(RawSpeedup { cpus: 2, speedup: 50.0 }, 4, &mut c).unwrap();
+        assert_eq!(capped.speedup, 2.0);
+        let fine = validate_speedup(RawSpeedup { cpus: 4, speedup: 3.2 }, 4, &mut c).unwrap();
+        assert_eq!(fine.speedup, 3.2);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn validated_requests_are_always_usable(now: u32, min: u32, max: u32, cpus in 1u32..2048) {
+            let mut c = Vec::new();
+            let r = validate_request(RawRequest { now, min, max }, cpus, &mut c);
+            proptest::prop_assert!(r.max >= 1 && r.max <= cpus);
+            proptest::prop_assert!(r.min <= r.max && r.now <= r.max);
+        }
     }
 }

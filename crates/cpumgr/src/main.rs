@@ -4,7 +4,6 @@
 
 mod cmd;
 mod input;
-mod manager_args;
 mod topology_arg;
 
 use std::process::ExitCode;
@@ -27,18 +26,6 @@ enum Command {
     Policies(cmd::policies::Args),
     /// Run a policy and the placer for a few quanta over a list of programs.
     Decide(cmd::decide::Args),
-    /// Manage a process that already runs, until it ends.
-    Attach(cmd::run::AttachArgs),
-    /// Run the manager in the foreground.
-    Daemon(cmd::daemon::Args),
-    /// Run a command as a managed program (starts a manager if none runs).
-    Run(cmd::run::Args),
-    /// Show the manager's state.
-    Status(cmd::control::StatusArgs),
-    /// Switch the manager's policy: `cpumgr policy set NAME[:k=v,...]`.
-    Policy(cmd::control::SetArgs),
-    /// Change the manager's quantum: `cpumgr quantum set 50ms`.
-    Quantum(cmd::control::SetArgs),
     /// The main job: build the test kernels, run a mixed workload under baselines and policies, compare.
     Demo(cmd::demo::Args),
     /// Run a workload of real programs under several configurations and compare them.
@@ -49,6 +36,16 @@ enum Command {
     Trace(cmd::trace::Args),
     /// Simulate policies on a modelled workload (TOML, SWF trace or paper preset) and compare them.
     Sim(cmd::sim::Args),
+    /// Run the CPU manager in the foreground.
+    Daemon(cmd::daemon::Args),
+    /// Run a command as a program registered with the manager (starting one if none runs).
+    Run(cmd::run::Args),
+    /// Show the manager's policy, CPUs and programs.
+    Status(cmd::status::Args),
+    /// Change the running manager's policy.
+    Policy(cmd::policy::Args),
+    /// Change the running manager's quantum.
+    Quantum(cmd::quantum::Args),
 }
 
 fn main() -> ExitCode {
@@ -60,15 +57,6 @@ fn main() -> ExitCode {
         .init();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run(a) => match cmd::run::run(a) {
-            Ok(code) => return ExitCode::from(code.clamp(0, 255) as u8),
-            Err(e) => Err(e),
-        },
-        Command::Attach(a) => cmd::run::attach(a),
-        Command::Daemon(a) => cmd::daemon::run(a),
-        Command::Status(a) => cmd::control::status(a),
-        Command::Policy(a) => cmd::control::policy(a),
-        Command::Quantum(a) => cmd::control::quantum(a),
         Command::Topology(a) => cmd::topology::run(a),
         Command::Policies(a) => cmd::policies::run(a),
         Command::Decide(a) => cmd::decide::run(a),
@@ -77,6 +65,11 @@ fn main() -> ExitCode {
         Command::Report(a) => cmd::report::run(a),
         Command::Trace(a) => cmd::trace::run(a),
         Command::Sim(a) => cmd::sim::run(a),
+        Command::Daemon(a) => cmd::daemon::run(a),
+        Command::Run(a) => cmd::run::run(a).map(|code| std::process::exit(code as i32)),
+        Command::Status(a) => cmd::status::run(a),
+        Command::Policy(a) => cmd::policy::run(a),
+        Command::Quantum(a) => cmd::quantum::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,228 +1,273 @@
-//! The live manager with real processes: busy programs under `cpumgr run` and `cpumgr daemon`,
-//! checked through `/proc` (affinity masks, stopped states, CPU time). The tests share the
-//! machine's CPUs, so they run one at a time (a lock), each with its own socket; they poll for
-//! the expected state with generous deadlines instead of sleeping fixed times.
+//! The live manager on real processes: busy-loop programs started by the tests, a manager on a
+//! private socket per test, and the outcome read back from `/proc` (affinity, state) and from
+//! `cpumgr status`. Every wait polls for the expected state with a generous deadline, so a noisy
+//! machine slows the tests down but does not fail them.
 
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
+use cpumgr_core::CpuSet;
+use cpumgr_proto::msg::StatusReport;
+use cpumgr_proto::{Conn, Reply, Request};
 
-static SERIAL: Mutex<()> = Mutex::new(());
-
+const BIN: &str = env!("CARGO_BIN_EXE_cpumgr");
 const BUSY: &str = "while :; do :; done";
+const DEADLINE: Duration = Duration::from_secs(20);
 
-/// Processes started by a test, ended (whole process groups) when it finishes; `cpumgr run`
-/// kills its program when it dies (PR_SET_PDEATHSIG), so nothing outlives a test.
-struct Procs(Vec<Child>);
+fn online() -> CpuSet {
+    CpuSet::parse(std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap().trim()).unwrap()
+}
 
-impl Drop for Procs {
+/// A manager (`cpumgr daemon`) on a private socket, stopped with SIGTERM when dropped.
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    _dir: tempfile::TempDir,
+    runs: Vec<Child>,
+}
+
+impl Daemon {
+    fn start(policy: &str) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("cpumgr.sock");
+        let child = Command::new(BIN)
+            .args(["daemon", "--policy", policy, "--quantum", "50ms", "--cpus", "0-1"])
+            .env("CPUMGR_SOCKET", &socket)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let d = Daemon { child, socket, _dir: dir, runs: Vec::new() };
+        wait_for("the manager to answer", || Conn::connect(&d.socket).is_ok());
+        d
+    }
+
+    fn cpumgr(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(args).env("CPUMGR_SOCKET", &self.socket).stderr(Stdio::null());
+        c
+    }
+
+    /// Starts `cpumgr run --name NAME -- sh -c SCRIPT` and returns the program's pid.
+    fn run(&mut self, name: &str, script: &str) -> i32 {
+        let child = self.cpumgr(&["run", "--name", name, "--", "sh", "-c", script]).spawn().unwrap();
+        self.runs.push(child);
+        let mut pid = 0;
+        wait_for(&format!("{name} to register"), || {
+            pid = self.status().programs.iter().find(|p| p.name == name).map_or(0, |p| p.pid);
+            pid != 0
+        });
+        pid
+    }
+
+    fn status(&self) -> StatusReport {
+        match Conn::connect(&self.socket).unwrap().call(&Request::Status).unwrap().0 {
+            Reply::Status(s) => s,
+            r => panic!("{r:?}"),
+        }
+    }
+
+    fn call(&self, req: Request) -> Reply {
+        Conn::connect(&self.socket).unwrap().call(&req).unwrap().0
+    }
+}
+
+impl Drop for Daemon {
     fn drop(&mut self) {
-        for c in &mut self.0 {
-            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
-            let _ = c.kill();
-            let _ = c.wait();
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::SIGTERM);
+        let _ = self.child.wait();
+        for r in &mut self.runs {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(r.id() as i32), nix::sys::signal::SIGTERM);
+            let _ = r.wait();
         }
     }
 }
 
-fn cpumgr(socket: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_cpumgr"));
-    c.env("CPUMGR_SOCKET", socket).env_remove("CPUMGR_POLICY");
-    c
-}
-
-/// `cpumgr run` of a busy shell loop, in its own process group so the test can end it.
-fn run_busy(socket: &Path, name: &str, extra: &[&str]) -> Child {
-    use std::os::unix::process::CommandExt;
-    cpumgr(socket).args(["run", "--name", name]).args(extra).args(["--", "sh", "-c", BUSY]).process_group(0).stdout(Stdio::null()).spawn().unwrap()
-}
-
-fn status(socket: &Path) -> Option<Value> {
-    let o = cpumgr(socket).args(["status", "--json"]).output().ok()?;
-    o.status.success().then(|| serde_json::from_slice(&o.stdout).ok()).flatten()
-}
-
-/// Polls `check` until it returns `Some` or `secs` pass.
-fn wait_for<T>(secs: u64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(20));
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let end = Instant::now() + DEADLINE;
+    while !ok() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 
-fn program_pids(socket: &Path, n: usize) -> Vec<i32> {
-    wait_for(10, "programs to register", || {
-        let s = status(socket)?;
-        let pids: Vec<i32> = s["programs"].as_array()?.iter().map(|p| p["pid"].as_i64().unwrap_or(0) as i32).collect();
-        (pids.len() == n).then_some(pids)
-    })
+fn status_field(pid: i32, field: &str) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines().find_map(|l| l.strip_prefix(field)).map(|v| v.trim_start_matches(':').trim().to_string())
 }
 
-fn allowed(pid: i32) -> String {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    text.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).unwrap_or("").trim().to_string()
+fn allowed(pid: i32) -> Option<CpuSet> {
+    CpuSet::parse(&status_field(pid, "Cpus_allowed_list")?).ok()
 }
 
-fn state(pid: i32) -> char {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    text.rfind(')').and_then(|i| text[i + 2..].chars().next()).unwrap_or('?')
+fn stopped(pid: i32) -> bool {
+    status_field(pid, "State").is_some_and(|s| s.starts_with('T'))
 }
 
-fn all_cpus() -> String {
-    allowed(std::process::id() as i32)
-}
-
-fn sock(dir: &tempfile::TempDir) -> PathBuf {
-    dir.path().join("m.sock")
+fn gone(pid: i32) -> bool {
+    match status_field(pid, "State") {
+        Some(s) => s.starts_with('Z'),
+        None => true,
+    }
 }
 
 #[test]
-fn equipartition_pins_each_program_to_its_own_cpu_and_gang_alternates() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    if all_cpus() != "0-1" {
-        eprintln!("this test is written for the 2-CPU machine; CPUs here: {}", all_cpus());
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let socket = sock(&dir);
-    let mut procs = Procs(vec![run_busy(&socket, "a", &[])]);
-    wait_for(10, "the embedded manager", || status(&socket));
-    procs.0.push(run_busy(&socket, "b", &[]));
-    let pids = program_pids(&socket, 2);
-    let masks = wait_for(10, "one CPU each", || {
-        let m: Vec<String> = pids.iter().map(|&p| allowed(p)).collect();
-        (m.iter().all(|x| !x.contains(['-', ','])) && m[0] != m[1]).then_some(m)
+fn equipartition_gives_two_programs_one_cpu_each() {
+    let mut d = Daemon::start("equipartition");
+    let a = d.run("a", BUSY);
+    let b = d.run("b", BUSY);
+    wait_for("one CPU each", || match (allowed(a), allowed(b)) {
+        (Some(x), Some(y)) => x.len() == 1 && y.len() == 1 && x.is_disjoint(&y),
+        _ => false,
     });
-    assert_ne!(masks[0], masks[1], "disjoint CPUs: {masks:?}");
+    let s = d.status();
+    assert_eq!(s.programs.len(), 2);
+    assert!(s.programs.iter().all(|p| p.count == 1 && p.state == "running"), "{s:?}");
+}
 
-    // Switch to gang: the two programs take turns; each is seen stopped and each runs.
-    let ok = cpumgr(&socket).args(["policy", "set", "gang"]).status().unwrap();
-    assert!(ok.success());
-    let mut seen_stopped = [false, false];
-    let mut both_stopped = false;
-    wait_for(10, "both programs to be stopped in turn", || {
-        let s = [state(pids[0]), state(pids[1])];
-        for k in 0..2 {
-            seen_stopped[k] |= s[k] == 'T';
+#[test]
+fn gang_makes_two_programs_alternate() {
+    let mut d = Daemon::start("equipartition");
+    let a = d.run("a", BUSY);
+    let b = d.run("b", BUSY);
+    assert!(d.cpumgr(&["policy", "set", "gang"]).status().unwrap().success());
+    // Each is seen stopped while the other runs, more than once: they take turns.
+    let (mut a_turns, mut b_turns, mut last) = (0, 0, None);
+    wait_for("alternation", || {
+        let now = match (stopped(a), stopped(b)) {
+            (true, false) => Some('b'),
+            (false, true) => Some('a'),
+            _ => None,
+        };
+        if now.is_some() && now != last {
+            if now == Some('a') { a_turns += 1 } else { b_turns += 1 }
+            last = now;
         }
-        both_stopped |= s == ['T', 'T'];
-        (seen_stopped == [true, true]).then_some(())
+        a_turns >= 3 && b_turns >= 3
     });
-    assert!(!both_stopped, "a gang always runs");
-    let s = status(&socket).unwrap();
-    assert_eq!(s["policy"], "gang");
+    assert_eq!(d.status().policy, "gang");
 }
 
 #[test]
-fn an_ended_program_gives_its_cpu_to_the_other() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let socket = sock(&dir);
-    let mut procs = Procs(vec![run_busy(&socket, "a", &[])]);
-    wait_for(10, "the embedded manager", || status(&socket));
-    let victim = run_busy(&socket, "b", &[]);
-    let pids = program_pids(&socket, 2);
-    wait_for(10, "one CPU each", || (!allowed(pids[0]).contains(['-', ','])).then_some(()));
-    // SIGKILL the second program itself (not its `cpumgr run`): the manager notices it is gone.
-    unsafe { libc::kill(pids[1], libc::SIGKILL) };
-    procs.0.push(victim);
-    let all = all_cpus();
-    wait_for(5, "the survivor to get every CPU", || (allowed(pids[0]) == all).then_some(()));
-    wait_for(5, "the dead program to leave the status", || (status(&socket)?["programs"].as_array()?.len() == 1).then_some(()));
+fn an_exiting_program_gives_its_cpu_to_the_other() {
+    let mut d = Daemon::start("equipartition");
+    let a = d.run("a", BUSY);
+    let b = d.run("b", &format!("trap 'exit 0' USR1; {BUSY}"));
+    wait_for("one CPU each", || allowed(a).is_some_and(|s| s.len() == 1) && allowed(b).is_some_and(|s| s.len() == 1));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(b), nix::sys::signal::SIGUSR1).unwrap();
+    wait_for("a to get both CPUs", || allowed(a) == Some(CpuSet::parse("0-1").unwrap()));
+    wait_for("b to be forgotten", || d.status().programs.len() == 1);
 }
 
 #[test]
-fn run_returns_the_programs_exit_status() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let socket = sock(&dir);
-    let code = cpumgr(&socket).args(["run", "--", "sh", "-c", "exit 7"]).status().unwrap();
-    assert_eq!(code.code(), Some(7));
-    let code = cpumgr(&socket).args(["run", "--", "sh", "-c", "kill -TERM $$"]).status().unwrap();
-    assert_eq!(code.code(), Some(128 + libc::SIGTERM));
-    let out = cpumgr(&socket).args(["run", "--", "/nonexistent/cmd"]).output().unwrap();
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(!socket.exists(), "the embedded manager is gone with its last program");
+fn a_sigkilled_program_is_reclaimed() {
+    let mut d = Daemon::start("equipartition");
+    let a = d.run("a", BUSY);
+    let b = d.run("b", BUSY);
+    wait_for("one CPU each", || allowed(a).is_some_and(|s| s.len() == 1) && allowed(b).is_some_and(|s| s.len() == 1));
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(b), nix::sys::signal::SIGKILL).unwrap();
+    wait_for("a to get both CPUs", || allowed(a) == Some(CpuSet::parse("0-1").unwrap()));
+    let s = d.status();
+    assert_eq!(s.programs.iter().map(|p| p.pid).collect::<Vec<_>>(), vec![a]);
+    assert_eq!(s.programs[0].count, 2);
 }
 
 #[test]
-fn a_terminated_daemon_leaves_nothing_stopped_or_pinned() {
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let socket = sock(&dir);
-    let daemon = cpumgr(&socket).args(["daemon", "--policy", "gang", "--quantum", "50ms"]).stderr(Stdio::null()).spawn().unwrap();
-    let daemon_pid = daemon.id() as i32;
-    let mut procs = Procs(vec![daemon]);
-    wait_for(10, "the daemon", || status(&socket));
-    procs.0.push(run_busy(&socket, "a", &[]));
-    procs.0.push(run_busy(&socket, "b", &[]));
-    let pids = program_pids(&socket, 2);
-    wait_for(10, "a program stopped by the gang scheduler", || pids.iter().any(|&p| state(p) == 'T').then_some(()));
-    unsafe { libc::kill(daemon_pid, libc::SIGTERM) };
-    let st = procs.0[0].wait().unwrap();
-    assert!(st.success(), "the daemon exits cleanly on SIGTERM");
-    let all = all_cpus();
-    for &p in &pids {
-        assert_ne!(state(p), 'T', "program {p} left stopped");
-        assert_eq!(allowed(p), all, "program {p} left pinned");
+fn after_sigterm_of_the_manager_nothing_is_left_stopped_or_pinned() {
+    let mut d = Daemon::start("gang");
+    let a = d.run("a", BUSY);
+    let b = d.run("b", BUSY);
+    wait_for("one of them stopped", || stopped(a) || stopped(b));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(d.child.id() as i32), nix::sys::signal::SIGTERM).unwrap();
+    assert!(d.child.wait().unwrap().success());
+    let all = online();
+    wait_for("both released", || !stopped(a) && !stopped(b) && allowed(a) == Some(all.clone()) && allowed(b) == Some(all.clone()));
+}
+
+#[test]
+fn a_squeezed_team_runs_as_a_gang_not_on_fewer_cpus() {
+    // Two programs of two busy processes each; equipartition would give each one CPU, where its
+    // two processes would share it. The team guard runs each whole, in turns, instead.
+    let mut d = Daemon::start("equipartition");
+    let team = format!("({BUSY}) & {BUSY}");
+    let a = d.run("a", &team);
+    let b = d.run("b", &team);
+    wait_for("turns of whole teams", || {
+        let s = d.status();
+        s.programs.len() == 2
+            && s.programs.iter().all(|p| p.threads == Some(2))
+            && s.programs.iter().any(|p| p.state == "stopped")
+            && s.programs.iter().any(|p| p.state == "running" && p.count == 2)
+    });
+    for p in d.status().programs {
+        assert!(p.count == 0 || p.count == 2, "a team of 2 confined to {} CPU: {p:?}", p.count);
     }
+    let _ = (a, b);
 }
 
 #[test]
-fn bad_control_messages_get_errors_and_hurt_nobody() {
-    use std::io::{BufRead, BufReader, Write};
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+fn run_returns_the_programs_exit_status_with_an_embedded_manager() {
     let dir = tempfile::tempdir().unwrap();
-    let socket = sock(&dir);
-    let mut procs = Procs(vec![cpumgr(&socket).args(["daemon"]).stderr(Stdio::null()).spawn().unwrap()]);
-    wait_for(10, "the daemon", || status(&socket));
-    // A client that connects and sends nothing does not block others.
-    let _silent = std::os::unix::net::UnixStream::connect(&socket).unwrap();
-    let mut s = std::os::unix::net::UnixStream::connect(&socket).unwrap();
-    let mut r = BufReader::new(s.try_clone().unwrap());
-    for bad in ["garbage", "{\"v\":9,\"op\":\"status\"}", "{\"v\":1,\"op\":\"register\",\"pid\":1}", "{\"v\":1,\"op\":\"set_quantum\",\"ms\":0}", "{\"v\":1,\"op\":\"unregister\",\"id\":99}"] {
-        s.write_all(format!("{bad}\n").as_bytes()).unwrap();
-        let mut line = String::new();
-        r.read_line(&mut line).unwrap();
-        assert!(line.contains("\"error\""), "{bad} → {line}");
+    let socket = dir.path().join("s.sock");
+    let run = |script: &str| {
+        Command::new(BIN)
+            .args(["run", "--", "sh", "-c", script])
+            .env("CPUMGR_SOCKET", &socket)
+            .stderr(Stdio::null())
+            .status()
+            .unwrap()
+    };
+    assert_eq!(run("exit 7").code(), Some(7));
+    assert_eq!(run("exit 0").code(), Some(0));
+    assert_eq!(run("kill -9 $$").code(), Some(128 + 9));
+    assert!(!Path::new(&socket).exists(), "the embedded manager removed its socket");
+}
+
+#[test]
+fn bad_messages_get_errors_and_the_manager_keeps_serving() {
+    let mut d = Daemon::start("equipartition");
+    let idle = Conn::connect(&d.socket).unwrap(); // connects and never speaks
+    let c = Conn::connect(&d.socket).unwrap();
+    for bad in [&b"not json"[..], b"{\"v\":1,\"op\":\"format-disk\"}", b"{\"v\":99,\"op\":\"status\"}", &vec![b'{'; 70_000]] {
+        c.send(bad, &[]).unwrap();
+        let r: Reply = cpumgr_proto::msg::decode(&c.recv().unwrap().bytes).unwrap();
+        assert!(matches!(r, Reply::Error { .. }), "{r:?}");
     }
-    s.write_all(&vec![b'x'; 70_000]).unwrap();
-    s.write_all(b"\n").unwrap();
-    let mut line = String::new();
-    r.read_line(&mut line).unwrap();
-    assert!(line.contains("bytes"), "oversized → {line}");
-    // The manager still serves, and a program registers fine.
-    procs.0.push(run_busy(&socket, "a", &[]));
-    program_pids(&socket, 1);
+    assert!(matches!(d.call(Request::Unregister { id: 999 }), Reply::Error { .. }));
+    assert!(matches!(d.call(Request::SetQuantum { ms: f64::NAN }), Reply::Error { .. }));
+    assert!(matches!(d.call(Request::SetPolicy { spec: "nonesuch".into() }), Reply::Error { .. }));
+    // A program that writes absurd values into its slot is clamped; the others are unaffected.
+    let a = d.run("a", "sleep 60");
+    let b = d.run("b", BUSY);
+    let id = d.status().programs.iter().find(|p| p.pid == a).unwrap().id;
+    let (r, fds) = Conn::connect(&d.socket).unwrap().call(&Request::OpenSlot { id }).unwrap();
+    assert!(matches!(r, Reply::Slot { .. }), "{r:?}");
+    let seg = cpumgr_proto::Segment::open(fds.into_iter().next().unwrap()).unwrap();
+    seg.slot().set_request(1_000_000_000, 7, 1_000_000_000);
+    seg.slot().report_speedup(2, f64::NAN);
+    wait_for("the clamp", || d.status().programs.iter().any(|p| p.pid == a && p.request == 2));
+    wait_for("b to keep a CPU", || allowed(b).is_some_and(|s| !s.is_empty()) && !stopped(b));
+    drop(idle);
 }
 
 #[test]
-fn attach_manages_a_running_process_and_leaves_it_restored() {
-    use std::os::unix::process::CommandExt;
-    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
-    let dir = tempfile::tempdir().unwrap();
-    let socket = sock(&dir);
-    let busy = Command::new("sh").args(["-c", BUSY]).process_group(0).spawn().unwrap();
-    let pid = busy.id() as i32;
-    let mut procs = Procs(vec![busy]);
-    let before = allowed(pid);
-    // A manager of CPU 0 only: the attached process is pinned there.
-    let attach = cpumgr(&socket).args(["attach", &pid.to_string(), "--cpus", "0", "--name", "busy"]).process_group(0).spawn().unwrap();
-    let attach_pid = attach.id() as i32;
-    procs.0.push(attach);
-    wait_for(10, "the attached process pinned to CPU 0", || (allowed(pid) == "0").then_some(()));
-    let s = status(&socket).unwrap();
-    assert_eq!(s["programs"][0]["name"], "busy");
-    // Ending the attachment restores the process, which keeps running.
-    unsafe { libc::kill(attach_pid, libc::SIGTERM) };
-    let st = procs.0[1].wait().unwrap();
-    assert!(st.success());
-    assert_eq!(allowed(pid), before, "affinity restored");
-    assert!(matches!(state(pid), 'R' | 'S'), "still running");
+fn a_dead_manager_is_replaced_by_the_run_supervisor_releasing_its_program() {
+    let mut d = Daemon::start("gang");
+    let a = d.run("a", BUSY);
+    let b = d.run("b", BUSY);
+    wait_for("one of them stopped", || stopped(a) || stopped(b));
+    d.child.kill().unwrap(); // SIGKILL: the manager cleans nothing up itself
+    d.child.wait().unwrap();
+    let all = online();
+    wait_for("both released by their supervisors", || {
+        !stopped(a) && !stopped(b) && allowed(a) == Some(all.clone()) && allowed(b) == Some(all.clone())
+    });
+    for r in &mut d.runs {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(r.id() as i32), nix::sys::signal::SIGTERM);
+        let st = r.wait().unwrap();
+        assert!(st.code() == Some(128 + 15) || st.signal().is_some(), "{st:?}");
+    }
+    d.runs.clear();
+    wait_for("the programs to end", || gone(a) && gone(b));
 }

@@ -128,9 +128,8 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
     let logs = tempfile::Builder::new().prefix("cpumgr-launch-").tempdir()?;
-    let topology = crate::topology_arg::load(None)?;
-    let quantum = crate::manager_args::parse_quantum(&args.quantum)?;
-    let opts = RunOptions { cpus: cpus.clone(), topology, quantum, log_dir: logs.path().to_path_buf(), tick: Duration::from_millis(5) };
+    let quantum = super::control::parse_duration("--quantum", &args.quantum)?;
+    let opts = RunOptions { cpus: cpus.clone(), quantum, log_dir: logs.path().to_path_buf(), tick: Duration::from_millis(5) };
     let show_progress = !args.json && std::io::stdout().is_terminal();
 
     // Each class's dedicated run time: its first job alone on the machine, OpenMP defaults.

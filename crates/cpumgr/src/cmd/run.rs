@@ -1,183 +1,176 @@
-//! `cpumgr run -- CMD...`: launch a command as a registered program in its own process group,
-//! forward SIGINT/SIGTERM to it, and exit with its status. `cpumgr attach PID` registers a process
-//! that already runs and stays until it ends. When no manager answers on the socket, one is
-//! started inside this process (a second `cpumgr run` joins it), and it keeps serving until every
-//! program registered with it has ended.
+//! `cpumgr run [--request N] ... -- CMD...`: runs CMD as a program registered with the manager.
+//!
+//! CMD gets its own process group (so the manager can stop and continue all of it); SIGINT,
+//! SIGTERM and SIGHUP sent to `cpumgr run` are forwarded to that group; the exit status of
+//! `cpumgr run` is CMD's (128 + signal when a signal ended it).
+//!
+//! When no manager answers on the socket, `cpumgr run` starts one inside its own process, and a
+//! second `cpumgr run` joins it; the embedded manager stays until its last program has ended.
+//!
+//! `cpumgr run` is also its program's supervisor: if the manager disappears (even by SIGKILL, the
+//! kernel closes its end of the connection), `cpumgr run` continues CMD's group and widens its
+//! affinity back at once, so no program is left stopped or pinned by a dead manager.
 
+use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Command;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use clap::Parser;
-use cpumgr_daemon::client::Client;
-use cpumgr_proto::message::{Request, Response};
+use cpumgr_daemon::procfs::Target;
+use cpumgr_daemon::{enforce, Manager, StartError};
+use cpumgr_proto::{Conn, Registration, Reply, Request};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
+use super::control::socket_path;
+use super::daemon;
 use crate::input::InputError;
-use crate::manager_args::ManagerArgs;
 
 /// Arguments of `cpumgr run`.
 #[derive(Debug, Parser)]
 pub struct Args {
-    #[command(flatten)]
-    program: ProgramArgs,
-    #[command(flatten)]
-    manager: ManagerArgs,
-    /// The command and its arguments.
-    #[arg(required = true, last = true)]
-    command: Vec<String>,
-}
-
-/// Arguments of `cpumgr attach`.
-#[derive(Debug, Parser)]
-pub struct AttachArgs {
-    /// The running process to manage (with its process group).
-    pid: i32,
-    #[command(flatten)]
-    program: ProgramArgs,
-    #[command(flatten)]
-    manager: ManagerArgs,
-}
-
-/// What a program asks of the manager.
-#[derive(Debug, Clone, clap::Args)]
-pub struct ProgramArgs {
-    /// CPUs the program wants (default: all managed CPUs).
+    /// CPUs wanted (default: every managed CPU).
     #[arg(long)]
-    request: Option<u32>,
+    pub request: Option<u32>,
     /// Fewest CPUs it can run on.
-    #[arg(long, default_value_t = 1)]
-    min: u32,
-    /// Most CPUs it can use (default: its request).
     #[arg(long)]
-    max: Option<u32>,
-    /// The program runs exactly N processes/threads (an MPI job): it gets N CPUs or waits.
+    pub min: Option<u32>,
+    /// Most CPUs it can use.
     #[arg(long)]
-    rigid: Option<u32>,
+    pub max: Option<u32>,
+    /// A rigid program of exactly N processes or threads.
+    #[arg(long, conflicts_with_all = ["request", "min", "max"])]
+    pub rigid: Option<u32>,
     /// Relative weight.
-    #[arg(long, default_value_t = 1.0)]
-    weight: f64,
-    /// Name shown in status and reports (default: the command).
     #[arg(long)]
-    name: Option<String>,
+    pub weight: Option<f64>,
+    /// Name shown by `status` (default: the command).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Settings of the manager started here when none answers.
+    #[command(flatten)]
+    pub manager: daemon::Args,
+    /// The command and its arguments.
+    #[arg(trailing_var_arg = true, required = true, num_args = 1..)]
+    pub cmd: Vec<String>,
 }
 
-/// A connection to a manager, embedded in this process when none answered.
-struct Session {
-    client: Client,
-    embedded: Option<cpumgr_daemon::Running>,
-    signal: Arc<AtomicUsize>,
-}
+/// The signals forwarded to the program.
+const FORWARDED: [i32; 3] = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
 
-impl Session {
-    fn open(manager: &ManagerArgs) -> anyhow::Result<Session> {
-        let socket = manager.socket();
-        let embedded = match Client::connect(&socket) {
-            Ok(_) => None,
-            Err(_) => Some(manager.start().context("starting the embedded manager")?),
-        };
-        let client = Client::connect(&socket).with_context(|| format!("connecting to {}", socket.display()))?;
-        let signal = Arc::new(AtomicUsize::new(0));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-            signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)?;
-        }
-        Ok(Session { client, embedded, signal })
+/// Connects to the manager, or starts one here.
+fn connect_or_embed(socket: &std::path::Path, args: &daemon::Args) -> anyhow::Result<(Conn, Option<Manager>)> {
+    if let Ok(c) = Conn::connect(socket) {
+        return Ok((c, None));
     }
-
-    /// Registers `pid`; `None` if the manager refused (the program then runs unmanaged).
-    fn register(&mut self, pid: i32, name: String, p: &ProgramArgs, cpus: u32) -> anyhow::Result<Option<u64>> {
-        let request = p.request.or(p.rigid).unwrap_or(cpus);
-        if request == 0 || p.rigid == Some(0) {
-            return Err(InputError::new("--request and --rigid must be at least 1"));
-        }
-        let max = p.max.unwrap_or(request.max(p.min));
-        if p.min > request || max < request {
-            return Err(InputError::new(format!("need --min {} <= --request {request} <= --max {max}", p.min)));
-        }
-        let (reply, _slot) = self.client.register(&Request::Register { pid, name, request, min: p.min, max, rigid: p.rigid, weight: p.weight })?;
-        Ok(match reply {
-            Response::Registered { id } => Some(id),
-            other => {
-                tracing::warn!(?other, "the manager did not register the program; it runs unmanaged");
-                None
-            }
-        })
-    }
-
-    /// Unregisters, and if the manager is embedded here, serves the programs that joined it
-    /// until they are done.
-    fn close(mut self, id: Option<u64>) {
-        if let Some(id) = id {
-            let _ = self.client.request(&Request::Unregister { id });
-        }
-        if let Some(running) = self.embedded.take() {
-            while !running.manager.is_empty() && self.signal.load(Ordering::SeqCst) == 0 {
+    let settings = args.settings()?;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        match Manager::start(socket, &settings) {
+            Ok(m) => return Ok((Conn::connect(socket)?, Some(m))),
+            // Another process is starting one: join it as soon as it answers.
+            Err(StartError::AlreadyRunning(_)) => {
+                if let Ok(c) = Conn::connect(socket) {
+                    return Ok((c, None));
+                }
+                if Instant::now() > deadline {
+                    anyhow::bail!("a manager holds {} but does not answer", socket.display());
+                }
                 std::thread::sleep(Duration::from_millis(20));
             }
-            running.shutdown();
+            Err(StartError::Settings(m)) => return Err(InputError::new(m)),
+            Err(e) => return Err(e.into()),
         }
     }
 }
 
-/// Runs the command; returns its exit status for `main` to exit with.
-pub fn run(args: Args) -> anyhow::Result<i32> {
-    let cpus = args.manager.config()?.cpus.len() as u32;
-    let mut session = Session::open(&args.manager)?;
-    let mut cmd = Command::new(&args.command[0]);
-    cmd.args(&args.command[1..]).process_group(0);
-    // SAFETY: prctl is async-signal-safe. If this launcher dies (even by SIGKILL), the program
-    // gets SIGKILL too, rather than running on, unmanaged and detached.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+/// Runs the command; returns its exit status.
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let socket = socket_path(args.manager.socket.as_deref());
+    let (conn, embedded) = connect_or_embed(&socket, &args.manager)?;
+    conn.set_timeout(Some(Duration::from_secs(5)))?;
+    let original = enforce::affinity(0)?;
+    let flags: Vec<(i32, Arc<AtomicBool>)> = FORWARDED.iter().map(|&s| (s, Arc::new(AtomicBool::new(false)))).collect();
+    for (sig, flag) in &flags {
+        signal_hook::flag::register(*sig, flag.clone())?;
     }
-    let mut child = cmd.spawn().map_err(|e| InputError::new(format!("{}: {e}", args.command[0])))?;
+    let mut child = Command::new(&args.cmd[0])
+        .args(&args.cmd[1..])
+        .process_group(0)
+        .spawn()
+        .map_err(|e| InputError::new(format!("{}: {e}", args.cmd[0])))?;
     let pid = child.id() as i32;
-    let name = args.program.name.clone().unwrap_or_else(|| args.command[0].rsplit('/').next().unwrap_or("program").to_string());
-    let id = match session.register(pid, name, &args.program, cpus) {
-        Ok(id) => id,
-        Err(e) => {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(e);
-        }
+    let target = Target::Group(pid);
+    let reg = Registration {
+        pid: Some(pid),
+        name: args.name.clone().unwrap_or_else(|| args.cmd.join(" ").chars().take(64).collect()),
+        now: args.request,
+        min: args.min,
+        max: args.max,
+        rigid: args.rigid,
+        weight: args.weight,
     };
+    let mut id = None;
+    let mut link = Some(conn);
+    match link.as_ref().map(|c| c.call(&Request::Register(reg))) {
+        Some(Ok((Reply::Registered { id: i }, _slot))) => id = Some(i),
+        Some(Ok((Reply::Error { message }, _))) => tracing::warn!("not registered, running unmanaged: {message}"),
+        other => tracing::warn!("not registered, running unmanaged: {other:?}"),
+    }
     let status = loop {
-        let sig = session.signal.swap(0, Ordering::SeqCst);
-        if sig != 0 {
-            // SAFETY: plain signals to the child's process group.
-            unsafe { libc::kill(-pid, sig as i32) };
-            unsafe { libc::kill(-pid, libc::SIGCONT) };
+        for (sig, flag) in &flags {
+            if flag.swap(false, Ordering::AcqRel) {
+                let sig = nix::sys::signal::Signal::try_from(*sig)?;
+                let _ = enforce::signal(target, sig);
+                // A program the manager holds stopped must see the signal now.
+                if let (Some(c), Some(i)) = (link.as_ref(), id.take()) {
+                    let _ = c.call(&Request::Unregister { id: i });
+                }
+                let _ = enforce::cont(target);
+            }
         }
         if let Some(st) = child.try_wait()? {
             break st;
         }
-        std::thread::sleep(Duration::from_millis(10));
+        let gone = match &link {
+            Some(c) => {
+                let mut fds = [PollFd::new(c.as_fd(), PollFlags::POLLIN)];
+                let _ = poll(&mut fds, PollTimeout::from(20u16));
+                fds[0].revents().is_some_and(|r| !r.is_empty())
+            }
+            None => {
+                std::thread::sleep(Duration::from_millis(20));
+                false
+            }
+        };
+        if gone {
+            // The only message the manager ever sends unasked is its end (EOF).
+            tracing::warn!("the manager is gone; releasing the program");
+            enforce::release(target, &original);
+            link = None;
+            id = None;
+        }
     };
-    session.close(id);
-    Ok(status.code().unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
-}
-
-/// Registers a running process and stays until it ends (or SIGINT/SIGTERM, which end only the
-/// attachment: the process is restored and left running).
-pub fn attach(args: AttachArgs) -> anyhow::Result<()> {
-    let cpus = args.manager.config()?.cpus.len() as u32;
-    if !cpumgr_daemon::procfs::alive(args.pid) {
-        return Err(InputError::new(format!("no process {}", args.pid)));
+    if let (Some(c), Some(i)) = (&link, id) {
+        let _ = c.call(&Request::Unregister { id: i });
     }
-    let mut session = Session::open(&args.manager)?;
-    let comm = std::fs::read_to_string(format!("/proc/{}/comm", args.pid)).unwrap_or_default();
-    let name = args.program.name.clone().unwrap_or_else(|| comm.trim().to_string());
-    let id = session.register(args.pid, name, &args.program, cpus)?;
-    while cpumgr_daemon::procfs::alive(args.pid) && session.signal.load(Ordering::SeqCst) == 0 {
-        std::thread::sleep(Duration::from_millis(20));
+    drop(link);
+    if let Some(m) = embedded {
+        let mut told = false;
+        while m.programs() > 0 && !flags.iter().any(|(_, f)| f.load(Ordering::Acquire)) {
+            if !told {
+                eprintln!("cpumgr: keeping the manager on {} for {} more program(s)", socket.display(), m.programs());
+                told = true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        m.shutdown();
     }
-    session.close(id);
-    Ok(())
+    Ok(match (status.code(), status.signal()) {
+        (Some(c), _) => c as u8,
+        (None, Some(s)) => (128 + s) as u8,
+        _ => 1,
+    })
 }

@@ -1,0 +1,199 @@
+//! One registered program as the manager tracks it: identity and owner, its slot segment, what it
+//! asked for, what it was given, and what the manager did to its processes (so that all of it can
+//! be undone).
+
+use std::os::fd::OwnedFd;
+use std::time::Instant;
+
+use cpumgr_core::{CpuSet, Kind, Nanos, Program, ProgramId, Request, SpeedupReport};
+use cpumgr_proto::slot::{validate_request, validate_speedup, Clamp};
+use cpumgr_proto::Segment;
+
+use crate::procfs::{Sample, Target};
+
+/// Samples of the runnable-thread count kept to estimate a team (a thread blocked for a moment
+/// is still part of it).
+const TEAM_WINDOW: usize = 4;
+
+/// A registered program.
+#[derive(Debug)]
+pub struct Entry {
+    /// Its id.
+    pub id: ProgramId,
+    /// Its leader process.
+    pub pid: i32,
+    /// How its processes are addressed.
+    pub target: Target,
+    /// The user owning it.
+    pub uid: u32,
+    /// Its name.
+    pub name: String,
+    /// Malleable or rigid.
+    pub kind: Kind,
+    /// Its weight.
+    pub weight: f64,
+    /// When it registered, nanoseconds since the manager started.
+    pub arrival: Nanos,
+    /// The request from registration or `set-request`; a request written in the slot overrides it.
+    pub base_request: Request,
+    /// The request in force (validated).
+    pub request: Request,
+    /// Newest valid speedup report.
+    pub speedup: Option<SpeedupReport>,
+    /// The shared-memory slot.
+    pub segment: Segment,
+    /// A pidfd of the leader, readable when it exits.
+    pub pidfd: OwnedFd,
+    /// The leader's affinity at registration: what every thread gets back on release.
+    pub original: CpuSet,
+    /// CPUs allocated this quantum.
+    pub cpus: CpuSet,
+    /// CPU count allocated this quantum.
+    pub count: u32,
+    /// Whether it runs this quantum.
+    pub running: bool,
+    /// Whether it ran in the previous quantum.
+    pub ran: bool,
+    /// Whether the manager has it stopped (`SIGSTOP`).
+    pub stopped: bool,
+    /// The affinity last applied to its threads, if any.
+    pub applied: Option<CpuSet>,
+    /// Since when a shrink of its CPUs has been published but not yet forced.
+    pub shrink_since: Option<Instant>,
+    /// Runnable-thread counts of the last quanta it ran in.
+    team_window: [u32; TEAM_WINDOW],
+    team_at: usize,
+    /// The latest `/proc` sample.
+    pub sample: Sample,
+    /// CPU ticks of its processes when first sampled.
+    pub ticks_start: Option<u64>,
+    /// CPU ticks used so far, as of the last sample.
+    pub ticks_used: u64,
+    /// What validation changed in its slot last time, to log each change once.
+    pub last_clamps: Vec<Clamp>,
+}
+
+impl Entry {
+    /// A new entry; its slot is already created and initialised.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        id: ProgramId,
+        pid: i32,
+        uid: u32,
+        name: String,
+        kind: Kind,
+        weight: f64,
+        arrival: Nanos,
+        request: Request,
+        segment: Segment,
+        pidfd: OwnedFd,
+        original: CpuSet,
+    ) -> Entry {
+        Entry {
+            id,
+            pid,
+            target: Target::of(pid),
+            uid,
+            name,
+            kind,
+            weight,
+            arrival,
+            base_request: request,
+            request,
+            speedup: None,
+            segment,
+            pidfd,
+            original,
+            cpus: CpuSet::new(),
+            count: 0,
+            running: false,
+            ran: false,
+            stopped: false,
+            applied: None,
+            shrink_since: None,
+            team_window: [0; TEAM_WINDOW],
+            team_at: 0,
+            sample: Sample::default(),
+            ticks_start: None,
+            ticks_used: 0,
+            last_clamps: Vec::new(),
+        }
+    }
+
+    /// Takes in a `/proc` sample and the program's slot, validating every value read from it.
+    pub fn refresh(&mut self, sample: Option<Sample>, managed: u32) {
+        if let Some(s) = sample {
+            let start = *self.ticks_start.get_or_insert(s.ticks);
+            // Exited children take their ticks with them: keep the highest total seen.
+            self.ticks_used = self.ticks_used.max(s.ticks.saturating_sub(start));
+            // Runnable counts mean something only while the program is not held stopped.
+            if !self.stopped && s.stopped == 0 {
+                self.team_window[self.team_at % TEAM_WINDOW] = s.runnable;
+                self.team_at += 1;
+            }
+            self.sample = s;
+        }
+        let slot = self.segment.slot();
+        let mut clamps = Vec::new();
+        self.request = match slot.raw_request() {
+            Some(raw) => validate_request(raw, managed, &mut clamps),
+            None => self.base_request,
+        };
+        if let Some(raw) = slot.raw_speedup() {
+            self.speedup = validate_speedup(raw, managed, &mut clamps);
+        }
+        if clamps != self.last_clamps {
+            for c in &clamps {
+                tracing::warn!(program = self.id.0, pid = self.pid, "slot value rejected: {c}");
+            }
+            self.last_clamps = clamps;
+        }
+    }
+
+    /// Whether the program cooperates: its runtime beats in its slot.
+    pub fn cooperative(&self) -> bool {
+        self.segment.slot().raw_heartbeat() != 0
+    }
+
+    /// The team it needs at once: what its runtime reports when it cooperates, else the most
+    /// runnable threads `/proc` showed in its recent quanta; `None` before any sample.
+    pub fn team(&self, managed: u32) -> Option<u32> {
+        let reported = self.segment.slot().raw_team();
+        if reported > 0 && self.cooperative() {
+            return Some(reported.min(managed.max(1)));
+        }
+        if self.team_at == 0 {
+            return None;
+        }
+        let seen = self.team_at.min(TEAM_WINDOW);
+        self.team_window[..seen].iter().copied().max().filter(|&t| t > 0)
+    }
+
+    /// The program as policies see it.
+    pub fn program(&self, ticks_per_sec: u64, managed: u32) -> Program {
+        Program {
+            id: self.id,
+            name: self.name.clone(),
+            kind: self.kind,
+            request: self.request,
+            weight: self.weight,
+            arrival: self.arrival,
+            cpu_time: self.ticks_used * (1_000_000_000 / ticks_per_sec.max(1)),
+            speedup: self.speedup,
+            cpus: self.cpus.clone(),
+            running: self.ran,
+            threads: self.team(managed),
+        }
+    }
+
+    /// `running`, `stopped` or `waiting`, for `status`.
+    pub fn state(&self) -> &'static str {
+        if self.stopped {
+            "stopped"
+        } else if self.running {
+            "running"
+        } else {
+            "waiting"
+        }
+    }
+}

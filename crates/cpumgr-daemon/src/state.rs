@@ -1,0 +1,569 @@
+//! The manager's state and its two jobs: answering control requests ([`State::handle`]) and, every
+//! quantum, the scheduler step ([`State::tick`]): snapshot the slots and `/proc` → build a
+//! [`View`] → the active policy → the [`TeamGuard`] → the [`Placer`] → publish → enforce → trace.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use cpumgr_core::policies;
+use cpumgr_core::sources::sysfs;
+use cpumgr_core::trace::{Event, EventKind};
+use cpumgr_core::{CpuSet, Decision, Kind, Nanos, Placer, Policy, Program, ProgramId, Topology, View};
+use cpumgr_proto::msg::{ProgramStatus, Registration, Reply, Request, StatusReport};
+use cpumgr_proto::slot::{validate_request, RawRequest, NO_PREEMPT};
+use cpumgr_proto::{PeerCred, Segment};
+
+use crate::enforce;
+use crate::entry::Entry;
+use crate::procfs;
+use crate::team::TeamGuard;
+
+/// The shortest and longest quantum accepted.
+pub const QUANTUM_RANGE: (Duration, Duration) = (Duration::from_millis(1), Duration::from_secs(10));
+
+/// How the manager is set up.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Policy spec (`name:key=value,...`).
+    pub policy: String,
+    /// The quantum.
+    pub quantum: Duration,
+    /// How long a cooperative program gets to shrink before it is forced; one quantum when `None`.
+    pub grace: Option<Duration>,
+    /// CPUs to manage; the process's allowed CPUs when `None`.
+    pub cpus: Option<CpuSet>,
+    /// Most programs registered at once.
+    pub max_programs: usize,
+    /// Where to write trace events (JSON lines), if anywhere.
+    pub trace: Option<PathBuf>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            policy: "equipartition".into(),
+            quantum: Duration::from_millis(100),
+            grace: None,
+            cpus: None,
+            max_programs: 4096,
+            trace: None,
+        }
+    }
+}
+
+/// Everything the manager knows. Guarded by one mutex; the scheduler thread ticks it, the socket
+/// thread changes it on requests.
+pub struct State {
+    policy_spec: String,
+    policy: Box<dyn Policy>,
+    quantum: Duration,
+    grace: Option<Duration>,
+    topology: Topology,
+    managed: CpuSet,
+    entries: BTreeMap<ProgramId, Entry>,
+    next_id: u64,
+    placer: Placer,
+    guard: TeamGuard,
+    decision: Decision,
+    sets: Vec<CpuSet>,
+    epoch: u64,
+    ticks: u64,
+    start: Instant,
+    trace: Option<BufWriter<File>>,
+    ticks_per_sec: u64,
+    owner_uid: u32,
+    max_programs: usize,
+    /// Set when something changed that should be scheduled now, not at the next boundary (a CPU
+    /// was released or requested: paper 000's work-list).
+    pub kick: bool,
+}
+
+/// The policy's view of `$state` with `$programs`, built from fields so that the policy itself
+/// can be borrowed mutably beside it.
+macro_rules! view {
+    ($state:expr, $programs:expr) => {
+        View {
+            now: $state.start.elapsed().as_nanos() as Nanos,
+            quantum: $state.quantum.as_nanos() as Nanos,
+            topology: &$state.topology,
+            cpus: $state.managed.len() as u32,
+            programs: $programs,
+        }
+    };
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock of heartbeats and leases in slots.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: ts is a valid timespec to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// This machine's topology, from sysfs (`CPUMGR_SYSFS_ROOT` overrides `/sys`).
+pub fn host_topology() -> Result<Topology, String> {
+    let root = PathBuf::from(std::env::var_os("CPUMGR_SYSFS_ROOT").unwrap_or_else(|| "/sys".into()));
+    sysfs::read(&|p: &str| std::fs::read_to_string(root.join(p))).map_err(|e| format!("{}/{e}", root.display()))
+}
+
+fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just created this descriptor for us alone.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+}
+
+impl State {
+    /// Builds the state: the policy, the topology, the managed CPUs, the trace file.
+    pub fn new(s: &Settings) -> Result<State, String> {
+        let policy = policies::build(&s.policy).map_err(|e| e.to_string())?;
+        check_quantum(s.quantum)?;
+        let topology = host_topology()?;
+        let allowed = enforce::affinity(0).map_err(|e| format!("cannot read this process's CPUs: {e}"))?;
+        let managed = match &s.cpus {
+            Some(c) => {
+                let outside = c.difference(topology.cpus());
+                if !outside.is_empty() {
+                    return Err(format!("--cpus {c}: CPUs {outside} are not online"));
+                }
+                c.clone()
+            }
+            None => allowed.intersection(topology.cpus()),
+        };
+        if managed.is_empty() {
+            return Err("no CPU to manage".into());
+        }
+        let trace = match &s.trace {
+            Some(p) => Some(BufWriter::new(File::create(p).map_err(|e| format!("{}: {e}", p.display()))?)),
+            None => None,
+        };
+        let mut st = State {
+            policy_spec: s.policy.clone(),
+            policy,
+            quantum: s.quantum,
+            grace: s.grace,
+            topology,
+            managed,
+            entries: BTreeMap::new(),
+            next_id: 1,
+            placer: Placer::new(),
+            guard: TeamGuard::new(),
+            decision: Decision::default(),
+            sets: Vec::new(),
+            epoch: 0,
+            ticks: 0,
+            start: Instant::now(),
+            trace,
+            ticks_per_sec: procfs::ticks_per_sec(),
+            owner_uid: nix::unistd::geteuid().as_raw(),
+            max_programs: s.max_programs,
+            kick: false,
+        };
+        let start = EventKind::Start {
+            source: "live".into(),
+            cpus: st.managed.clone(),
+            policy: st.policy_spec.clone(),
+            quantum: st.quantum.as_nanos() as Nanos,
+        };
+        st.emit(None, start);
+        Ok(st)
+    }
+
+    /// The current quantum.
+    pub fn quantum(&self) -> Duration {
+        self.quantum
+    }
+
+    /// How many programs are registered.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Whether no program is registered.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn now(&self) -> Nanos {
+        self.start.elapsed().as_nanos() as Nanos
+    }
+
+    fn emit(&mut self, program: Option<ProgramId>, kind: EventKind) {
+        let ev = Event { t: self.now(), program, kind };
+        tracing::debug!(target: "cpumgr::trace", "{}", serde_json::to_string(&ev).unwrap_or_default());
+        if let Some(w) = &mut self.trace {
+            let ok = serde_json::to_writer(&mut *w, &ev).is_ok() && w.write_all(b"\n").is_ok();
+            if !ok {
+                tracing::warn!("trace file write failed; tracing stops");
+                self.trace = None;
+            }
+        }
+    }
+
+    fn may_touch(&self, peer: &PeerCred, e: &Entry) -> bool {
+        peer.uid == 0 || peer.uid == e.uid
+    }
+
+    fn may_administer(&self, peer: &PeerCred) -> bool {
+        peer.uid == 0 || peer.uid == self.owner_uid
+    }
+
+    fn entry_for(&self, peer: &PeerCred, id: u64) -> Result<&Entry, String> {
+        match self.entries.get(&ProgramId(id)) {
+            Some(e) if self.may_touch(peer, e) => Ok(e),
+            // The same answer whether it does not exist or belongs to someone else.
+            _ => Err(format!("no program {id} of yours")),
+        }
+    }
+
+    /// Answers one request from `peer`; a registration or slot request also returns the slot's
+    /// descriptor to attach.
+    pub fn handle(&mut self, peer: &PeerCred, req: Request) -> (Reply, Option<OwnedFd>) {
+        let r = match req {
+            Request::Register(reg) => return self.register(peer, reg),
+            Request::OpenSlot { id } => return self.open_slot(peer, id),
+            Request::Unregister { id } => self.entry_for(peer, id).map(|_| ()).map(|()| {
+                self.remove(ProgramId(id), None);
+                Reply::Ok
+            }),
+            Request::SetRequest { id, now, min, max } => self.set_request(peer, id, now, min, max),
+            Request::Status => Ok(Reply::Status(self.status(peer))),
+            Request::SetPolicy { spec } => self.set_policy(peer, &spec),
+            Request::SetQuantum { ms } => self.set_quantum(peer, ms),
+        };
+        (r.unwrap_or_else(|message| Reply::Error { message }), None)
+    }
+
+    fn register(&mut self, peer: &PeerCred, reg: Registration) -> (Reply, Option<OwnedFd>) {
+        match self.try_register(peer, reg) {
+            Ok((id, fd)) => (Reply::Registered { id: id.0 }, Some(fd)),
+            Err(message) => (Reply::Error { message }, None),
+        }
+    }
+
+    fn try_register(&mut self, peer: &PeerCred, reg: Registration) -> Result<(ProgramId, OwnedFd), String> {
+        let pid = reg.pid.unwrap_or(peer.pid);
+        if pid <= 0 {
+            return Err(format!("pid {pid} is not a process"));
+        }
+        let uid = procfs::uid_of(pid).ok_or_else(|| format!("no process {pid}"))?;
+        if peer.uid != 0 && peer.uid != uid {
+            return Err(format!("process {pid} is not yours"));
+        }
+        if self.entries.values().any(|e| e.pid == pid) {
+            return Err(format!("process {pid} is already registered"));
+        }
+        if self.entries.len() >= self.max_programs {
+            return Err(format!("the manager already has its limit of {} programs", self.max_programs));
+        }
+        let weight = reg.weight.unwrap_or(1.0);
+        if !(weight.is_finite() && weight > 0.0 && weight <= 1e6) {
+            return Err(format!("weight {weight} is not in (0, 1e6]"));
+        }
+        let n = self.managed.len() as u32;
+        let (kind, raw) = match reg.rigid {
+            Some(0) => return Err("rigid 0: a rigid program needs at least 1 CPU".into()),
+            Some(r) => (Kind::Rigid(r), RawRequest { now: r, min: r, max: r }),
+            None => (
+                Kind::Malleable,
+                RawRequest { now: reg.now.unwrap_or(n), min: reg.min.unwrap_or(1), max: reg.max.unwrap_or(n) },
+            ),
+        };
+        let mut clamps = Vec::new();
+        let request = validate_request(raw, n, &mut clamps);
+        for c in &clamps {
+            tracing::info!(pid, "registration: {c}");
+        }
+        let pidfd = pidfd_open(pid).map_err(|e| format!("cannot watch process {pid}: {e}"))?;
+        let original = enforce::affinity(pid).map_err(|e| format!("cannot read the CPUs of process {pid}: {e}"))?;
+        let id = ProgramId(self.next_id);
+        let segment = Segment::create(id.0).map_err(|e| e.to_string())?;
+        let fd = segment.fd().try_clone_to_owned().map_err(|e| format!("slot descriptor: {e}"))?;
+        self.next_id += 1;
+        let name = if reg.name.is_empty() { format!("pid{pid}") } else { reg.name.chars().take(64).collect() };
+        let arrival = self.now();
+        let entry = Entry::new(id, pid, uid, name.clone(), kind, weight, arrival, request, segment, pidfd, original);
+        tracing::info!(id = id.0, pid, name = %name, request = request.now, "registered");
+        self.entries.insert(id, entry);
+        self.emit(Some(id), EventKind::Arrive { name, request: request.now });
+        let programs = self.programs();
+        let view = view!(self, &programs);
+        self.policy.on_arrival(&view, id);
+        self.kick = true;
+        Ok((id, fd))
+    }
+
+    fn open_slot(&mut self, peer: &PeerCred, id: u64) -> (Reply, Option<OwnedFd>) {
+        let r = self.entry_for(peer, id).and_then(|e| {
+            let same_program = peer.pid == e.pid || procfs::pgid_of(peer.pid) == Some(e.pid);
+            if !(same_program || peer.uid == 0) {
+                return Err(format!("no program {id} of yours"));
+            }
+            e.segment.fd().try_clone_to_owned().map_err(|e| e.to_string())
+        });
+        match r {
+            Ok(fd) => (Reply::Slot { id }, Some(fd)),
+            Err(message) => (Reply::Error { message }, None),
+        }
+    }
+
+    fn set_request(&mut self, peer: &PeerCred, id: u64, now: u32, min: Option<u32>, max: Option<u32>) -> Result<Reply, String> {
+        self.entry_for(peer, id)?;
+        let n = self.managed.len() as u32;
+        let e = self.entries.get_mut(&ProgramId(id)).expect("checked above");
+        if e.kind.rigid_procs().is_some() {
+            return Err(format!("program {id} is rigid; its request cannot change"));
+        }
+        let raw = RawRequest { now, min: min.unwrap_or(e.base_request.min), max: max.unwrap_or(e.base_request.max) };
+        e.base_request = validate_request(raw, n, &mut Vec::new());
+        let now = e.base_request.now;
+        self.emit(Some(ProgramId(id)), EventKind::Request { now });
+        self.kick = true;
+        Ok(Reply::Ok)
+    }
+
+    fn set_policy(&mut self, peer: &PeerCred, spec: &str) -> Result<Reply, String> {
+        if !self.may_administer(peer) {
+            return Err("only the manager's owner or root may change the policy".into());
+        }
+        let policy = policies::build(spec).map_err(|e| e.to_string())?;
+        tracing::info!(from = %self.policy_spec, to = %spec, "policy changed");
+        self.policy = policy;
+        self.policy_spec = spec.to_string();
+        self.guard = TeamGuard::new();
+        let programs = self.programs();
+        let ids: Vec<ProgramId> = programs.iter().map(|p| p.id).collect();
+        let view = view!(self, &programs);
+        for id in ids {
+            self.policy.on_arrival(&view, id);
+        }
+        self.emit(None, EventKind::Policy { policy: spec.to_string() });
+        self.kick = true;
+        Ok(Reply::Ok)
+    }
+
+    fn set_quantum(&mut self, peer: &PeerCred, ms: f64) -> Result<Reply, String> {
+        if !self.may_administer(peer) {
+            return Err("only the manager's owner or root may change the quantum".into());
+        }
+        if !ms.is_finite() || ms <= 0.0 {
+            return Err(format!("quantum {ms} ms is not a positive number"));
+        }
+        let q = Duration::from_secs_f64(ms / 1000.0);
+        check_quantum(q)?;
+        self.quantum = q;
+        tracing::info!(ms, "quantum changed");
+        self.emit(None, EventKind::Quantum { quantum: q.as_nanos() as Nanos });
+        self.kick = true;
+        Ok(Reply::Ok)
+    }
+
+    /// The manager's state as `peer` may see it: root and the manager's owner see every program,
+    /// anyone else only their own.
+    pub fn status(&self, peer: &PeerCred) -> StatusReport {
+        let all = self.may_administer(peer);
+        let n = self.managed.len() as u32;
+        StatusReport {
+            policy: self.policy_spec.clone(),
+            quantum_ms: self.quantum.as_secs_f64() * 1000.0,
+            backend: enforce::BACKEND.into(),
+            cpus: self.managed.clone(),
+            pid: std::process::id() as i32,
+            ticks: self.ticks,
+            programs: self
+                .entries
+                .values()
+                .filter(|e| all || self.may_touch(peer, e))
+                .map(|e| ProgramStatus {
+                    id: e.id.0,
+                    pid: e.pid,
+                    name: e.name.clone(),
+                    request: e.request.now,
+                    count: e.count,
+                    cpus: e.cpus.clone(),
+                    state: e.state().into(),
+                    threads: e.team(n),
+                    cpu_ms: e.ticks_used * 1000 / self.ticks_per_sec.max(1),
+                })
+                .collect(),
+        }
+    }
+
+    /// Forgets a program: continues and unpins whatever is left of it, and schedules its CPUs
+    /// away at once. `status` is its exit status when it ended.
+    pub fn remove(&mut self, id: ProgramId, status: Option<i32>) {
+        let Some(e) = self.entries.remove(&id) else { return };
+        enforce::release(e.target, &e.original);
+        tracing::info!(id = id.0, pid = e.pid, "program gone; CPUs {} reclaimed", e.cpus);
+        self.policy.on_exit(id);
+        self.emit(Some(id), EventKind::Exit { status });
+        self.kick = true;
+    }
+
+    /// Every program's id and leader pidfd (readable once the leader has exited).
+    pub fn pidfds(&self) -> impl Iterator<Item = (ProgramId, std::os::fd::BorrowedFd<'_>)> {
+        use std::os::fd::AsFd;
+        self.entries.values().map(|e| (e.id, e.pidfd.as_fd()))
+    }
+
+    /// Releases every program: continued, affinity widened back. The manager's last act.
+    pub fn release_all(&mut self) {
+        for e in self.entries.values_mut() {
+            enforce::release(e.target, &e.original);
+            e.stopped = false;
+            e.applied = None;
+            e.segment.slot().beat(monotonic_ns(), 0);
+        }
+        if let Some(w) = &mut self.trace {
+            let _ = w.flush();
+        }
+    }
+
+    fn programs(&self) -> Vec<Program> {
+        let n = self.managed.len() as u32;
+        self.entries.values().map(|e| e.program(self.ticks_per_sec, n)).collect()
+    }
+
+
+    /// One scheduler step.
+    pub fn tick(&mut self) {
+        let now = Instant::now();
+        self.ticks += 1;
+        self.kick = false;
+        let n = self.managed.len() as u32;
+        let targets: Vec<procfs::Target> = self.entries.values().map(|e| e.target).collect();
+        let mut samples = procfs::scan(&targets);
+        for e in self.entries.values_mut() {
+            e.refresh(samples.remove(&e.target), n);
+        }
+        let programs = self.programs();
+        let mut decision = std::mem::take(&mut self.decision);
+        decision.reset(programs.len());
+        {
+            let view = view!(self, &programs);
+            self.policy.decide(&view, &mut decision);
+        }
+        let oversubscribe = self.policy.oversubscribes();
+        let mut sets = std::mem::take(&mut self.sets);
+        if oversubscribe {
+            sets.clear();
+            sets.resize(programs.len(), self.managed.clone());
+        } else {
+            let teams: Vec<Option<u32>> = programs.iter().map(|p| p.threads).collect();
+            self.guard.apply(&programs, &teams, n, &mut decision);
+            self.placer.place(&self.topology, &self.managed, &programs, &decision, &mut sets);
+            if let Err(e) = cpumgr_core::placer::validate(&self.managed, &decision, &sets) {
+                tracing::error!("invalid placement from policy {}: {e}", self.policy_spec);
+            }
+        }
+        self.epoch += 1;
+        let mono = monotonic_ns();
+        let lease = mono + 3 * self.quantum.as_nanos() as u64;
+        let mut changed = Vec::new();
+        for ((e, a), set) in self.entries.values_mut().zip(&decision.allocations).zip(&sets) {
+            let running = a.running && (a.count > 0 || oversubscribe);
+            e.ran = e.running;
+            let count = if running { a.count } else { 0 };
+            if e.count != count || e.running != running || e.cpus != *set {
+                changed.push((e.id, count, set.clone(), running));
+            }
+            e.running = running;
+            e.count = count;
+            e.cpus = set.clone();
+            let slot = e.segment.slot();
+            slot.publish(self.epoch, count, running, set);
+            let team = slot.raw_team();
+            slot.set_preempt(if team > count { count } else { NO_PREEMPT });
+            slot.beat(mono, lease);
+        }
+        self.decision = decision;
+        self.sets = sets;
+        for (id, count, cpus, running) in changed {
+            self.emit(Some(id), EventKind::Allocate { count, cpus, running });
+        }
+        if oversubscribe {
+            for e in self.entries.values_mut() {
+                if e.stopped || e.applied.is_some() {
+                    enforce::release(e.target, &e.original);
+                    e.stopped = false;
+                    e.applied = None;
+                }
+            }
+        } else {
+            self.enforce(now);
+        }
+    }
+
+    /// Makes the published allocation true: stop who does not run, pin who runs (after the grace
+    /// period for a cooperative program that shrinks), continue who runs and was stopped. Stopping
+    /// first and continuing last means two programs never share a CPU across the switch.
+    fn enforce(&mut self, now: Instant) {
+        let grace = self.grace.unwrap_or(self.quantum);
+        let n = self.managed.len() as u32;
+        for e in self.entries.values_mut().filter(|e| !e.running && !e.stopped) {
+            match enforce::stop(e.target) {
+                Ok(()) => e.stopped = true,
+                Err(err) => tracing::warn!(id = e.id.0, "cannot stop: {err}"),
+            }
+            e.shrink_since = None;
+        }
+        for e in self.entries.values_mut().filter(|e| e.running) {
+            let shrinks = e.applied.as_ref().is_some_and(|old| !old.is_subset(&e.cpus));
+            let set = if shrinks && e.cooperative() && !grace.is_zero() {
+                let since = *e.shrink_since.get_or_insert(now);
+                let shrunk = e.team(n).is_some_and(|t| t <= e.count);
+                if shrunk || now.duration_since(since) >= grace {
+                    e.shrink_since = None;
+                    e.cpus.clone()
+                } else {
+                    e.applied.as_ref().map(|old| old.union(&e.cpus)).unwrap_or_else(|| e.cpus.clone())
+                }
+            } else {
+                e.shrink_since = None;
+                e.cpus.clone()
+            };
+            // Every quantum, to catch threads started since the last one.
+            let failed = enforce::pin(&e.sample.tids, &set);
+            if failed > 0 {
+                tracing::warn!(id = e.id.0, failed, "cannot set the affinity of some threads");
+            }
+            e.applied = Some(set);
+        }
+        for e in self.entries.values_mut().filter(|e| e.running && e.stopped) {
+            match enforce::cont(e.target) {
+                Ok(()) => e.stopped = false,
+                Err(err) => tracing::warn!(id = e.id.0, "cannot continue: {err}"),
+            }
+        }
+    }
+}
+
+fn check_quantum(q: Duration) -> Result<(), String> {
+    if q < QUANTUM_RANGE.0 || q > QUANTUM_RANGE.1 {
+        return Err(format!("quantum {q:?} is outside {:?} to {:?}", QUANTUM_RANGE.0, QUANTUM_RANGE.1));
+    }
+    Ok(())
+}
+
+/// The default control socket: `$CPUMGR_SOCKET` when set; `/run/cpumgr/cpumgr.sock` for root;
+/// `$XDG_RUNTIME_DIR/cpumgr.sock`; else `/tmp/cpumgr-UID/cpumgr.sock`.
+pub fn default_socket() -> PathBuf {
+    if let Some(p) = std::env::var_os("CPUMGR_SOCKET").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    if uid == 0 {
+        return Path::new("/run/cpumgr").join("cpumgr.sock");
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
+        Some(d) => PathBuf::from(d).join("cpumgr.sock"),
+        None => PathBuf::from(format!("/tmp/cpumgr-{uid}")).join("cpumgr.sock"),
+    }
+}
