@@ -55,7 +55,8 @@ fn axis(svg: &mut String, end: u64, y: f64) {
     let mut t = 0.0;
     while t <= secs + 1e-9 {
         let px = x((t * 1e9) as u64, end);
-        let _ = write!(svg, r##"<line x1="{px:.1}" y1="0" x2="{px:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{px:.1}" y="{:.1}" font-size="10" text-anchor="middle">{t}s</text>"##, y + 12.0);
+        let label = (t * 1000.0).round() / 1000.0;
+        let _ = write!(svg, r##"<line x1="{px:.1}" y1="0" x2="{px:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{px:.1}" y="{:.1}" font-size="10" text-anchor="middle">{label}s</text>"##, y + 12.0);
         t += step;
     }
 }
