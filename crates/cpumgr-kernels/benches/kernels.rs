@@ -1,0 +1,193 @@
+//! Times the kernels (built with gcc and libgomp) and prints medians with min–max.
+//!
+//! `cargo bench -p cpumgr-kernels --bench kernels -- [sizes] [contention] [--reps N]`
+//!
+//! - `sizes`: every kernel at 1 and 2 threads, at test and at benchmark size; the figure is the
+//!   kernel's own timed part (`seconds=`), the two thread counts alternating run by run.
+//! - `contention`: for stencil and pipeline at test size, the makespan of two copies started
+//!   together, (a) 2 threads each with libgomp defaults, (b) 1 thread each pinned by taskset to
+//!   CPUs 0 and 1, (c) 2 threads each with OMP_WAIT_POLICY=passive; the three alternate, and a
+//!   run still going after 60 s is killed and reported as a lower bound (">=").
+//!
+//! Timings vary with what else runs on the machine: compare figures from one run only.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use cpumgr_kernels::{build, find, parse_summary, Kernel, Size, KERNELS};
+
+const TIMEOUT: Duration = Duration::from_secs(60);
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut reps = 3;
+    let mut parts = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--reps" => {
+                reps = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|&v: &usize| v > 0)
+                    .unwrap_or_else(|| fail("--reps needs a positive integer"));
+            }
+            "sizes" | "contention" => parts.push(a.clone()),
+            other if other.starts_with("--") => {} // cargo bench's own flags
+            other => fail(&format!("unknown argument '{other}' (sizes, contention, --reps N)")),
+        }
+    }
+    if parts.is_empty() {
+        parts = vec!["sizes".into(), "contention".into()];
+    }
+    let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/kernels-bench-gcc");
+    let bin = build(&out, "gcc").unwrap_or_else(|e| fail(&e.to_string()));
+    println!("# kernels built with gcc (libgomp) in {}; {reps} runs per figure", bin.display());
+    if parts.iter().any(|p| p == "sizes") {
+        sizes(&bin, reps);
+    }
+    if parts.iter().any(|p| p == "contention") {
+        contention(&bin, reps);
+    }
+}
+
+fn fail(msg: &str) -> ! {
+    eprintln!("kernels bench: {msg}");
+    std::process::exit(2);
+}
+
+/// Runs one kernel alone and returns its own timed part.
+fn timed_part(kernel: &Kernel, bin: &Path, size: Size, threads: usize) -> f64 {
+    let out = kernel
+        .command(bin, size, threads)
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", kernel.name)));
+    if !out.status.success() {
+        fail(&format!("{} exited with {}", kernel.name, out.status));
+    }
+    parse_summary(&String::from_utf8_lossy(&out.stdout))
+        .unwrap_or_else(|e| fail(&format!("{}: {e}", kernel.name)))
+        .seconds
+}
+
+fn sizes(bin: &Path, reps: usize) {
+    println!("\n## one kernel alone: its timed part, seconds (median [min-max])");
+    println!("{:<11} {:<6} {:>26} {:>26} {:>8}", "kernel", "size", "1 thread", "2 threads", "speedup");
+    for size in [Size::Test, Size::Bench] {
+        for kernel in KERNELS {
+            let mut one = Vec::new();
+            let mut two = Vec::new();
+            for _ in 0..reps {
+                one.push(timed_part(kernel, bin, size, 1));
+                two.push(timed_part(kernel, bin, size, 2));
+            }
+            let (m1, m2) = (median(&one), median(&two));
+            println!(
+                "{:<11} {:<6} {:>26} {:>26} {:>8.2}",
+                kernel.name,
+                if size == Size::Test { "test" } else { "bench" },
+                figure(&one, false),
+                figure(&two, false),
+                m1 / m2
+            );
+        }
+    }
+}
+
+/// One way of running two copies at once.
+struct Setup {
+    name: &'static str,
+    threads: usize,
+    pin: bool,
+    passive: bool,
+}
+
+const SETUPS: [Setup; 3] = [
+    Setup { name: "2 copies x 2 threads, libgomp defaults", threads: 2, pin: false, passive: false },
+    Setup { name: "2 copies x 1 thread, taskset CPU 0 / 1", threads: 1, pin: true, passive: false },
+    Setup { name: "2 copies x 2 threads, OMP_WAIT_POLICY=passive", threads: 2, pin: false, passive: true },
+];
+
+/// Starts two copies as `setup` says and returns the makespan, and whether it hit the timeout.
+fn pair(kernel: &Kernel, bin: &Path, setup: &Setup) -> (f64, bool) {
+    let start = Instant::now();
+    let mut children: Vec<Child> = (0..2)
+        .map(|copy| {
+            let mut cmd = if setup.pin {
+                let mut c = Command::new("taskset");
+                c.arg("-c").arg(copy.to_string()).arg(bin.join(kernel.name));
+                c.env("OMP_NUM_THREADS", setup.threads.to_string());
+                c
+            } else {
+                kernel.command(bin, Size::Test, setup.threads)
+            };
+            if setup.passive {
+                cmd.env("OMP_WAIT_POLICY", "passive");
+            }
+            cmd.stdout(Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| fail(&format!("{}: {e}", kernel.name)))
+        })
+        .collect();
+    let mut timed_out = false;
+    let mut done = [false, false];
+    while done.iter().any(|d| !d) {
+        for (i, child) in children.iter_mut().enumerate() {
+            if !done[i] {
+                if let Some(status) = child.try_wait().expect("wait on a kernel") {
+                    if !status.success() {
+                        fail(&format!("{} exited with {status}", kernel.name));
+                    }
+                    done[i] = true;
+                }
+            }
+        }
+        if start.elapsed() >= TIMEOUT && done.iter().any(|d| !d) {
+            for (i, child) in children.iter_mut().enumerate() {
+                if !done[i] {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                }
+            }
+            timed_out = true;
+            break;
+        }
+        sleep(Duration::from_millis(5));
+    }
+    (start.elapsed().as_secs_f64(), timed_out)
+}
+
+fn contention(bin: &Path, reps: usize) {
+    println!("\n## two copies at once, test size: makespan, seconds (median [min-max]; >= hit the {}s cap)", TIMEOUT.as_secs());
+    for name in ["stencil", "pipeline"] {
+        let kernel = find(name).expect("in the catalog");
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); SETUPS.len()];
+        let mut capped = vec![false; SETUPS.len()];
+        for _ in 0..reps {
+            for (i, setup) in SETUPS.iter().enumerate() {
+                let (t, hit) = pair(kernel, bin, setup);
+                times[i].push(t);
+                capped[i] |= hit;
+            }
+        }
+        for (i, setup) in SETUPS.iter().enumerate() {
+            println!("{:<9} {:<48} {:>28}", name, setup.name, figure(&times[i], capped[i]));
+        }
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[s.len() / 2]
+}
+
+fn figure(v: &[f64], lower_bound: bool) -> String {
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(0.0, f64::max);
+    format!("{}{:.3} [{:.3}-{:.3}]", if lower_bound { ">=" } else { "" }, median(v), min, max)
+}
+
