@@ -6,7 +6,7 @@ use std::os::fd::OwnedFd;
 use std::time::Instant;
 
 use cpumgr_core::{CpuSet, Kind, Nanos, Program, ProgramId, Request, SpeedupReport};
-use cpumgr_proto::slot::{validate_request, validate_speedup, Clamp};
+use cpumgr_proto::slot::{validate_request, validate_speedup, Clamp, Phase};
 use cpumgr_proto::Segment;
 
 use crate::procfs::{Sample, Target};
@@ -121,7 +121,11 @@ impl Entry {
     }
 
     /// Takes in a `/proc` sample and the program's slot, validating every value read from it.
-    pub fn refresh(&mut self, sample: Option<Sample>, managed: u32) {
+    /// `now_ns` is `CLOCK_MONOTONIC`; a cooperative program that has been serial for `serial_after`
+    /// nanoseconds or more asks for one CPU until its next parallel region (paper 000's ltomcatv
+    /// pattern: a runtime says so at every region boundary, the manager decides when it counts, so a
+    /// program with many short regions keeps its CPUs between them).
+    pub fn refresh(&mut self, sample: Option<Sample>, managed: u32, now_ns: u64, serial_after: u64) {
         if let Some(s) = sample {
             let start = *self.ticks_start.get_or_insert(s.ticks);
             // Exited children take their ticks with them: keep the highest total seen.
@@ -139,6 +143,10 @@ impl Entry {
             Some(raw) => validate_request(raw, managed, &mut clamps),
             None => self.base_request,
         };
+        let beat = slot.raw_heartbeat();
+        if beat != 0 && slot.raw_phase() == Phase::Serial && now_ns.saturating_sub(beat) >= serial_after {
+            self.request.now = self.request.min.max(1).min(self.request.max);
+        }
         if let Some(raw) = slot.raw_speedup() {
             self.speedup = validate_speedup(raw, managed, &mut clamps);
         }

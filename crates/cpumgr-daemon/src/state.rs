@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use cpumgr_core::policies;
@@ -96,13 +96,8 @@ macro_rules! view {
     };
 }
 
-/// `CLOCK_MONOTONIC` in nanoseconds: the clock of heartbeats and leases in slots.
-pub fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
-    // SAFETY: ts is a valid timespec to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
+pub use cpumgr_proto::slot::monotonic_ns;
+pub use cpumgr_proto::transport::default_socket;
 
 /// This machine's topology, from sysfs (`CPUMGR_SYSFS_ROOT` overrides `/sys`).
 pub fn host_topology() -> Result<Topology, String> {
@@ -300,16 +295,26 @@ impl State {
         Ok((id, fd))
     }
 
-    fn open_slot(&mut self, peer: &PeerCred, id: u64) -> (Reply, Option<OwnedFd>) {
-        let r = self.entry_for(peer, id).and_then(|e| {
-            let same_program = peer.pid == e.pid || procfs::pgid_of(peer.pid) == Some(e.pid);
-            if !(same_program || peer.uid == 0) {
-                return Err(format!("no program {id} of yours"));
-            }
-            e.segment.fd().try_clone_to_owned().map_err(|e| e.to_string())
-        });
+    fn open_slot(&mut self, peer: &PeerCred, id: Option<u64>) -> (Reply, Option<OwnedFd>) {
+        let group = procfs::pgid_of(peer.pid);
+        let same_program = |e: &Entry| peer.pid == e.pid || group == Some(e.pid);
+        let r = match id {
+            Some(id) => self.entry_for(peer, id).and_then(|e| {
+                if same_program(e) || peer.uid == 0 {
+                    Ok(e)
+                } else {
+                    Err(format!("no program {id} of yours"))
+                }
+            }),
+            None => self
+                .entries
+                .values()
+                .find(|e| same_program(e))
+                .ok_or_else(|| format!("process {} belongs to no registered program", peer.pid)),
+        }
+        .and_then(|e| Ok((e.id.0, e.segment.fd().try_clone_to_owned().map_err(|e| e.to_string())?)));
         match r {
-            Ok(fd) => (Reply::Slot { id }, Some(fd)),
+            Ok((id, fd)) => (Reply::Slot { id }, Some(fd)),
             Err(message) => (Reply::Error { message }, None),
         }
     }
@@ -440,8 +445,10 @@ impl State {
         let n = self.managed.len() as u32;
         let targets: Vec<procfs::Target> = self.entries.values().map(|e| e.target).collect();
         let mut samples = procfs::scan(&targets);
+        let mono = monotonic_ns();
+        let serial_after = self.quantum.as_nanos() as u64;
         for e in self.entries.values_mut() {
-            e.refresh(samples.remove(&e.target), n);
+            e.refresh(samples.remove(&e.target), n, mono, serial_after);
         }
         let programs = self.programs();
         let mut decision = std::mem::take(&mut self.decision);
@@ -464,7 +471,6 @@ impl State {
             }
         }
         self.epoch += 1;
-        let mono = monotonic_ns();
         let lease = mono + 3 * self.quantum.as_nanos() as u64;
         let mut changed = Vec::new();
         for ((e, a), set) in self.entries.values_mut().zip(&decision.allocations).zip(&sets) {
@@ -550,20 +556,4 @@ fn check_quantum(q: Duration) -> Result<(), String> {
         return Err(format!("quantum {q:?} is outside {:?} to {:?}", QUANTUM_RANGE.0, QUANTUM_RANGE.1));
     }
     Ok(())
-}
-
-/// The default control socket: `$CPUMGR_SOCKET` when set; `/run/cpumgr/cpumgr.sock` for root;
-/// `$XDG_RUNTIME_DIR/cpumgr.sock`; else `/tmp/cpumgr-UID/cpumgr.sock`.
-pub fn default_socket() -> PathBuf {
-    if let Some(p) = std::env::var_os("CPUMGR_SOCKET").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    let uid = nix::unistd::geteuid().as_raw();
-    if uid == 0 {
-        return Path::new("/run/cpumgr").join("cpumgr.sock");
-    }
-    match std::env::var_os("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
-        Some(d) => PathBuf::from(d).join("cpumgr.sock"),
-        None => PathBuf::from(format!("/tmp/cpumgr-{uid}")).join("cpumgr.sock"),
-    }
 }

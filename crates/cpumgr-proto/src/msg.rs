@@ -53,8 +53,10 @@ pub enum Request {
     /// Get another descriptor of a program's slot (a process of the program's process group asks,
     /// e.g. the client library inside a program that `cpumgr run` registered).
     OpenSlot {
-        /// The program.
-        id: u64,
+        /// The program; when absent, the program the asking process belongs to (its own pid or its
+        /// process group's leader is the program's leader).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<u64>,
     },
     /// Describe the manager and its programs.
     Status,

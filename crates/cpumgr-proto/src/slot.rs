@@ -37,6 +37,41 @@ pub const SEQLOCK_RETRIES: u32 = 64;
 /// [`ManagerFields::preempt_to`] when the manager asks for nothing.
 pub const NO_PREEMPT: u32 = u32::MAX;
 
+/// `CLOCK_MONOTONIC` in nanoseconds: the clock of heartbeats and leases in slots (a vDSO call,
+/// no system call).
+#[inline]
+pub fn monotonic_ns() -> u64 {
+    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).unwrap_or(nix::sys::time::TimeSpec::new(0, 0));
+    ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
+}
+
+/// What a program says it is doing, in [`ProgramFields::phase`].
+#[repr(u32)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// It does not say.
+    Unknown = 0,
+    /// Only its master thread works (between parallel regions): once this has lasted a quantum,
+    /// the manager counts its request as 1 CPU until the next region.
+    Serial = 1,
+    /// Inside a parallel region with the team in [`ProgramFields::team`].
+    Parallel = 2,
+    /// Nothing to do; its CPUs may go to others.
+    Idle = 3,
+}
+
+impl Phase {
+    /// The phase a raw slot value names; anything unknown is [`Phase::Unknown`].
+    pub fn from_raw(v: u32) -> Phase {
+        match v {
+            1 => Phase::Serial,
+            2 => Phase::Parallel,
+            3 => Phase::Idle,
+            _ => Phase::Unknown,
+        }
+    }
+}
+
 /// Written once by the manager when it creates the segment; read by the program to check it maps
 /// a slot it understands.
 #[repr(C, align(64))]
@@ -235,6 +270,14 @@ impl Slot {
         self.program.heartbeat.store(now_ns, Ordering::Release);
     }
 
+    /// Writes the phase, the team running it and a heartbeat (program): what a runtime does at
+    /// every region boundary, three stores and no system call.
+    #[inline]
+    pub fn set_phase(&self, phase: Phase, team: u32, now_ns: u64) {
+        self.program.phase.store(phase as u32, Ordering::Relaxed);
+        self.set_team(team, now_ns);
+    }
+
     /// Reads the allocation consistently (program); `None` before the first publication.
     pub fn allocation(&self) -> Option<Allocation> {
         let m = &self.manager;
@@ -322,6 +365,23 @@ impl Slot {
     /// The program's last heartbeat (manager).
     pub fn raw_heartbeat(&self) -> u64 {
         self.program.heartbeat.load(Ordering::Acquire)
+    }
+
+    /// The phase the program says it is in (manager, or the program reading its own).
+    pub fn raw_phase(&self) -> Phase {
+        Phase::from_raw(self.program.phase.load(Ordering::Relaxed))
+    }
+
+    /// The preemption ask: `Some(n)` when the manager wants the program down to `n` threads.
+    #[inline]
+    pub fn preempt_to(&self) -> Option<u32> {
+        Some(self.manager.preempt_to.load(Ordering::Acquire)).filter(|&n| n != NO_PREEMPT)
+    }
+
+    /// Until when the published allocation holds, `CLOCK_MONOTONIC` ns; 0 once the manager let go.
+    #[inline]
+    pub fn lease_until(&self) -> u64 {
+        self.manager.lease_until.load(Ordering::Acquire)
     }
 }
 

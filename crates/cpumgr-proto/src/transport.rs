@@ -196,6 +196,22 @@ impl AsFd for Listener {
     }
 }
 
+/// The default control socket: `$CPUMGR_SOCKET` when set; `/run/cpumgr/cpumgr.sock` for root;
+/// `$XDG_RUNTIME_DIR/cpumgr.sock`; else `/tmp/cpumgr-UID/cpumgr.sock`.
+pub fn default_socket() -> std::path::PathBuf {
+    if let Some(p) = std::env::var_os("CPUMGR_SOCKET").filter(|p| !p.is_empty()) {
+        return std::path::PathBuf::from(p);
+    }
+    let uid = nix::unistd::geteuid().as_raw();
+    if uid == 0 {
+        return std::path::Path::new("/run/cpumgr").join("cpumgr.sock");
+    }
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|p| !p.is_empty()) {
+        Some(d) => std::path::PathBuf::from(d).join("cpumgr.sock"),
+        None => std::path::PathBuf::from(format!("/tmp/cpumgr-{uid}")).join("cpumgr.sock"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -241,7 +241,7 @@ fn bad_messages_get_errors_and_the_manager_keeps_serving() {
     let a = d.run("a", "sleep 60");
     let b = d.run("b", BUSY);
     let id = d.status().programs.iter().find(|p| p.pid == a).unwrap().id;
-    let (r, fds) = Conn::connect(&d.socket).unwrap().call(&Request::OpenSlot { id }).unwrap();
+    let (r, fds) = Conn::connect(&d.socket).unwrap().call(&Request::OpenSlot { id: Some(id) }).unwrap();
     assert!(matches!(r, Reply::Slot { .. }), "{r:?}");
     let seg = cpumgr_proto::Segment::open(fds.into_iter().next().unwrap()).unwrap();
     seg.slot().set_request(1_000_000_000, 7, 1_000_000_000);
