@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod adapter;
 pub mod metrics;
 pub mod runner;
 pub mod workload;

@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use cpumgr_daemon::procfs::Target;
 use cpumgr_daemon::{enforce, Manager, StartError};
+use cpumgr_launch::adapter;
 use cpumgr_proto::{Conn, Registration, Reply, Request};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
@@ -49,6 +50,13 @@ pub struct Args {
     /// Name shown by `status` (default: the command).
     #[arg(long)]
     pub name: Option<String>,
+    /// Preload the OpenMP adapter (`libcpumgr_omp.so`) so every parallel region's team follows
+    /// the allocation; the default when the command links an OpenMP runtime.
+    #[arg(long, conflicts_with = "no_omp")]
+    pub omp: bool,
+    /// Never preload the OpenMP adapter.
+    #[arg(long)]
+    pub no_omp: bool,
     /// Settings of the manager started here when none answers.
     #[command(flatten)]
     pub manager: daemon::Args,
@@ -86,6 +94,29 @@ fn connect_or_embed(socket: &std::path::Path, args: &daemon::Args) -> anyhow::Re
     }
 }
 
+/// The adapter to preload: asked for with `--omp`, or the command links an OpenMP runtime (and
+/// `--no-omp` is not given). Asked for and missing is an error; detected and missing, a warning.
+fn omp_adapter(args: &Args) -> anyhow::Result<Option<std::path::PathBuf>> {
+    if args.no_omp {
+        return Ok(None);
+    }
+    let wanted = args.omp || adapter::resolve(&args.cmd[0]).is_some_and(|p| adapter::links_openmp(&p));
+    if !wanted {
+        return Ok(None);
+    }
+    match adapter::adapter_library() {
+        Some(lib) => Ok(Some(lib)),
+        None if args.omp => Err(InputError::new(format!(
+            "--omp: {} not found (set CPUMGR_OMP_LIB, or build it: cargo build -p cpumgr-omp)",
+            adapter::ADAPTER
+        ))),
+        None => {
+            tracing::warn!("{} uses OpenMP but {} is not found; its regions keep their own teams", args.cmd[0], adapter::ADAPTER);
+            Ok(None)
+        }
+    }
+}
+
 /// Runs the command; returns its exit status.
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let socket = socket_path(args.manager.socket.as_deref());
@@ -96,11 +127,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     for (sig, flag) in &flags {
         signal_hook::flag::register(*sig, flag.clone())?;
     }
-    let mut child = Command::new(&args.cmd[0])
-        .args(&args.cmd[1..])
-        .process_group(0)
-        .spawn()
-        .map_err(|e| InputError::new(format!("{}: {e}", args.cmd[0])))?;
+    let mut cmd = Command::new(&args.cmd[0]);
+    cmd.args(&args.cmd[1..]).process_group(0);
+    adapter::managed_env(&mut cmd, &socket);
+    if let Some(lib) = omp_adapter(&args)? {
+        adapter::preload(&mut cmd, &lib);
+    }
+    let mut child = cmd.spawn().map_err(|e| InputError::new(format!("{}: {e}", args.cmd[0])))?;
     let pid = child.id() as i32;
     let target = Target::Group(pid);
     let reg = Registration {

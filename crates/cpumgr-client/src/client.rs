@@ -1,0 +1,304 @@
+//! The client: one per program, the runtime's handle on its slot.
+//!
+//! [`Client::init`] never fails. It picks its [`Mode`] once:
+//! - `CPUMGR_MODE=off`: [`Mode::Unmanaged`], the program's own thread count;
+//! - `CPUMGR_MODE=llpc`: [`Mode::Llpc`], no manager, each region sized from the system load;
+//! - otherwise it asks the manager on `CPUMGR_SOCKET` (or the default socket) for the slot of the
+//!   program it belongs to (`cpumgr run` registered it), else registers itself; [`Mode::Managed`]
+//!   when that works, else it says why once on stderr and runs [`Mode::Unmanaged`].
+//!
+//! Everything a runtime calls per region ([`Client::team`], [`Client::begin_region`],
+//! [`Client::end_region`], [`Client::should_yield`]) is a few loads and stores on the slot plus
+//! one vDSO clock read: no system call, no lock.
+
+use std::os::fd::OwnedFd;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use cpumgr_proto::slot::{monotonic_ns, Allocation, Phase};
+use cpumgr_proto::transport::default_socket;
+use cpumgr_proto::{Conn, Registration, Reply, Request, Segment};
+
+use crate::llpc::Llpc;
+
+/// How long [`Client::init`] waits for the manager's first allocation, so the first region is
+/// already sized to it (the moldable start).
+const FIRST_ALLOCATION_WAIT: Duration = Duration::from_millis(300);
+
+/// How long a launched program waits for its launcher's registration before registering itself.
+const LAUNCHER_WAIT: Duration = Duration::from_secs(2);
+
+/// How the client decides team sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// The manager decides; the client reads its slot.
+    Managed,
+    /// No manager: the program keeps its own thread count.
+    Unmanaged,
+    /// No manager: each region is sized from the system load (paper 001).
+    Llpc,
+}
+
+/// What the program tells the manager when it registers itself.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// A name for `cpumgr status` (default: the executable's name).
+    pub name: Option<String>,
+    /// Most threads the program will use: its own default team (default: the CPUs it may run on).
+    pub max: Option<u32>,
+    /// Fewest CPUs it can run on.
+    pub min: Option<u32>,
+    /// `CPUMGR_MODE` to use instead of the environment's.
+    pub mode: Option<String>,
+    /// The socket to use instead of `CPUMGR_SOCKET` or the default.
+    pub socket: Option<std::path::PathBuf>,
+}
+
+/// The managed state: the control connection and the mapped slot.
+struct Managed {
+    conn: Mutex<Conn>,
+    id: u64,
+    /// Whether this client registered the program (and so unregisters it at the end).
+    owned: bool,
+    segment: Segment,
+}
+
+enum Backend {
+    Managed(Managed),
+    Unmanaged,
+    Llpc(Mutex<Llpc>),
+}
+
+/// A program's handle on cpumgr.
+pub struct Client {
+    backend: Backend,
+    max: u32,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("mode", &self.mode()).field("max", &self.max).field("id", &self.id()).finish()
+    }
+}
+
+/// The CPUs this process may run on now.
+pub fn allowed_cpus() -> u32 {
+    nix::sched::sched_getaffinity(nix::unistd::Pid::from_raw(0))
+        .map(|set| (0..nix::sched::CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).count() as u32)
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Says something about cpumgr on the program's stderr, unless `CPUMGR_QUIET` is set.
+fn note(msg: &str) {
+    if std::env::var_os("CPUMGR_QUIET").is_none() {
+        eprintln!("cpumgr: {msg}");
+    }
+}
+
+impl Client {
+    /// Connects the program to cpumgr as `opts` and the environment say; never fails.
+    pub fn init(opts: Options) -> Client {
+        let max = opts.max.filter(|&m| m > 0).unwrap_or_else(allowed_cpus);
+        let mode = opts.mode.clone().or_else(|| std::env::var("CPUMGR_MODE").ok()).unwrap_or_default();
+        let backend = match mode.as_str() {
+            "off" => Backend::Unmanaged,
+            "llpc" => Backend::Llpc(Mutex::new(Llpc::new(allowed_cpus()))),
+            other => {
+                if !other.is_empty() && other != "auto" {
+                    note(&format!("CPUMGR_MODE={other} is not one of auto, off, llpc; using auto"));
+                }
+                match connect(&opts, max) {
+                    Ok(m) => {
+                        wait_first_allocation(&m.segment);
+                        Backend::Managed(m)
+                    }
+                    Err(why) => {
+                        note(&format!("{why}; running with the program's own {max} threads"));
+                        Backend::Unmanaged
+                    }
+                }
+            }
+        };
+        Client { backend, max }
+    }
+
+    /// Which mode the client runs in.
+    pub fn mode(&self) -> Mode {
+        match self.backend {
+            Backend::Managed(_) => Mode::Managed,
+            Backend::Unmanaged => Mode::Unmanaged,
+            Backend::Llpc(_) => Mode::Llpc,
+        }
+    }
+
+    /// The program's id in the manager, when managed.
+    pub fn id(&self) -> Option<u64> {
+        match &self.backend {
+            Backend::Managed(m) => Some(m.id),
+            _ => None,
+        }
+    }
+
+    /// The program's own default team: the most threads it uses.
+    pub fn max(&self) -> u32 {
+        self.max
+    }
+
+    fn slot(&self) -> Option<&cpumgr_proto::Slot> {
+        match &self.backend {
+            Backend::Managed(m) => Some(m.segment.slot()),
+            _ => None,
+        }
+    }
+
+    /// The team for the next parallel region, at most `cap` (an explicit `num_threads`, or the
+    /// program's own maximum when 0): the allocated CPU count when managed (at least 1: the master
+    /// always runs), the LLPC size in LLPC mode, `cap` itself when unmanaged or when the manager's
+    /// lease has run out (it is gone).
+    #[inline]
+    pub fn team(&self, cap: u32) -> u32 {
+        let cap = if cap == 0 { self.max } else { cap };
+        match &self.backend {
+            Backend::Managed(m) => {
+                let slot = m.segment.slot();
+                if slot.lease_until() <= monotonic_ns() {
+                    return cap;
+                }
+                slot.allocated_count().clamp(1, cap.max(1))
+            }
+            Backend::Unmanaged => cap,
+            Backend::Llpc(l) => l.lock().unwrap_or_else(|e| e.into_inner()).team(cap),
+        }
+    }
+
+    /// The whole allocation (CPU set, epoch, running), read consistently; `None` when unmanaged
+    /// or before the first publication.
+    pub fn allocation(&self) -> Option<Allocation> {
+        self.slot().and_then(|s| s.allocation())
+    }
+
+    /// Tells the manager a parallel region with `team` threads starts: until it ends, the program
+    /// is treated as rigid with `team` threads (never squeezed onto fewer CPUs).
+    #[inline]
+    pub fn begin_region(&self, team: u32) {
+        if let Some(s) = self.slot() {
+            s.set_phase(Phase::Parallel, team, monotonic_ns());
+        }
+    }
+
+    /// Tells the manager the region ended and the program is serial: once that lasts a quantum, it
+    /// counts as a request of one CPU until the next region.
+    #[inline]
+    pub fn end_region(&self) {
+        if let Some(s) = self.slot() {
+            s.set_phase(Phase::Serial, 1, monotonic_ns());
+        }
+    }
+
+    /// `Some(n)` when the manager asks this program, running `team` threads, to shrink to `n`
+    /// at its next safe point.
+    #[inline]
+    pub fn should_yield(&self, team: u32) -> Option<u32> {
+        self.slot().and_then(|s| s.preempt_to()).filter(|&n| n < team)
+    }
+
+    /// Sets the request: CPUs wanted now, fewest, most.
+    pub fn set_request(&self, now: u32, min: u32, max: u32) {
+        if let Some(s) = self.slot() {
+            s.set_request(now, min, max);
+        }
+    }
+
+    /// Gives every CPU back while the program has nothing to run (request 0, phase idle); a
+    /// [`Client::set_request`] or the next region takes them back.
+    pub fn idle(&self) {
+        if let Some(s) = self.slot() {
+            s.set_request(0, 0, self.max);
+            s.set_phase(Phase::Idle, 0, monotonic_ns());
+        }
+    }
+
+    /// Reports a measured speedup on `cpus` CPUs (read by `pdpa`).
+    pub fn report_speedup(&self, cpus: u32, speedup: f64) {
+        if let Some(s) = self.slot() {
+            s.report_speedup(cpus, speedup);
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        if let Backend::Managed(m) = &self.backend {
+            if m.owned {
+                let conn = m.conn.lock().unwrap_or_else(|e| e.into_inner());
+                let _ = conn.call(&Request::Unregister { id: m.id });
+            } else {
+                m.segment.slot().set_phase(Phase::Unknown, 0, monotonic_ns());
+            }
+        }
+    }
+}
+
+/// Finds this program's slot: the registration `cpumgr run` made for its process group, else a
+/// registration of its own.
+fn connect(opts: &Options, max: u32) -> Result<Managed, String> {
+    let socket = opts.socket.clone().unwrap_or_else(default_socket);
+    let conn = Conn::connect(&socket).map_err(|e| format!("no manager at {} ({e})", socket.display()))?;
+    conn.set_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+    let (id, owned, fd) = match open_own_slot(&conn) {
+        Some((id, fds)) => (id, false, first_fd(fds)?),
+        None => {
+            let name = opts.name.clone().unwrap_or_else(|| {
+                std::env::current_exe()
+                    .ok()
+                    .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                    .unwrap_or_else(|| "program".into())
+            });
+            let reg = Registration { name, now: Some(max), min: opts.min, max: Some(max), ..Default::default() };
+            match conn.call(&Request::Register(reg)) {
+                Ok((Reply::Registered { id }, fds)) => (id, true, first_fd(fds)?),
+                Ok((Reply::Error { message }, _)) => return Err(format!("the manager refused: {message}")),
+                Ok((other, _)) => return Err(format!("the manager answered {other:?}")),
+                Err(e) => return Err(e.to_string()),
+            }
+        }
+    };
+    let segment = Segment::open(fd).map_err(|e| format!("the manager's slot is unusable: {e}"))?;
+    Ok(Managed { conn: Mutex::new(conn), id, owned, segment })
+}
+
+/// The slot of the registration a launcher made for this process's group. A launched program
+/// (`CPUMGR_LAUNCHED` set by `cpumgr run` and `cpumgr launch`) may start before its launcher has
+/// registered it, so it asks again for up to [`LAUNCHER_WAIT`].
+fn open_own_slot(conn: &Conn) -> Option<(u64, Vec<OwnedFd>)> {
+    let launched = std::env::var_os("CPUMGR_LAUNCHED").is_some();
+    let deadline = Instant::now() + LAUNCHER_WAIT;
+    loop {
+        match conn.call(&Request::OpenSlot { id: None }) {
+            Ok((Reply::Slot { id }, fds)) => return Some((id, fds)),
+            Ok((Reply::Error { .. }, _)) if launched && Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            _ => return None,
+        }
+    }
+}
+
+fn first_fd(fds: Vec<OwnedFd>) -> Result<OwnedFd, String> {
+    fds.into_iter().next().ok_or_else(|| "the manager sent no slot".to_string())
+}
+
+fn wait_first_allocation(segment: &Segment) {
+    let deadline = Instant::now() + FIRST_ALLOCATION_WAIT;
+    while segment.slot().allocation().is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+/// The process's client, created on first use with default [`Options`]: what the C ABI and the
+/// OpenMP adapter share within one library.
+pub fn global() -> &'static Client {
+    static CLIENT: OnceLock<Client> = OnceLock::new();
+    CLIENT.get_or_init(|| Client::init(Options::default()))
+}

@@ -1,0 +1,24 @@
+//! `libcpumgr_omp.so`: the OpenMP adapter. Loaded into an unmodified OpenMP program with
+//! `LD_PRELOAD` (what `cpumgr run --omp` does), it makes every outermost parallel region run with
+//! the team the manager allocates, and tells the manager where the program is:
+//!
+//! - before a region: the team is `min(allocation, cap)`, where the cap is the region's explicit
+//!   `num_threads`, else the program's own default (`OMP_NUM_THREADS`, `omp_set_num_threads`, or
+//!   the CPUs it could use at start); the slot says "parallel, team T", so the manager treats the
+//!   program as rigid with T threads until the region ends;
+//! - after it: "serial, team 1", which the manager counts as a request of one CPU once it has
+//!   lasted a quantum (paper 000's ltomcatv pattern).
+//!
+//! Two runtimes, two mechanisms, one [`adapter`]:
+//! - GNU libgomp ([`gomp`]): every fork entry point the compiler calls (`GOMP_parallel`, the
+//!   `GOMP_parallel_loop_*` family, sections, reductions, the old `_start`/`_end` pair) is
+//!   interposed; the wrapper passes the allocation as `num_threads` and calls the real one.
+//! - LLVM libomp ([`ompt`]): the adapter is an OMPT tool (`ompt_start_tool`); at each region's
+//!   begin callback, before libomp sizes the team, it sets the team with `omp_set_num_threads`.
+//!
+//! Without a manager the client keeps the program's own team, so preloading the adapter changes
+//! nothing but one line on stderr.
+
+pub mod adapter;
+pub mod gomp;
+pub mod ompt;
