@@ -459,12 +459,16 @@ impl State {
         }
         let oversubscribe = self.policy.oversubscribes();
         let mut sets = std::mem::take(&mut self.sets);
+        // What the policy meant each program to have: a squeezed cooperative program runs as a
+        // gang of its current team, but is told this count, to size its next region to.
+        let entitled: Vec<u32> = decision.allocations.iter().map(|a| if a.running { a.count } else { 0 }).collect();
+        let mut squeezed = vec![false; programs.len()];
         if oversubscribe {
             sets.clear();
             sets.resize(programs.len(), self.managed.clone());
         } else {
             let teams: Vec<Option<u32>> = programs.iter().map(|p| p.threads).collect();
-            self.guard.apply(&programs, &teams, n, &mut decision);
+            squeezed = self.guard.apply(&programs, &teams, n, &mut decision);
             self.placer.place(&self.topology, &self.managed, &programs, &decision, &mut sets);
             if let Err(e) = cpumgr_core::placer::validate(&self.managed, &decision, &sets) {
                 tracing::error!("invalid placement from policy {}: {e}", self.policy_spec);
@@ -473,10 +477,11 @@ impl State {
         self.epoch += 1;
         let lease = mono + 3 * self.quantum.as_nanos() as u64;
         let mut changed = Vec::new();
-        for ((e, a), set) in self.entries.values_mut().zip(&decision.allocations).zip(&sets) {
+        for (i, ((e, a), set)) in self.entries.values_mut().zip(&decision.allocations).zip(&sets).enumerate() {
             let running = a.running && (a.count > 0 || oversubscribe);
             e.ran = e.running;
             let count = if running { a.count } else { 0 };
+            let told = if running && squeezed[i] && e.cooperative() { entitled[i].clamp(1, count) } else { count };
             if e.count != count || e.running != running || e.cpus != *set {
                 changed.push((e.id, count, set.clone(), running));
             }
@@ -484,9 +489,9 @@ impl State {
             e.count = count;
             e.cpus = set.clone();
             let slot = e.segment.slot();
-            slot.publish(self.epoch, count, running, set);
+            slot.publish(self.epoch, told, running, set);
             let team = slot.raw_team();
-            slot.set_preempt(if team > count { count } else { NO_PREEMPT });
+            slot.set_preempt(if team > told { told } else { NO_PREEMPT });
             slot.beat(mono, lease);
         }
         self.decision = decision;

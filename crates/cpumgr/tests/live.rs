@@ -1,117 +1,16 @@
 //! The live manager on real processes: busy-loop programs started by the tests, a manager on a
 //! private socket per test, and the outcome read back from `/proc` (affinity, state) and from
-//! `cpumgr status`. Every wait polls for the expected state with a generous deadline, so a noisy
-//! machine slows the tests down but does not fail them.
+//! `cpumgr status`.
+
+mod common;
 
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
+use std::path::Path;
+use std::process::{Command, Stdio};
 use cpumgr_core::CpuSet;
-use cpumgr_proto::msg::StatusReport;
+
+use common::*;
 use cpumgr_proto::{Conn, Reply, Request};
-
-const BIN: &str = env!("CARGO_BIN_EXE_cpumgr");
-const BUSY: &str = "while :; do :; done";
-const DEADLINE: Duration = Duration::from_secs(20);
-
-fn online() -> CpuSet {
-    CpuSet::parse(std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap().trim()).unwrap()
-}
-
-/// A manager (`cpumgr daemon`) on a private socket, stopped with SIGTERM when dropped.
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    _dir: tempfile::TempDir,
-    runs: Vec<Child>,
-}
-
-impl Daemon {
-    fn start(policy: &str) -> Daemon {
-        let dir = tempfile::tempdir().unwrap();
-        let socket = dir.path().join("cpumgr.sock");
-        let child = Command::new(BIN)
-            .args(["daemon", "--policy", policy, "--quantum", "50ms", "--cpus", "0-1"])
-            .env("CPUMGR_SOCKET", &socket)
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let d = Daemon { child, socket, _dir: dir, runs: Vec::new() };
-        wait_for("the manager to answer", || Conn::connect(&d.socket).is_ok());
-        d
-    }
-
-    fn cpumgr(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(BIN);
-        c.args(args).env("CPUMGR_SOCKET", &self.socket).stderr(Stdio::null());
-        c
-    }
-
-    /// Starts `cpumgr run --name NAME -- sh -c SCRIPT` and returns the program's pid.
-    fn run(&mut self, name: &str, script: &str) -> i32 {
-        let child = self.cpumgr(&["run", "--name", name, "--", "sh", "-c", script]).spawn().unwrap();
-        self.runs.push(child);
-        let mut pid = 0;
-        wait_for(&format!("{name} to register"), || {
-            pid = self.status().programs.iter().find(|p| p.name == name).map_or(0, |p| p.pid);
-            pid != 0
-        });
-        pid
-    }
-
-    fn status(&self) -> StatusReport {
-        match Conn::connect(&self.socket).unwrap().call(&Request::Status).unwrap().0 {
-            Reply::Status(s) => s,
-            r => panic!("{r:?}"),
-        }
-    }
-
-    fn call(&self, req: Request) -> Reply {
-        Conn::connect(&self.socket).unwrap().call(&req).unwrap().0
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::SIGTERM);
-        let _ = self.child.wait();
-        for r in &mut self.runs {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(r.id() as i32), nix::sys::signal::SIGTERM);
-            let _ = r.wait();
-        }
-    }
-}
-
-fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
-    let end = Instant::now() + DEADLINE;
-    while !ok() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn status_field(pid: i32, field: &str) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    text.lines().find_map(|l| l.strip_prefix(field)).map(|v| v.trim_start_matches(':').trim().to_string())
-}
-
-fn allowed(pid: i32) -> Option<CpuSet> {
-    CpuSet::parse(&status_field(pid, "Cpus_allowed_list")?).ok()
-}
-
-fn stopped(pid: i32) -> bool {
-    status_field(pid, "State").is_some_and(|s| s.starts_with('T'))
-}
-
-fn gone(pid: i32) -> bool {
-    match status_field(pid, "State") {
-        Some(s) => s.starts_with('Z'),
-        None => true,
-    }
-}
-
 #[test]
 fn equipartition_gives_two_programs_one_cpu_each() {
     let mut d = Daemon::start("equipartition");

@@ -1,0 +1,113 @@
+//! What the real-process tests share: a manager on a private socket, `cpumgr` commands aimed at
+//! it, polling waits with a generous deadline, and `/proc` readers. Every wait polls for the
+//! expected state, so a noisy machine slows the tests down but does not fail them.
+#![allow(dead_code)] // each test file uses its own part of these helpers
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use cpumgr_core::CpuSet;
+use cpumgr_proto::msg::StatusReport;
+use cpumgr_proto::{Conn, Reply, Request};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_cpumgr");
+pub const BUSY: &str = "while :; do :; done";
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+pub fn online() -> CpuSet {
+    CpuSet::parse(std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap().trim()).unwrap()
+}
+
+/// A manager (`cpumgr daemon`) on a private socket, stopped with SIGTERM when dropped.
+pub struct Daemon {
+    pub child: Child,
+    pub socket: PathBuf,
+    _dir: tempfile::TempDir,
+    pub runs: Vec<Child>,
+}
+
+impl Daemon {
+    pub fn start(policy: &str) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("cpumgr.sock");
+        let child = Command::new(BIN)
+            .args(["daemon", "--policy", policy, "--quantum", "50ms", "--cpus", "0-1"])
+            .env("CPUMGR_SOCKET", &socket)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let d = Daemon { child, socket, _dir: dir, runs: Vec::new() };
+        wait_for("the manager to answer", || Conn::connect(&d.socket).is_ok());
+        d
+    }
+
+    pub fn cpumgr(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(BIN);
+        c.args(args).env("CPUMGR_SOCKET", &self.socket).stderr(Stdio::null());
+        c
+    }
+
+    /// Starts `cpumgr run --name NAME -- sh -c SCRIPT` and returns the program's pid.
+    pub fn run(&mut self, name: &str, script: &str) -> i32 {
+        let child = self.cpumgr(&["run", "--name", name, "--", "sh", "-c", script]).spawn().unwrap();
+        self.runs.push(child);
+        let mut pid = 0;
+        wait_for(&format!("{name} to register"), || {
+            pid = self.status().programs.iter().find(|p| p.name == name).map_or(0, |p| p.pid);
+            pid != 0
+        });
+        pid
+    }
+
+    pub fn status(&self) -> StatusReport {
+        match Conn::connect(&self.socket).unwrap().call(&Request::Status).unwrap().0 {
+            Reply::Status(s) => s,
+            r => panic!("{r:?}"),
+        }
+    }
+
+    pub fn call(&self, req: Request) -> Reply {
+        Conn::connect(&self.socket).unwrap().call(&req).unwrap().0
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::SIGTERM);
+        let _ = self.child.wait();
+        for r in &mut self.runs {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(r.id() as i32), nix::sys::signal::SIGTERM);
+            let _ = r.wait();
+        }
+    }
+}
+
+pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let end = Instant::now() + DEADLINE;
+    while !ok() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub fn status_field(pid: i32, field: &str) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    text.lines().find_map(|l| l.strip_prefix(field)).map(|v| v.trim_start_matches(':').trim().to_string())
+}
+
+pub fn allowed(pid: i32) -> Option<CpuSet> {
+    CpuSet::parse(&status_field(pid, "Cpus_allowed_list")?).ok()
+}
+
+pub fn stopped(pid: i32) -> bool {
+    status_field(pid, "State").is_some_and(|s| s.starts_with('T'))
+}
+
+pub fn gone(pid: i32) -> bool {
+    match status_field(pid, "State") {
+        Some(s) => s.starts_with('Z'),
+        None => true,
+    }
+}
+

@@ -1,0 +1,175 @@
+//! The OpenMP adapter on unmodified OpenMP binaries (the project's kernels, built with gcc +
+//! libgomp and with clang + LLVM libomp): every region's team, as the kernel itself logs it from
+//! `omp_get_num_threads()`, equals the allocation, and follows a policy change mid-run.
+//!
+//! Needs `libcpumgr_omp.so` next to the `cpumgr` binary: the README's test command builds the
+//! whole workspace first.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use common::*;
+
+/// The kernels built once per compiler for this test binary.
+fn kernels(cc: &str) -> PathBuf {
+    static DIRS: OnceLock<std::sync::Mutex<Vec<(String, tempfile::TempDir)>>> = OnceLock::new();
+    let dirs = DIRS.get_or_init(Default::default);
+    let mut dirs = dirs.lock().unwrap();
+    if let Some((_, d)) = dirs.iter().find(|(c, _)| c == cc) {
+        return d.path().to_path_buf();
+    }
+    let d = tempfile::tempdir().unwrap();
+    cpumgr_kernels::build(d.path(), cc).unwrap_or_else(|e| panic!("building the kernels with {cc}: {e}"));
+    let p = d.path().to_path_buf();
+    dirs.push((cc.to_string(), d));
+    p
+}
+
+fn adapter_is_built() {
+    let lib = Path::new(BIN).with_file_name("libcpumgr_omp.so");
+    assert!(lib.is_file(), "{} is missing: run `cargo build --workspace` before the tests", lib.display());
+}
+
+/// The team of every region logged so far in `log`.
+fn teams(log: &Path) -> Vec<u32> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("region "))
+        .filter_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix("threads=")).and_then(|t| t.parse().ok()))
+        .collect()
+}
+
+/// Starts a long stencil (far longer than the test needs; it is ended by the daemon's drop) under
+/// `cpumgr run`, its region log in `log`.
+fn long_stencil(d: &mut Daemon, dir: &Path, name: &str, log: &Path, extra: &[&str]) {
+    let stencil = dir.join("stencil");
+    let mut args = vec!["run", "--name", name];
+    args.extend_from_slice(extra);
+    args.extend(["--", stencil.to_str().unwrap(), "-n", "64", "-iters", "10000000", "-regions", "1000000"]);
+    let child = Command::new(BIN)
+        .args(&args)
+        .env("CPUMGR_SOCKET", &d.socket)
+        .env("CPUMGR_KERNEL_LOG", "1")
+        .env("OMP_NUM_THREADS", "2")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    d.runs.push(child);
+}
+
+/// Waits until the regions logged after the first `from` all have team `team`, at least three.
+fn wait_teams(log: &Path, from: usize, team: u32, what: &str) -> usize {
+    let mut seen = 0;
+    wait_for(what, || {
+        let t = teams(log);
+        seen = t.len();
+        // Regions already forked when the allocation changed may keep the old team.
+        t.len() > from + 3 && t[t.len() - 3..].iter().all(|&x| x == team)
+    });
+    seen
+}
+
+fn follows_a_policy_change(cc: &str) {
+    adapter_is_built();
+    let dir = kernels(cc);
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("stencil.err");
+    let mut d = Daemon::start("equipartition");
+    long_stencil(&mut d, &dir, "stencil", &log, &[]);
+    // Alone under equipartition: both CPUs, so teams of 2.
+    let n = wait_teams(&log, 0, 2, "teams of 2 when alone");
+    assert!(d.cpumgr(&["policy", "set", "static:parts=2"]).status().unwrap().success());
+    let n = wait_teams(&log, n, 1, "teams of 1 in one of two processor sets");
+    assert!(d.cpumgr(&["policy", "set", "equipartition"]).status().unwrap().success());
+    wait_teams(&log, n, 2, "teams of 2 again");
+    assert!(teams(&log).iter().all(|&t| (1..=2).contains(&t)));
+}
+
+#[test]
+fn gcc_libgomp_regions_follow_a_policy_change() {
+    follows_a_policy_change("gcc");
+}
+
+#[test]
+fn clang_libomp_regions_follow_a_policy_change() {
+    follows_a_policy_change("clang");
+}
+
+#[test]
+fn two_programs_each_run_teams_of_their_one_cpu() {
+    adapter_is_built();
+    let dir = kernels("gcc");
+    let tmp = tempfile::tempdir().unwrap();
+    let (la, lb) = (tmp.path().join("a.err"), tmp.path().join("b.err"));
+    let mut d = Daemon::start("equipartition");
+    long_stencil(&mut d, &dir, "a", &la, &[]);
+    wait_teams(&la, 0, 2, "a alone to run teams of 2");
+    long_stencil(&mut d, &dir, "b", &lb, &[]);
+    let n = wait_teams(&la, 0, 1, "a to shrink to 1 when b arrives");
+    wait_teams(&lb, 0, 1, "b to run teams of 1");
+    // The manager sees the team each one reports (cooperative), so nobody is squeezed.
+    let s = d.status();
+    assert!(s.programs.iter().all(|p| p.count == 1), "{s:?}");
+    assert!(teams(&la)[n..].iter().all(|&t| t == 1));
+}
+
+#[test]
+fn without_a_manager_the_adapter_keeps_the_programs_own_team() {
+    adapter_is_built();
+    let dir = kernels("gcc");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(dir.join("stencil"))
+        .args(["-n", "32", "-iters", "40", "-regions", "4"])
+        .env("LD_PRELOAD", Path::new(BIN).with_file_name("libcpumgr_omp.so"))
+        .env("CPUMGR_SOCKET", tmp.path().join("nobody.sock"))
+        .env("CPUMGR_KERNEL_LOG", "1")
+        .env("OMP_NUM_THREADS", "3")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches("cpumgr: no manager").count(), 1, "said once: {err}");
+    let t: Vec<&str> = err.lines().filter(|l| l.starts_with("region ")).collect();
+    assert_eq!(t.len(), 4);
+    assert!(t.iter().all(|l| l.contains("threads=3")), "{err}");
+}
+
+#[test]
+fn an_explicit_team_request_caps_the_allocation() {
+    adapter_is_built();
+    let dir = kernels("gcc");
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("epd.err");
+    let _d = {
+        let d = Daemon::start("equipartition");
+        // epd asks omp_set_num_threads(2, 4, 4, 2) phase by phase; the allocation is 2 CPUs.
+        let st = Command::new(BIN)
+            .args(["run", "--", dir.join("epd").to_str().unwrap(), "-n", "20000", "-max", "4", "-cycles", "2"])
+            .env("CPUMGR_SOCKET", &d.socket)
+            .env("CPUMGR_KERNEL_LOG", "1")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        d
+    };
+    let text = std::fs::read_to_string(&log).unwrap();
+    let regions: Vec<(u32, u32)> = text
+        .lines()
+        .filter(|l| l.starts_with("region "))
+        .map(|l| {
+            let get = |k: &str| l.split_whitespace().find_map(|f| f.strip_prefix(k)).unwrap().parse::<u32>().unwrap();
+            (get("threads="), get("request="))
+        })
+        .collect();
+    assert_eq!(regions.len(), 8, "{text}");
+    for (threads, request) in regions {
+        assert_eq!(threads, request.min(2), "{text}");
+    }
+}
