@@ -6,8 +6,12 @@
 //!   kernel's own timed part (`seconds=`), the two thread counts alternating run by run.
 //! - `contention`: for stencil and pipeline at test size, the makespan of two copies started
 //!   together, (a) 2 threads each with libgomp defaults, (b) 1 thread each pinned by taskset to
-//!   CPUs 0 and 1, (c) 2 threads each with OMP_WAIT_POLICY=passive; the three alternate, and a
-//!   run still going after 60 s is killed and reported as a lower bound (">=").
+//!   CPUs 0 and 1, (c) 2 threads each with OMP_WAIT_POLICY=passive, (d) 2 threads each under
+//!   `cpumgr run --omp` (one embedded manager, equipartition, the OpenMP adapter preloaded); the
+//!   four alternate, and a run still going after 60 s is killed and reported as a lower bound
+//!   (">="). (d) needs a release build of the manager and the adapter
+//!   (`cargo build --release -p cpumgr -p cpumgr-omp`, or `CPUMGR_BIN=path/to/cpumgr`); without
+//!   it, (d) is skipped with a note. The ratios against (d) are printed under each kernel.
 //!
 //! Timings vary with what else runs on the machine: compare figures from one run only.
 
@@ -103,16 +107,40 @@ struct Setup {
     threads: usize,
     pin: bool,
     passive: bool,
+    managed: bool,
 }
 
-const SETUPS: [Setup; 3] = [
-    Setup { name: "2 copies x 2 threads, libgomp defaults", threads: 2, pin: false, passive: false },
-    Setup { name: "2 copies x 1 thread, taskset CPU 0 / 1", threads: 1, pin: true, passive: false },
-    Setup { name: "2 copies x 2 threads, OMP_WAIT_POLICY=passive", threads: 2, pin: false, passive: true },
+const SETUPS: [Setup; 4] = [
+    Setup { name: "2 copies x 2 threads, libgomp defaults", threads: 2, pin: false, passive: false, managed: false },
+    Setup { name: "2 copies x 1 thread, taskset CPU 0 / 1", threads: 1, pin: true, passive: false, managed: false },
+    Setup { name: "2 copies x 2 threads, OMP_WAIT_POLICY=passive", threads: 2, pin: false, passive: true, managed: false },
+    Setup { name: "2 copies x 2 threads, cpumgr run --omp", threads: 2, pin: false, passive: false, managed: true },
 ];
 
+/// The manager binary for the managed setup: `$CPUMGR_BIN`, else the workspace's release build.
+fn cpumgr_bin() -> Option<std::path::PathBuf> {
+    let p = std::env::var_os("CPUMGR_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/cpumgr"));
+    (p.is_file() && p.with_file_name("libcpumgr_omp.so").is_file()).then_some(p)
+}
+
+/// `cmd` run by `cpumgr run --omp` with a manager shared through `socket`.
+fn managed(cmd: &Command, cpumgr: &Path, socket: &Path) -> Command {
+    let mut c = Command::new(cpumgr);
+    c.args(["run", "--omp", "--"]).arg(cmd.get_program()).args(cmd.get_args()).env("CPUMGR_SOCKET", socket);
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => c.env(k, v),
+            None => c.env_remove(k),
+        };
+    }
+    c
+}
+
 /// Starts two copies as `setup` says and returns the makespan, and whether it hit the timeout.
-fn pair(kernel: &Kernel, bin: &Path, setup: &Setup) -> (f64, bool) {
+fn pair(kernel: &Kernel, bin: &Path, setup: &Setup, cpumgr: Option<&Path>) -> (f64, bool) {
+    let socket = std::env::temp_dir().join(format!("cpumgr-bench-{}.sock", std::process::id()));
     let start = Instant::now();
     let mut children: Vec<Child> = (0..2)
         .map(|copy| {
@@ -126,6 +154,9 @@ fn pair(kernel: &Kernel, bin: &Path, setup: &Setup) -> (f64, bool) {
             };
             if setup.passive {
                 cmd.env("OMP_WAIT_POLICY", "passive");
+            }
+            if let (true, Some(cpumgr)) = (setup.managed, cpumgr) {
+                cmd = managed(&cmd, cpumgr, &socket);
             }
             cmd.stdout(Stdio::null())
                 .spawn()
@@ -162,19 +193,30 @@ fn pair(kernel: &Kernel, bin: &Path, setup: &Setup) -> (f64, bool) {
 
 fn contention(bin: &Path, reps: usize) {
     println!("\n## two copies at once, test size: makespan, seconds (median [min-max]; >= hit the {}s cap)", TIMEOUT.as_secs());
+    let cpumgr = cpumgr_bin();
+    if cpumgr.is_none() {
+        println!("(no release cpumgr + libcpumgr_omp.so: `cpumgr run --omp` skipped; cargo build --release -p cpumgr -p cpumgr-omp)");
+    }
+    let setups: Vec<&Setup> = SETUPS.iter().filter(|s| !s.managed || cpumgr.is_some()).collect();
     for name in ["stencil", "pipeline"] {
         let kernel = find(name).expect("in the catalog");
-        let mut times: Vec<Vec<f64>> = vec![Vec::new(); SETUPS.len()];
-        let mut capped = vec![false; SETUPS.len()];
+        let mut times: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
+        let mut capped = vec![false; setups.len()];
         for _ in 0..reps {
-            for (i, setup) in SETUPS.iter().enumerate() {
-                let (t, hit) = pair(kernel, bin, setup);
+            for (i, setup) in setups.iter().enumerate() {
+                let (t, hit) = pair(kernel, bin, setup, cpumgr.as_deref());
                 times[i].push(t);
                 capped[i] |= hit;
             }
         }
-        for (i, setup) in SETUPS.iter().enumerate() {
+        for (i, setup) in setups.iter().enumerate() {
             println!("{:<9} {:<48} {:>28}", name, setup.name, figure(&times[i], capped[i]));
+        }
+        if let Some(m) = setups.iter().position(|s| s.managed) {
+            let ours = median(&times[m]);
+            for (i, setup) in setups.iter().enumerate().filter(|(i, _)| *i != m) {
+                println!("{:<9}   {:<46} {:>9.2}x cpumgr's", "", setup.name, median(&times[i]) / ours);
+            }
         }
     }
 }
