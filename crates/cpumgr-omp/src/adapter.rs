@@ -74,16 +74,23 @@ fn tracks() -> bool {
     client().mode() != Mode::Unmanaged && level() == 0
 }
 
-/// A region starts with `requested` threads asked by the program (0: its default). Returns the
-/// team to pass to the runtime — `requested` unchanged when the region is nested or the client
-/// is unmanaged — and whether the region is tracked (so its end must be told).
+/// A region starts with `requested` threads asked by the program's `num_threads` clause (0: no
+/// clause). Returns the team to pass to the runtime and whether the region is tracked (so its
+/// end must be told).
+///
+/// Only a region without a clause follows the allocation (capped by the program's default
+/// team); a clause is the program naming its team, which code may depend on (a hand-written
+/// barrier for exactly that many threads), so it is kept and reported as it is, as libomp does
+/// by itself (see [`crate::ompt`]). Nested regions and unmanaged clients are left alone.
 #[inline]
 pub fn begin(requested: u32) -> (u32, bool) {
+    if requested > 0 {
+        return (requested, begin_fixed(requested));
+    }
     if !tracks() {
         return (requested, false);
     }
-    let cap = if requested > 0 { requested } else { default_team() };
-    let team = client().team(cap);
+    let team = client().team(default_team());
     report(team);
     (team, true)
 }

@@ -2,9 +2,9 @@
 //! `LD_PRELOAD` (what `cpumgr run --omp` does), it makes every outermost parallel region run with
 //! the team the manager allocates, and tells the manager where the program is:
 //!
-//! - before a region: the team is `min(allocation, cap)`, where the cap is the region's explicit
-//!   `num_threads`, else the program's own default (`OMP_NUM_THREADS`, `omp_set_num_threads`, or
-//!   the CPUs it could use at start); the slot says "parallel, team T", so the manager treats the
+//! - before a region without a `num_threads` clause: the team is `min(allocation, cap)`, where
+//!   the cap is the program's own default (`OMP_NUM_THREADS`, `omp_set_num_threads`, or the CPUs
+//!   it could use at start); a clause is kept as the program wrote it; the slot says "parallel, team T", so the manager treats the
 //!   program as rigid with T threads until the region ends;
 //! - after it: "serial, team 1", which the manager counts as a request of one CPU once it has
 //!   lasted a quantum (paper 000's ltomcatv pattern).

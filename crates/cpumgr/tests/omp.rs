@@ -173,3 +173,36 @@ fn an_explicit_team_request_caps_the_allocation() {
         assert_eq!(threads, request.min(2), "{text}");
     }
 }
+
+/// `rigid` opens its region with `num_threads(2)` and fails unless it gets exactly that team;
+/// squeezed beside a malleable stencil, the adapter keeps the clause and the manager runs the
+/// rigid program as a gang instead.
+fn an_explicit_num_threads_clause_is_kept(cc: &str) {
+    adapter_is_built();
+    let dir = kernels(cc);
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("stencil.err");
+    let mut d = Daemon::start("equipartition");
+    long_stencil(&mut d, &dir, "stencil", &log, &[]);
+    wait_teams(&log, 0, 2, "the stencil alone to run teams of 2");
+    let out = d
+        .cpumgr(&["run", "--name", "rigid", "--", dir.join("rigid").to_str().unwrap(), "-threads", "2", "-n", "4096", "-iters", "200"])
+        .env("CPUMGR_KERNEL_LOG", "1")
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "rigid got another team than its clause: {err}");
+    let teams: Vec<&str> = err.lines().filter(|l| l.starts_with("region ")).collect();
+    assert!(!teams.is_empty() && teams.iter().all(|l| l.contains("threads=2")), "{err}");
+}
+
+#[test]
+fn gcc_libgomp_keeps_an_explicit_num_threads_clause() {
+    an_explicit_num_threads_clause_is_kept("gcc");
+}
+
+#[test]
+fn clang_libomp_keeps_an_explicit_num_threads_clause() {
+    an_explicit_num_threads_clause_is_kept("clang");
+}
