@@ -89,6 +89,74 @@ fn bad_programs_files_exit_2_naming_line_and_field() {
 }
 
 #[test]
+fn a_bad_policy_parameter_exits_2_naming_the_key_and_range() {
+    let programs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/programs.toml");
+    let o = cpumgr(&["decide", "--topology", "4", "--policy", "pdpa:base=0", "--programs", programs.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("base") && e.contains("1..=4096"), "{e}");
+    let o = cpumgr(&["decide", "--topology", "4", "--policy", "pdpa:bass=4", "--programs", programs.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("bass") && e.contains("base, step, min_eff, tests"), "{e}");
+}
+
+#[test]
+fn a_bad_cpu_list_exits_2_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("cpumgr.sock");
+    // The daemon checks its settings before it starts anything; a list that parsed by mistake
+    // would start a manager, so the child is killed rather than waited on forever.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cpumgr"))
+        .args(["daemon", "--cpus", "3-1", "--socket", socket.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    if child.try_wait().unwrap().is_none() {
+        child.kill().unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let e = stderr(&o);
+    assert!(e.contains("--cpus 3-1") && e.contains("backwards"), "{e}");
+}
+
+#[test]
+fn policies_lists_every_policy_with_parameters_and_defaults() {
+    let o = cpumgr(&["policies", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let listed = v["policies"].as_array().unwrap();
+    let names: Vec<&str> = listed.iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let catalog: Vec<&str> = cpumgr_core::policies::CATALOG.iter().map(|i| i.name).collect();
+    assert_eq!(names, catalog);
+    for (p, info) in listed.iter().zip(cpumgr_core::policies::CATALOG) {
+        assert!(p["paper"].is_string() && p["summary"].is_string(), "{p}");
+        let params = p["params"].as_array().unwrap();
+        assert_eq!(params.len(), info.params.len(), "{}", info.name);
+        for (q, spec) in params.iter().zip(info.params) {
+            assert_eq!(q["key"], spec.key);
+            assert!(!q["default"].is_null() && q["help"].is_string(), "{}: {q}", info.name);
+        }
+    }
+    let pdpa = listed.iter().find(|p| p["name"] == "pdpa").unwrap();
+    let base = pdpa["params"].as_array().unwrap().iter().find(|q| q["key"] == "base").unwrap();
+    assert_eq!((base["default"].as_i64(), base["min"].as_i64(), base["max"].as_i64()), (Some(4), Some(1), Some(4096)));
+
+    let o = cpumgr(&["policies"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    for info in cpumgr_core::policies::CATALOG {
+        assert!(text.lines().any(|l| l.starts_with(info.name) && l.contains(info.paper)), "{} missing:\n{text}", info.name);
+    }
+    assert!(text.contains("base=4") && text.contains("min_eff=0.7") && text.contains("1..=4096"), "{text}");
+}
+
+#[test]
 fn decide_prints_the_documented_json() {
     let programs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/programs.toml");
     let o = cpumgr(&["decide", "--topology", "8", "--policy", "equipartition:redistribute=true", "--quanta", "2", "--json", "--programs", programs.to_str().unwrap()]);

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 use super::equipartition::water_fill;
 use super::{reserve_rigid, PolicyInfo};
-use crate::params::{ParamKind, ParamSpec};
+use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 use crate::policy::{Decision, Policy, View};
 use crate::program::ProgramId;
 
@@ -34,15 +34,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
         ParamSpec { key: "min_eff", help: "efficiency (speedup / CPUs) a program must keep", kind: ParamKind::Float { default: 0.7, min: 0.0, max: 1.0 } },
         ParamSpec { key: "tests", help: "probes with two more CPUs when CPUs are free", kind: ParamKind::Int { default: 3, min: 0, max: 100 } },
     ],
-    build: |p| {
-        Ok(Box::new(Pdpa {
-            base: p.u32("base")?,
-            step: p.u32("step")?,
-            min_eff: p.float("min_eff")?,
-            tests: p.u32("tests")?,
-            programs: HashMap::new(),
-        }))
-    },
+    build: |p| Ok(Box::new(Pdpa::new(p)?)),
 };
 
 /// A program's place in the search (Figure 1).
@@ -86,6 +78,18 @@ pub struct Pdpa {
 }
 
 impl Pdpa {
+    /// Builds the policy from its checked parameters (the catalog's `build`; the property tests
+    /// use it to keep the concrete type and ask for each program's state).
+    pub fn new(p: &Params) -> Result<Pdpa, ParamError> {
+        Ok(Pdpa {
+            base: p.u32("base")?,
+            step: p.u32("step")?,
+            min_eff: p.float("min_eff")?,
+            tests: p.u32("tests")?,
+            programs: HashMap::new(),
+        })
+    }
+
     /// The state of a program's search, if it has one.
     pub fn state(&self, id: ProgramId) -> Option<State> {
         self.programs.get(&id).map(|s| s.state)
@@ -221,6 +225,21 @@ mod tests {
         assert_eq!(&states[..4], &[State::NoRef, State::Inc, State::Inc, State::Stable]);
         assert_eq!(states[4], State::Test, "stable at 6 with 10 CPUs free: probe 8");
         assert_eq!(states[10], State::Stable);
+    }
+
+    #[test]
+    fn the_probe_may_exceed_the_request() {
+        // Figure 1: P_STABLE goes to P_TEST with `alloc = current + 2` whenever processors are
+        // free; the paper puts no request bound on the probe (it asks whether the program can
+        // use more than it settled on). A program requesting 6 that scales perfectly settles at
+        // its request, then is probed at 8 on a 16-CPU machine; outside P_TEST it is held to 6.
+        let r = drive(16, 6, |c| c as f64 * 0.9, 8);
+        let counts: Vec<u32> = r.iter().map(|x| x.0).collect();
+        // Each probe at 8 is efficient, but outside P_TEST the request bounds it again; the next probe
+        // follows one quantum later, up to `tests` (3) probes.
+        assert_eq!(counts, vec![4, 6, 6, 6, 8, 6, 8, 6]);
+        assert_eq!(r[4].1, State::Test, "the probe above the request is P_TEST's");
+        assert!(r.iter().all(|&(c, s)| c <= 6 || s == State::Test), "{r:?}");
     }
 
     #[test]
