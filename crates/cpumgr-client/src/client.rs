@@ -16,7 +16,7 @@ use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use cpumgr_proto::slot::{monotonic_ns, Allocation, Phase};
-use cpumgr_proto::transport::default_socket;
+use cpumgr_proto::transport::{default_socket, TransportError};
 use cpumgr_proto::{Conn, Registration, Reply, Request, Segment};
 
 use crate::llpc::Llpc;
@@ -232,7 +232,7 @@ impl Drop for Client {
         if let Backend::Managed(m) = &self.backend {
             if m.owned {
                 let conn = m.conn.lock().unwrap_or_else(|e| e.into_inner());
-                let _ = conn.call(&Request::Unregister { id: m.id });
+                let _ = call(&conn, &Request::Unregister { id: m.id });
             } else {
                 m.segment.slot().set_phase(Phase::Unknown, 0, monotonic_ns());
             }
@@ -256,7 +256,7 @@ fn connect(opts: &Options, max: u32) -> Result<Managed, String> {
                     .unwrap_or_else(|| "program".into())
             });
             let reg = Registration { name, now: Some(max), min: opts.min, max: Some(max), ..Default::default() };
-            match conn.call(&Request::Register(reg)) {
+            match call(&conn, &Request::Register(reg)) {
                 Ok((Reply::Registered { id }, fds)) => (id, true, first_fd(fds)?),
                 Ok((Reply::Error { message }, _)) => return Err(format!("the manager refused: {message}")),
                 Ok((other, _)) => return Err(format!("the manager answered {other:?}")),
@@ -275,7 +275,7 @@ fn open_own_slot(conn: &Conn) -> Option<(u64, Vec<OwnedFd>)> {
     let launched = std::env::var_os("CPUMGR_LAUNCHED").is_some();
     let deadline = Instant::now() + LAUNCHER_WAIT;
     loop {
-        match conn.call(&Request::OpenSlot { id: None }) {
+        match call(conn, &Request::OpenSlot { id: None }) {
             Ok((Reply::Slot { id }, fds)) => return Some((id, fds)),
             Ok((Reply::Error { .. }, _)) if launched && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(5))
@@ -283,6 +283,27 @@ fn open_own_slot(conn: &Conn) -> Option<(u64, Vec<OwnedFd>)> {
             _ => return None,
         }
     }
+}
+
+/// Most times [`call`] waits again for a reply after a signal interrupted the wait.
+const INTERRUPTED_RETRIES: u32 = 100;
+
+/// Sends `req` and waits for its reply, waiting again when a signal interrupts the wait: the
+/// manager may stop and continue the program (`SIGSTOP`/`SIGCONT`) at any time, which makes a
+/// receive with a timeout fail with `EINTR` while the reply is still on its way. Giving up then
+/// would leave that reply to be read as the answer to the next request.
+fn call(conn: &Conn, req: &Request) -> Result<(Reply, Vec<OwnedFd>), TransportError> {
+    conn.send(&cpumgr_proto::msg::encode(req)?, &[])?;
+    let mut tries = 0;
+    let received = loop {
+        match conn.recv() {
+            Err(TransportError::Io(e)) if e.kind() == std::io::ErrorKind::Interrupted && tries < INTERRUPTED_RETRIES => {
+                tries += 1
+            }
+            other => break other?,
+        }
+    };
+    Ok((cpumgr_proto::msg::decode(&received.bytes)?, received.fds))
 }
 
 fn first_fd(fds: Vec<OwnedFd>) -> Result<OwnedFd, String> {
