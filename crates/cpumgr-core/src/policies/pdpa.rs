@@ -77,6 +77,20 @@ pub struct Pdpa {
     programs: HashMap<ProgramId, Search>,
 }
 
+impl Search {
+    /// The CPUs the search gives now to a program that wants `cap`: its allocation held to the
+    /// request, except a P_TEST probe. The search keeps its allocation when the request drops
+    /// for a while (ltomcatv's 1-CPU I/O phase), so a settled program returns to its stable size
+    /// instead of searching again (paper 000 §6.4: allocations stay put in P_STABLE).
+    fn given(&self, cap: u32) -> u32 {
+        if self.state == State::Test {
+            self.alloc
+        } else {
+            self.alloc.min(cap).max(1)
+        }
+    }
+}
+
 impl Pdpa {
     /// Builds the policy from its checked parameters (the catalog's `build`; the property tests
     /// use it to keep the concrete type and ask for each program's state).
@@ -129,7 +143,7 @@ impl Policy for Pdpa {
         let mut desired = Vec::with_capacity(open.len());
         for &i in &open {
             let p = &view.programs[i];
-            let (base, tests) = (self.base.min(p.wants()).max(1), self.tests);
+            let (base, tests) = (self.base.max(1), self.tests);
             let mut s = self.programs.remove(&p.id).unwrap_or(Search {
                 state: State::NoRef,
                 alloc: base,
@@ -139,16 +153,15 @@ impl Policy for Pdpa {
                 awaiting: true,
                 rest: false,
             });
-            if let Some(r) = p.speedup.filter(|r| s.awaiting && r.cpus == s.alloc && r.speedup.is_finite() && r.speedup > 0.0) {
+            let cap = p.wants();
+            if let Some(r) = p.speedup.filter(|r| s.awaiting && r.cpus == s.given(cap) && r.speedup.is_finite() && r.speedup > 0.0) {
                 let before = s.state;
                 self.advance(&mut s, r.cpus, r.speedup);
-                s.awaiting = s.alloc != r.cpus || s.state != before;
+                // Still searching, moved, or just settled: the next report counts too.
+                s.awaiting = s.state != State::Stable || s.given(cap) != r.cpus || s.state != before;
                 s.rest = s.state == State::Stable && before != State::Stable;
             }
-            if s.state != State::Test {
-                s.alloc = s.alloc.min(p.wants()).max(1);
-            }
-            desired.push(s.alloc.min(view.cpus));
+            desired.push(s.given(cap).min(view.cpus));
             self.programs.insert(p.id, s);
         }
         let total: u64 = desired.iter().map(|&d| d as u64).sum();
@@ -160,9 +173,9 @@ impl Policy for Pdpa {
                 if s.state == State::Stable && !s.rest && s.tests_left > 0 && free >= 2 {
                     s.state = State::Test;
                     s.tests_left -= 1;
-                    s.alloc += 2;
-                    s.awaiting = true;
                     desired[k] += 2;
+                    s.alloc = desired[k];
+                    s.awaiting = true;
                     free -= 2;
                 }
             }
@@ -240,6 +253,49 @@ mod tests {
         assert_eq!(counts, vec![4, 6, 6, 6, 8, 6, 8, 6]);
         assert_eq!(r[4].1, State::Test, "the probe above the request is P_TEST's");
         assert!(r.iter().all(|&(c, s)| c <= 6 || s == State::Test), "{r:?}");
+    }
+
+    #[test]
+    fn a_settled_program_returns_to_its_size_after_an_io_phase() {
+        // ltomcatv (paper 000 §6.4): 1 CPU for an I/O phase, then 32 again. Once stable, the
+        // program gets its stable size back as soon as it asks for 32 again, without a new search.
+        let t = Topology::flat(64);
+        let mut pdpa = Pdpa { base: 4, step: 2, min_eff: 0.7, tests: 0, programs: HashMap::new() };
+        let mut progs = vec![Program::new(1, "ltomcatv", 32)];
+        let curve = |c: u32| if c <= 8 { c as f64 * 0.9 } else { 6.5 };
+        let mut d = Decision::default();
+        let mut counts = Vec::new();
+        for q in 0..12 {
+            let request = if (6..8).contains(&q) { 1 } else { 32 };
+            progs[0].request = crate::program::Request { now: request, min: 1, max: 32 };
+            let view = View { now: q, quantum: 1, topology: &t, cpus: 64, programs: &progs };
+            d.reset(1);
+            pdpa.decide(&view, &mut d);
+            let count = d.allocations[0].count;
+            counts.push(count);
+            progs[0].speedup = (request > 1).then_some(SpeedupReport { cpus: count, speedup: curve(count) });
+        }
+        // 4 → 6 → 8 → 10 (inefficient) → stable at 8; I/O at 1; back at 8 at once.
+        assert_eq!(counts, vec![4, 6, 8, 10, 8, 8, 1, 1, 8, 8, 8, 8]);
+        assert_eq!(pdpa.state(ProgramId(1)), Some(State::Stable));
+    }
+
+    #[test]
+    fn a_search_capped_by_the_request_settles() {
+        // step 2 from 5 overshoots a request of 6: the search holds at 6 and settles there.
+        let t = Topology::flat(16);
+        let mut pdpa = Pdpa { base: 5, step: 2, min_eff: 0.7, tests: 0, programs: HashMap::new() };
+        let mut progs = vec![Program::new(1, "app", 6)];
+        let mut d = Decision::default();
+        for q in 0..5 {
+            let view = View { now: q, quantum: 1, topology: &t, cpus: 16, programs: &progs };
+            d.reset(1);
+            pdpa.decide(&view, &mut d);
+            let count = d.allocations[0].count;
+            assert!(count <= 6);
+            progs[0].speedup = Some(SpeedupReport { cpus: count, speedup: count as f64 * 0.9 });
+        }
+        assert_eq!((d.allocations[0].count, pdpa.state(ProgramId(1))), (6, Some(State::Stable)));
     }
 
     #[test]
