@@ -31,6 +31,7 @@ use cpumgr_core::{CpuSet, Decision, Kind, Nanos, Placer, Policy, Program, Progra
 
 use crate::cost::CostModel;
 use crate::job::JobSpec;
+use crate::limits::HORIZON;
 use crate::metrics::{Accumulator, JobRecord, RunSummary, RunTotals, BOUNDED_SLOWDOWN_TAU};
 
 const NS: f64 = 1e9;
@@ -100,6 +101,15 @@ pub enum SimError {
         at: f64,
         /// What broke.
         error: PlacementError,
+    },
+    /// Simulated time passed [`crate::limits::HORIZON`]: some job's work is far too large for
+    /// the share it gets.
+    #[error("at t = {at:.3e} s the run passed the simulator's horizon with {jobs} jobs unfinished: a job's work is too large for its share of the machine")]
+    Horizon {
+        /// Simulated time, seconds.
+        at: f64,
+        /// Jobs in the system.
+        jobs: usize,
     },
     /// A job cannot run on this machine.
     #[error("job {name:?}: field `{field}`: {message}")]
@@ -253,7 +263,8 @@ pub fn run(
     obs: &mut dyn Observer,
 ) -> Result<RunSummary, SimError> {
     let started = Instant::now();
-    let quantum = cfg.quantum.or(policy.preferred_quantum()).unwrap_or(100_000_000).max(1);
+    let max_quantum = (crate::limits::MAX_QUANTUM_SECONDS * NS) as Nanos;
+    let quantum = cfg.quantum.or(policy.preferred_quantum()).unwrap_or(100_000_000).clamp(1, max_quantum);
     let managed = topology.cpus().clone();
     let cpus = managed.len() as u32;
     let trace = obs.wants_events();
@@ -300,6 +311,9 @@ pub fn run(
     }
     let mut pending = jobs.into_iter().peekable();
     loop {
+        if let Some(j) = pending.peek() {
+            j.check_arrival().map_err(|(field, message)| SimError::Job { name: j.name.clone(), field, message })?;
+        }
         let next_arrival = pending.peek().map(|j| j.arrival.max(e.now));
         if e.live.len() == e.dead && e.queue.is_empty() {
             match next_arrival {
@@ -316,6 +330,9 @@ pub fn run(
         let mut t = e.next_tick.min(done).min(next_arrival.unwrap_or(Nanos::MAX));
         if let Some(w) = e.wake_at {
             t = t.min(w);
+        }
+        if t > HORIZON {
+            return Err(SimError::Horizon { at: t as f64 / NS, jobs: e.live.len() - e.dead + e.queue.len() });
         }
         e.advance_to(t);
         e.complete_phases();
@@ -764,6 +781,8 @@ impl Engine<'_, '_> {
         if n == Nanos::MAX || n == 0 {
             return;
         }
+        // Never jump far past the horizon (the run stops there), so the jump cannot overflow.
+        n = n.min(HORIZON.saturating_sub(self.now) / cycle + 1);
         let g = self.global_hist.len();
         let (gb, gf) = (self.global_hist[g - 1].0 - self.global_hist[g - 1 - p].0, self.global_hist[g - 1].1 - self.global_hist[g - 1 - p].1);
         let k = n as f64;

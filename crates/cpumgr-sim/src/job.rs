@@ -114,8 +114,18 @@ impl JobSpec {
         self.phases.iter().map(|p| p.work).sum()
     }
 
+    /// Why the job's arrival is past [`crate::limits::MAX_SECONDS`], as (field, message).
+    pub fn check_arrival(&self) -> Result<(), (&'static str, String)> {
+        if self.arrival as f64 > crate::limits::MAX_SECONDS * 1e9 {
+            let s = self.arrival as f64 / 1e9;
+            return Err(("arrival", format!("{s} s is beyond the simulator's limit of {:e} s", crate::limits::MAX_SECONDS)));
+        }
+        Ok(())
+    }
+
     /// Why the job cannot run on `cpus` CPUs, as (field, message).
     pub fn check(&self, cpus: u32) -> Result<(), (&'static str, String)> {
+        self.check_arrival()?;
         if self.request == 0 {
             return Err(("request", "a job needs at least one CPU".into()));
         }

@@ -4,6 +4,7 @@
 //! - [`speedup`]: how fast a phase runs on `p` CPUs (Amdahl, Downey, measured table);
 //! - [`job`]: jobs (malleable, moldable, rigid, evolving) made of phases, EPD and ltomcatv patterns;
 //! - [`cost`]: the documented cost-of-sharing model (oversubscription, CPU moves, resumed gangs);
+//! - [`limits`]: the largest machine, time and quantum the simulator accepts;
 //! - [`engine`]: the event loop that builds the policy's `View` exactly as the live manager does;
 //! - [`metrics`]: per-job and per-run figures, streamed so memory stays flat in finished jobs;
 //! - [`workload`], [`swf`], [`generate`], [`presets`]: where jobs come from.
@@ -18,6 +19,7 @@ pub mod engine;
 pub mod error;
 pub mod generate;
 pub mod job;
+pub mod limits;
 pub mod metrics;
 pub mod presets;
 pub mod speedup;

@@ -15,6 +15,7 @@
 use crate::error::InputError;
 use crate::generate::JobKind;
 use crate::job::JobSpec;
+use crate::limits;
 use crate::speedup::SpeedupModel;
 
 /// The SWF field names, in order (1-based in the format's documentation).
@@ -48,7 +49,8 @@ pub struct SwfOptions {
     pub speedup: SpeedupModel,
     /// Skip and count bad lines instead of failing.
     pub skip_bad: bool,
-    /// Machine size; `None`: the header's MaxProcs, else MaxNodes, else the largest job.
+    /// Machine size (1 to [`limits::MAX_CPUS`]); `None`: the header's MaxProcs, else MaxNodes,
+    /// else the largest job.
     pub cpus: Option<u32>,
     /// Read at most this many jobs.
     pub limit: Option<usize>,
@@ -94,7 +96,7 @@ pub fn parse(file: &str, text: &str, opts: &SwfOptions) -> Result<SwfTrace, Inpu
         }
         if let Some(c) = t.strip_prefix(';') {
             if let Some((key, value)) = c.split_once(':') {
-                let v = value.trim().parse::<u32>().ok().filter(|&v| v > 0);
+                let v = value.trim().parse::<u64>().ok().filter(|&v| v > 0).map(|v| (v, n));
                 match key.trim() {
                     "MaxProcs" => max_procs = v.or(max_procs),
                     "MaxNodes" => max_nodes = v.or(max_nodes),
@@ -116,7 +118,12 @@ pub fn parse(file: &str, text: &str, opts: &SwfOptions) -> Result<SwfTrace, Inpu
         }
     }
     let largest = raws.iter().map(|r| size_of(r) as u32).max().unwrap_or(1);
-    let cpus = opts.cpus.or(max_procs).or(max_nodes).unwrap_or(largest).max(1);
+    let cpus = match (opts.cpus, max_procs, max_nodes) {
+        (Some(c), _, _) => limits::cpus(c as u64).map_err(|m| InputError::new(file, 1, "cpus", format!("the machine-size override: {m}")))?,
+        (None, Some((v, line)), _) => limits::cpus(v).map_err(|m| InputError::new(file, line, "MaxProcs", m))?,
+        (None, None, Some((v, line))) => limits::cpus(v).map_err(|m| InputError::new(file, line, "MaxNodes", m))?,
+        (None, None, None) => largest.max(1),
+    };
     let mut jobs = Vec::with_capacity(raws.len());
     for r in &raws {
         let size = size_of(r);
@@ -130,12 +137,13 @@ pub fn parse(file: &str, text: &str, opts: &SwfOptions) -> Result<SwfTrace, Inpu
             return Err(e);
         }
         let class = if r.fields[13] >= 0.0 { format!("exe{}", r.fields[13] as i64) } else { "swf".into() };
-        let arrival = (r.fields[1] * 1e9) as u64;
+        let arrival = limits::nanos(r.fields[1]).expect("checked by parse_line");
         let name = format!("job{}", r.fields[0] as i64);
         jobs.push(opts.kind.job(name, class, arrival, size as u32, r.fields[3].max(0.0), &opts.speedup));
     }
     jobs.sort_by_key(|j| j.arrival);
-    Ok(SwfTrace { jobs, cpus, max_procs, max_nodes, skipped })
+    let header = |h: Option<(u64, usize)>| h.and_then(|(v, _)| u32::try_from(v).ok());
+    Ok(SwfTrace { jobs, cpus, max_procs: header(max_procs), max_nodes: header(max_nodes), skipped })
 }
 
 fn size_of(r: &Raw) -> i64 {
@@ -169,6 +177,14 @@ fn parse_line(file: &str, n: usize, line: &str) -> Result<Raw, InputError> {
     if fields[4] <= 0.0 && fields[7] <= 0.0 {
         return Err(InputError::new(file, n, FIELDS[4], "neither allocated nor requested processors are known"));
     }
+    for i in [1, 3] {
+        limits::nanos(fields[i]).map_err(|m| InputError::new(file, n, FIELDS[i], m))?;
+    }
+    for i in [4, 7] {
+        if fields[i] > limits::MAX_CPUS as f64 {
+            return Err(InputError::new(file, n, FIELDS[i], format!("{} processors: a simulated machine has at most {}", fields[i], limits::MAX_CPUS)));
+        }
+    }
     Ok(Raw { line: n, fields })
 }
 
@@ -194,6 +210,34 @@ mod tests {
         assert!((t.jobs[0].total_work() - 1600.0).abs() < 1e-9, "run time × processors at linear speedup");
         let o = SwfOptions { kind: JobKind::Malleable, ..Default::default() };
         assert_eq!(parse("t.swf", TRACE, &o).unwrap().jobs[0].kind, Kind::Malleable);
+    }
+
+    #[test]
+    fn absurd_numbers_are_errors_not_overflows() {
+        let job = "1 0 -1 100 16 -1 -1 -1 -1 -1 1 -1 -1 3 0 -1 -1 -1\n";
+        let e = parse("big.swf", &format!("; MaxProcs: 4000000000\n{job}"), &SwfOptions::default()).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (1, "MaxProcs"), "{e}");
+        // The override wins over an unusable header.
+        let o = SwfOptions { cpus: Some(32), ..Default::default() };
+        assert_eq!(parse("big.swf", &format!("; MaxProcs: 4000000000\n{job}"), &o).unwrap().cpus, 32);
+        let o = SwfOptions { cpus: Some(4_000_000_000), ..Default::default() };
+        assert_eq!(parse("big.swf", job, &o).unwrap_err().field, "cpus");
+        let late = "1 1e300 -1 100 16 -1 -1 -1 -1 -1 1 -1 -1 3 0 -1 -1 -1\n";
+        assert_eq!(parse("big.swf", late, &SwfOptions::default()).unwrap_err().field, "submit_time");
+        let long = "1 0 -1 1e300 16 -1 -1 -1 -1 -1 1 -1 -1 3 0 -1 -1 -1\n";
+        assert_eq!(parse("big.swf", long, &SwfOptions::default()).unwrap_err().field, "run_time");
+        let wide = "1 0 -1 100 5000000000 -1 -1 -1 -1 -1 1 -1 -1 3 0 -1 -1 -1\n";
+        assert_eq!(parse("big.swf", wide, &SwfOptions::default()).unwrap_err().field, "allocated_processors");
+    }
+
+    #[test]
+    fn the_machine_size_can_be_overridden() {
+        let o = SwfOptions { cpus: Some(16), ..Default::default() };
+        let t = parse("t.swf", TRACE, &o).unwrap();
+        assert_eq!((t.cpus, t.max_procs), (16, Some(64)), "the option wins over MaxProcs");
+        let o = SwfOptions { cpus: Some(8), ..Default::default() };
+        let e = parse("t.swf", TRACE, &o).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (4, "allocated_processors"), "{e}");
     }
 
     #[test]

@@ -36,6 +36,7 @@ use crate::cost::CostModel;
 use crate::error::InputError;
 use crate::generate::{Generator, JobKind, Model};
 use crate::job::{epd, ltomcatv, JobSpec, Phase};
+use crate::limits;
 use crate::speedup::SpeedupModel;
 
 /// The jobs of a run and their settings.
@@ -164,6 +165,13 @@ struct GeneratorEntry {
     speedup: Option<SpeedupModel>,
 }
 
+/// The line of the first `key = ...` in `text` (1 when absent).
+fn key_line(text: &str, key: &str) -> usize {
+    text.lines()
+        .position(|l| l.trim_start().strip_prefix(key).is_some_and(|r| r.trim_start().starts_with('=')))
+        .map_or(1, |k| k + 1)
+}
+
 fn line_of(text: &str, offset: usize) -> usize {
     text[..offset.min(text.len())].matches('\n').count() + 1
 }
@@ -182,6 +190,10 @@ pub fn parse(file: &str, text: &str) -> Result<Workload, InputError> {
             .unwrap_or_else(|| "-".into());
         InputError::new(file, line, field, e.message().trim())
     })?;
+    if let Some(n) = spec.cpus {
+        let line = key_line(text, "cpus");
+        limits::cpus(n as u64).map_err(|m| InputError::new(file, line, "cpus", m))?;
+    }
     let headers: Vec<usize> = text.match_indices("[[job]]").map(|(o, _)| line_of(text, o)).collect();
     let cpus = spec.cpus.unwrap_or(u32::MAX);
     let mut jobs = Vec::new();
@@ -195,15 +207,16 @@ pub fn parse(file: &str, text: &str) -> Result<Workload, InputError> {
             job.check(u32::MAX).map_err(|(f, m)| bad(f, m))?;
         }
         let repeat = e.repeat.unwrap_or(1);
-        if repeat == 0 {
-            return Err(bad("repeat", "must be at least 1".into()));
+        if !(1..=limits::MAX_REPEAT).contains(&repeat) {
+            return Err(bad("repeat", format!("{repeat} copies: give 1 to {} (a [generator] makes more)", limits::MAX_REPEAT)));
         }
         if !(e.every.is_finite() && e.every >= 0.0) {
             return Err(bad("every", format!("{} is not a non-negative number of seconds", e.every)));
         }
+        limits::nanos(e.arrival + e.every * (repeat - 1) as f64).map_err(|m| bad("every", format!("the last copy arrives at {m}")))?;
         for r in 0..repeat {
             let mut j = job.clone();
-            j.arrival += (e.every * r as f64 * 1e9) as Nanos;
+            j.arrival = limits::nanos(e.arrival + e.every * r as f64).map_err(|m| bad("every", m))?;
             if repeat > 1 {
                 j.name = format!("{}#{}", j.name, r + 1);
             }
@@ -244,11 +257,11 @@ pub fn parse(file: &str, text: &str) -> Result<Workload, InputError> {
         c.check().map_err(|(f, m)| InputError::new(file, line, f, m))?;
     }
     let quantum = match spec.quantum_ms {
-        Some(q) if !(q.is_finite() && q > 0.0) => {
-            let line = text.find("quantum_ms").map_or(1, |o| line_of(text, o));
-            return Err(InputError::new(file, line, "quantum_ms", format!("{q} is not a positive number")));
+        Some(q) => {
+            let line = key_line(text, "quantum_ms");
+            Some(limits::quantum(q).map_err(|m| InputError::new(file, line, "quantum_ms", m))?)
         }
-        q => q.map(|q| (q * 1e6) as Nanos),
+        None => None,
     };
     let mut w = Workload::of(spec.name.unwrap_or_else(|| file.to_string()), jobs);
     w.cpus = spec.cpus;
@@ -272,9 +285,7 @@ fn job_of(e: &JobEntry) -> Result<JobSpec, (&'static str, String)> {
         (k, _) => return Err(("kind", format!("{k:?} is not malleable, moldable, rigid or evolving"))),
     };
     let request = e.request.or(e.procs).ok_or(("request", "give the CPUs the job wants (`request`)".to_string()))?;
-    if !(e.arrival.is_finite() && e.arrival >= 0.0) {
-        return Err(("arrival", format!("{} is not a non-negative number of seconds", e.arrival)));
-    }
+    let arrival = limits::nanos(e.arrival).map_err(|m| ("arrival", m))?;
     let speedup = e.speedup.clone().unwrap_or(SpeedupModel::LINEAR);
     speedup.check().map_err(|m| ("speedup", m))?;
     let phases = match (e.pattern.as_deref(), e.work, e.phases.is_empty()) {
@@ -297,7 +308,7 @@ fn job_of(e: &JobEntry) -> Result<JobSpec, (&'static str, String)> {
     Ok(JobSpec {
         name: e.name.clone(),
         class: e.class.clone().unwrap_or_else(|| e.name.clone()),
-        arrival: (e.arrival * 1e9) as Nanos,
+        arrival,
         kind: if e.pattern.is_some() && e.kind.is_none() { Kind::Evolving } else { kind },
         request,
         min: e.min.unwrap_or(match kind {
@@ -370,5 +381,22 @@ work = 30.0
         assert_eq!((e.line, e.field.as_str()), (3, "request"), "{e}");
         let no_work = "[[job]]\nname = \"a\"\nrequest = 2\n";
         assert_eq!(parse("w.toml", no_work).unwrap_err().field, "work");
+    }
+
+    #[test]
+    fn absurd_numbers_are_errors_not_overflows() {
+        let job = "[[job]]\nname = \"a\"\nrequest = 2\nwork = 1.0\n";
+        let cases = [
+            (format!("{job}arrival = 1e300\n"), 1, "arrival"),
+            (format!("{job}repeat = 3\nevery = 1e300\n"), 1, "every"),
+            (format!("{job}repeat = 900000\nevery = 10000.0\n"), 1, "every"),
+            (format!("{job}repeat = 4000000000\n"), 1, "repeat"),
+            (format!("# cpus: the machine\nname = \"x\"\ncpus = 4000000000\n{job}"), 3, "cpus"),
+            (format!("quantum_ms = 1e300\n{job}"), 1, "quantum_ms"),
+        ];
+        for (text, line, field) in cases {
+            let e = parse("w.toml", &text).unwrap_err();
+            assert_eq!((e.line, e.field.as_str()), (line, field), "{e}");
+        }
     }
 }

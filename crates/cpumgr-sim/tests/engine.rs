@@ -201,3 +201,29 @@ fn mpl_limits_admission() {
     assert!(ends.iter().zip([10.0, 20.0, 30.0, 40.0]).all(|(a, b)| close(*a, b, 1e-6)), "one at a time: {ends:?}");
     assert!(close(s.mean_wait, 15.0, 1e-6));
 }
+
+#[test]
+fn absurd_times_are_errors_not_overflows() {
+    let t = Topology::flat(4);
+    // An arrival at the end of the nanosecond clock: refused, naming the job and the field.
+    let late = JobSpec::malleable("late", u64::MAX, 2, 1.0, SpeedupModel::LINEAR);
+    let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![late], &free(), &mut ()).unwrap_err();
+    assert!(matches!(&e, SimError::Job { name, field: "arrival", .. } if name == "late"), "{e}");
+    // Work that would run past the horizon on one CPU: the run stops there, with or without
+    // fast-forward, instead of overflowing its clock.
+    for fast_forward in [true, false] {
+        let huge = JobSpec::malleable("huge", 0, 1, 1e300, SpeedupModel::LINEAR);
+        let cfg = SimConfig { fast_forward, quantum: Some(3_600 * S), ..free() };
+        if !fast_forward {
+            // Quantum by quantum, an hour each, from the latest accepted arrival: about 0.8 M
+            // ticks to the horizon.
+            let mut near = huge.clone();
+            near.arrival = 999_999_000 * S;
+            let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![near], &cfg, &mut ()).unwrap_err();
+            assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{e}");
+            continue;
+        }
+        let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![huge], &cfg, &mut ()).unwrap_err();
+        assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{e}");
+    }
+}

@@ -51,6 +51,10 @@ pub struct Args {
     /// machine of the workload's size.
     #[arg(long, env = "CPUMGR_TOPOLOGY")]
     topology: Option<String>,
+    /// Machine size: a flat machine of N CPUs, overriding the SWF header's MaxProcs/MaxNodes or
+    /// the workload's `cpus` (jobs are checked against it).
+    #[arg(long, conflicts_with = "topology")]
+    cpus: Option<u32>,
     /// Scheduler quantum in milliseconds; default: the workload's, the policy's, or 100.
     #[arg(long)]
     quantum_ms: Option<f64>,
@@ -126,7 +130,7 @@ fn load(args: &Args) -> anyhow::Result<Workload> {
             .ok_or_else(|| InputError::new(format!("--swf-kind {:?}: rigid, moldable or malleable", args.swf_kind)))?;
         let speedup = SpeedupModel::Amdahl { serial: args.swf_serial };
         speedup.check().map_err(|m| InputError::new(format!("--swf-serial: {m}")))?;
-        let opts = swf::SwfOptions { kind, speedup, skip_bad: args.skip_bad, cpus: None, limit: args.limit };
+        let opts = swf::SwfOptions { kind, speedup, skip_bad: args.skip_bad, cpus: args.cpus, limit: args.limit };
         let t = swf::parse(&path.display().to_string(), &text, &opts).map_err(input)?;
         if t.skipped > 0 {
             eprintln!("cpumgr: {}: skipped {} bad lines", path.display(), t.skipped);
@@ -194,7 +198,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.bench {
         return bench(&args);
     }
-    let w = load(&args)?;
+    if let Some(n) = args.cpus {
+        cpumgr_sim::limits::cpus(n as u64).map_err(|m| InputError::new(format!("--cpus: {m}")))?;
+    }
+    let mut w = load(&args)?;
+    w.cpus = args.cpus.or(w.cpus);
     let topology = match (&args.topology, w.cpus) {
         (Some(spec), _) => crate::topology_arg::load(Some(spec))?,
         (None, Some(n)) => Topology::flat(n),

@@ -1,0 +1,71 @@
+//! The largest machine and the latest time the simulator accepts, so that input with absurd
+//! numbers (`arrival = 1e300`, `; MaxProcs: 4000000000`) is refused with a clear error instead of
+//! overflowing the nanosecond clock or building a machine that cannot fit in memory.
+
+use cpumgr_core::cpuset::MAX_CPU_ID;
+use cpumgr_core::Nanos;
+
+/// The largest simulated machine: every CPU id a [`cpumgr_core::CpuSet`] can hold.
+pub const MAX_CPUS: u32 = MAX_CPU_ID + 1;
+
+/// The latest arrival and the longest run time, in seconds (about 31.7 years: the longest traces
+/// of the Parallel Workloads Archive span a few years).
+pub const MAX_SECONDS: f64 = 1e9;
+
+/// Simulated time past which a run stops with [`crate::SimError::Horizon`]: four times
+/// [`MAX_SECONDS`], well inside the 584 years a `u64` of nanoseconds holds, so every tick and
+/// fast-forward jump before it is free of overflow.
+pub const HORIZON: Nanos = 4 * 1_000_000_000 * 1_000_000_000;
+
+/// The most copies one `[[job]]` table may ask for with `repeat` (the copies are kept in memory;
+/// a `[generator]` streams any number).
+pub const MAX_REPEAT: u32 = 1_000_000;
+
+/// The longest scheduler quantum, in seconds (an hour; the papers use 100–120 ms).
+pub const MAX_QUANTUM_SECONDS: f64 = 3600.0;
+
+/// `ms` milliseconds as a quantum in nanoseconds, if it is positive and at most
+/// [`MAX_QUANTUM_SECONDS`].
+pub fn quantum(ms: f64) -> Result<Nanos, String> {
+    if !(ms.is_finite() && ms > 0.0 && ms <= MAX_QUANTUM_SECONDS * 1e3) {
+        return Err(format!("{ms} ms is not a quantum from 0 to {MAX_QUANTUM_SECONDS} s"));
+    }
+    Ok(((ms * 1e6).round() as Nanos).max(1))
+}
+
+/// `seconds` as nanoseconds, if it is a number of seconds from 0 to [`MAX_SECONDS`].
+pub fn nanos(seconds: f64) -> Result<Nanos, String> {
+    if !(seconds.is_finite() && seconds >= 0.0) {
+        return Err(format!("{seconds} is not a non-negative number of seconds"));
+    }
+    if seconds > MAX_SECONDS {
+        return Err(format!("{seconds} s is beyond the simulator's limit of {MAX_SECONDS:e} s"));
+    }
+    Ok((seconds * 1e9).round() as Nanos)
+}
+
+/// Checks a machine size against [`MAX_CPUS`].
+pub fn cpus(n: u64) -> Result<u32, String> {
+    match u32::try_from(n) {
+        Ok(c) if (1..=MAX_CPUS).contains(&c) => Ok(c),
+        _ => Err(format!("{n} CPUs: a simulated machine has 1 to {MAX_CPUS} CPUs")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_times_and_sizes_past_the_limits() {
+        assert_eq!(nanos(1.5), Ok(1_500_000_000));
+        assert!(nanos(1e300).unwrap_err().contains("limit"));
+        assert!(nanos(-1.0).is_err() && nanos(f64::NAN).is_err());
+        assert_eq!(cpus(256), Ok(256));
+        assert!(cpus(4_000_000_000).unwrap_err().contains("1 to 1048576"));
+        assert!(cpus(0).is_err());
+        assert_eq!(quantum(100.0), Ok(100_000_000));
+        assert!(quantum(1e300).is_err() && quantum(0.0).is_err());
+        assert_eq!(HORIZON as f64, 4.0 * MAX_SECONDS * 1e9);
+    }
+}
