@@ -145,6 +145,18 @@ impl Timeline {
         t
     }
 
+    /// Folds a trace that holds several runs one after another (`cpumgr sim --trace` with
+    /// several policies: each run begins with its own `start` event and numbers its programs
+    /// from 1 again) into one timeline per run. A trace of one run gives one timeline, the same as
+    /// [`Timeline::from_events`]; events before the first `start` belong to the first run.
+    pub fn runs(events: &[Event]) -> Vec<Timeline> {
+        let mut starts: Vec<usize> = events.iter().enumerate().filter(|(_, e)| matches!(e.kind, EventKind::Start { .. })).map(|(i, _)| i).collect();
+        if starts.first() != Some(&0) {
+            starts.insert(0, 0);
+        }
+        starts.iter().enumerate().map(|(k, &from)| Timeline::from_events(&events[from..starts.get(k + 1).copied().unwrap_or(events.len())])).collect()
+    }
+
     /// Which program owned each CPU over time: per CPU of [`Timeline::cpus`], the running
     /// segments that held it, as (from, to, lane index).
     pub fn cpu_owners(&self) -> Vec<(u32, Ownership)> {
@@ -198,6 +210,22 @@ pub(crate) mod tests {
         assert_eq!(t.lanes[1].first_run(), Some(100));
         let owners = t.cpu_owners();
         assert_eq!(owners[1].1, vec![(0, 100, 0), (100, 300, 1), (300, 400, 1)]);
+    }
+
+    #[test]
+    fn a_trace_of_several_runs_folds_into_one_timeline_each() {
+        let mut events = sample();
+        let mut second = sample();
+        if let EventKind::Start { policy, .. } = &mut second[0].kind {
+            *policy = "gang".into();
+        }
+        events.extend(second);
+        let runs = Timeline::runs(&events);
+        assert_eq!(runs.iter().map(|t| t.policy.as_str()).collect::<Vec<_>>(), vec!["equipartition", "gang"]);
+        let one = Timeline::from_events(&sample());
+        assert_eq!(runs[0], one);
+        assert_eq!(runs[1].lanes, one.lanes, "program ids restart per run without mixing lanes");
+        assert_eq!(Timeline::runs(&sample()), vec![one]);
     }
 
     #[test]

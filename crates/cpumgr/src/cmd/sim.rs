@@ -10,6 +10,7 @@ use anyhow::Context;
 use clap::Parser;
 use cpumgr_core::trace::Event;
 use cpumgr_core::{policies, Topology};
+use cpumgr_report::{render, Report, Table, Timeline};
 use cpumgr_sim::generate::{Generator, JobKind, Model};
 use cpumgr_sim::{presets, swf, Observer, RunSummary, SimConfig, SimError, SpeedupModel, Workload};
 use serde_json::json;
@@ -91,6 +92,10 @@ pub struct Args {
     /// Write the trace events of every run here (JSON lines, one `start` event per run).
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Write a self-contained HTML page here: the comparison table and, per policy, Gantt charts
+    /// of programs × time and CPUs × time.
+    #[arg(long)]
+    report: Option<PathBuf>,
     /// List the presets and exit.
     #[arg(long)]
     list_presets: bool,
@@ -151,18 +156,36 @@ struct TraceWriter<W: Write> {
     error: Option<std::io::Error>,
 }
 
-impl<W: Write> Observer for TraceWriter<W> {
-    fn wants_events(&self) -> bool {
-        true
-    }
-
-    fn event(&mut self, e: &Event) {
+impl<W: Write> TraceWriter<W> {
+    fn write(&mut self, e: &Event) {
         if self.error.is_some() {
             return;
         }
         let r = serde_json::to_writer(&mut self.out, e).map_err(std::io::Error::from).and_then(|_| self.out.write_all(b"\n"));
         if let Err(e) = r {
             self.error = Some(e);
+        }
+    }
+}
+
+/// Where a run's events go: the `--trace` file and, for `--report`, a timeline per run.
+struct Sink {
+    trace: Option<TraceWriter<BufWriter<File>>>,
+    /// The current run's events, when a report is wanted.
+    events: Option<Vec<Event>>,
+}
+
+impl Observer for Sink {
+    fn wants_events(&self) -> bool {
+        self.trace.is_some() || self.events.is_some()
+    }
+
+    fn event(&mut self, e: &Event) {
+        if let Some(t) = self.trace.as_mut() {
+            t.write(e);
+        }
+        if let Some(v) = self.events.as_mut() {
+            v.push(e.clone());
         }
     }
 }
@@ -214,27 +237,61 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let cfg = config(&args, &w)?;
     let mut results = Vec::new();
-    let mut trace = match &args.trace {
-        Some(p) => Some(TraceWriter {
-            out: BufWriter::new(File::create(p).with_context(|| format!("creating {}", p.display()))?),
-            error: None,
-        }),
-        None => None,
-    };
+    let mut sink = Sink { trace: None, events: args.report.as_ref().map(|_| Vec::new()) };
+    if let Some(p) = &args.trace {
+        let out = BufWriter::new(File::create(p).with_context(|| format!("creating {}", p.display()))?);
+        sink.trace = Some(TraceWriter { out, error: None });
+    }
+    let mut timelines = Vec::new();
     for spec in &specs {
-        let s = match trace.as_mut() {
-            Some(t) => run_one(&topology, &w, spec, &cfg, t)?,
-            None => run_one(&topology, &w, spec, &cfg, &mut ())?,
-        };
+        let s = if sink.wants_events() { run_one(&topology, &w, spec, &cfg, &mut sink)? } else { run_one(&topology, &w, spec, &cfg, &mut ())? };
+        if let Some(events) = sink.events.as_mut() {
+            timelines.push((spec.clone(), Timeline::from_events(events)));
+            events.clear();
+        }
         results.push(s);
     }
-    if let (Some(t), Some(p)) = (trace.as_mut(), &args.trace) {
+    if let (Some(t), Some(p)) = (sink.trace.as_mut(), &args.trace) {
         if let Some(e) = t.error.take() {
             return Err(anyhow::Error::new(e).context(format!("writing {}", p.display())));
         }
         t.out.flush().with_context(|| format!("writing {}", p.display()))?;
     }
+    if let Some(path) = &args.report {
+        let report = Report {
+            title: format!("cpumgr sim: {}", w.name),
+            notes: vec![format!("simulated on {} CPUs ({}); policies: {}", topology.num_cpus(), topology.summary(), specs.join(", "))],
+            table: table(&results),
+            runs: timelines,
+        };
+        std::fs::write(path, render(&report)).with_context(|| format!("writing {}", path.display()))?;
+    }
     print_results(&args, &w, &topology, &results)
+}
+
+/// The comparison table: the documented columns, one row per policy.
+fn table(results: &[RunSummary]) -> Table {
+    let columns = ["policy", "makespan", "mean_turnaround", "mean_slowdown", "mean_bounded_slowdown", "utilization", "fragmentation", "fairness", "moves", "jobs", "events", "wall_seconds"];
+    let rows = results
+        .iter()
+        .map(|s| {
+            vec![
+                s.policy.clone(),
+                format!("{:.2}", s.makespan),
+                format!("{:.2}", s.mean_turnaround),
+                format!("{:.3}", s.mean_slowdown),
+                format!("{:.3}", s.mean_bounded_slowdown),
+                format!("{:.3}", s.utilization),
+                format!("{:.3}", s.fragmentation),
+                format!("{:.3}", s.fairness),
+                s.moves.to_string(),
+                s.jobs.to_string(),
+                s.events.to_string(),
+                format!("{:.3}", s.wall_seconds),
+            ]
+        })
+        .collect();
+    Table { columns: columns.iter().map(|c| c.to_string()).collect(), rows }
 }
 
 fn print_results(args: &Args, w: &Workload, topology: &Topology, results: &[RunSummary]) -> anyhow::Result<()> {
@@ -243,33 +300,16 @@ fn print_results(args: &Args, w: &Workload, topology: &Topology, results: &[RunS
         outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
-    let header = ["policy", "makespan", "mean_turnaround", "mean_slowdown", "mean_bounded_slowdown", "utilization", "fragmentation", "fairness", "moves", "jobs", "events", "wall_seconds"];
-    let row = |s: &RunSummary| {
-        vec![
-            s.policy.clone(),
-            format!("{:.2}", s.makespan),
-            format!("{:.2}", s.mean_turnaround),
-            format!("{:.3}", s.mean_slowdown),
-            format!("{:.3}", s.mean_bounded_slowdown),
-            format!("{:.3}", s.utilization),
-            format!("{:.3}", s.fragmentation),
-            format!("{:.3}", s.fairness),
-            s.moves.to_string(),
-            s.jobs.to_string(),
-            s.events.to_string(),
-            format!("{:.3}", s.wall_seconds),
-        ]
-    };
+    let Table { columns, rows } = table(results);
     if args.csv {
-        outln!("{}", header.join(","));
-        for s in results {
-            outln!("{}", row(s).join(","));
+        outln!("{}", columns.join(","));
+        for r in &rows {
+            outln!("{}", r.join(","));
         }
         return Ok(());
     }
     outln!("workload {} on {} CPUs ({})", w.name, topology.num_cpus(), topology.summary());
     let short = ["policy", "makespan s", "turnaround s", "slowdown", "bsld", "util", "frag", "fair", "moves", "jobs", "events", "wall s"];
-    let rows: Vec<Vec<String>> = results.iter().map(row).collect();
     let widths: Vec<usize> = (0..short.len()).map(|c| rows.iter().map(|r| r[c].len()).chain([short[c].len()]).max().unwrap_or(0)).collect();
     let line = |cells: Vec<String>| cells.iter().enumerate().map(|(c, s)| if c == 0 { format!("{s:<w$}", w = widths[c]) } else { format!("{s:>w$}", w = widths[c]) }).collect::<Vec<_>>().join("  ");
     outln!("{}", line(short.iter().map(|s| s.to_string()).collect()));
