@@ -1,0 +1,216 @@
+//! `cpumgr sim` through the binary: output shapes, presets, traces and reports, the machine-size
+//! override, and bad input that must exit with code 2 naming file, line and field. Inputs are
+//! written to temporary directories.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn cpumgr(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cpumgr")).args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A small workload: two malleable jobs and a rigid one on 8 CPUs.
+const WORKLOAD: &str = r#"
+name = "small"
+cpus = 8
+[[job]]
+name = "a"
+request = 8
+work = 40.0
+[[job]]
+name = "b"
+request = 4
+work = 8.0
+arrival = 1.0
+[[job]]
+name = "mpi"
+procs = 4
+work = 16.0
+arrival = 2.0
+"#;
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.to_str().unwrap().to_string()
+}
+
+/// An SWF line: job `n` submitted at `submit` running `run` s on `procs` processors.
+fn swf_line(n: u32, submit: &str, run: &str, procs: &str) -> String {
+    format!("{n} {submit} -1 {run} {procs} -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n")
+}
+
+#[test]
+fn json_has_the_documented_fields_for_every_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = write(dir.path(), "w.toml", WORKLOAD);
+    let o = cpumgr(&["sim", "--workload", &w, "--policy", "equipartition,gang,pdpa:base=2,os", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let results = v["results"].as_array().unwrap();
+    let policies: Vec<&str> = results.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(policies, vec!["equipartition", "gang", "pdpa:base=2", "os"]);
+    for r in results {
+        for f in ["makespan", "mean_turnaround", "mean_slowdown", "mean_bounded_slowdown", "utilization", "wall_seconds"] {
+            assert!(r[f].as_f64().is_some_and(|x| x.is_finite() && x >= 0.0), "{f} in {r}");
+        }
+        assert_eq!(r["jobs"], 3, "{r}");
+        assert!(r["events"].as_u64().unwrap() > 0);
+        assert!(r["mean_slowdown"].as_f64().unwrap() >= 1.0 - 1e-9);
+    }
+}
+
+#[test]
+fn csv_and_table_have_a_row_per_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = write(dir.path(), "w.toml", WORKLOAD);
+    let o = cpumgr(&["sim", "--workload", &w, "--policy", "equipartition,fcfs", "--csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("policy,makespan,mean_turnaround,mean_slowdown,mean_bounded_slowdown,utilization"), "{text}");
+    assert_eq!(lines.len(), 3, "{text}");
+    assert!(lines[1].starts_with("equipartition,") && lines[2].starts_with("fcfs,"));
+    assert!(lines.iter().all(|l| l.split(',').count() == lines[0].split(',').count()));
+    let o = cpumgr(&["sim", "--workload", &w, "--policy", "equipartition,fcfs"]);
+    let text = stdout(&o);
+    assert!(text.lines().any(|l| l.starts_with("equipartition ")) && text.lines().any(|l| l.starts_with("fcfs ")), "{text}");
+}
+
+#[test]
+fn lists_the_eight_presets_and_runs_one() {
+    let o = cpumgr(&["sim", "--list-presets", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let names: Vec<&str> = v["presets"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        vec!["nanos-cpuset32", "nanos-dss64", "pdpa-ltomcatv", "pdpa-tomcatv-turb3d", "pdpa-swim-apsi", "llpc-background", "scs-mpl", "omp-multiprog"]
+    );
+    let text = stdout(&cpumgr(&["sim", "--list-presets"]));
+    assert!(names.iter().all(|n| text.contains(n)), "{text}");
+    let o = cpumgr(&["sim", "--preset", "omp-multiprog:degree=2", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let policies: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(policies, vec!["os", "omp-dss"], "the preset's own policies by default");
+}
+
+#[test]
+fn trace_and_report_hold_every_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = write(dir.path(), "w.toml", WORKLOAD);
+    let trace = dir.path().join("sim.trace");
+    let report = dir.path().join("sim.html");
+    let o = cpumgr(&[
+        "sim", "--workload", &w, "--policy", "equipartition,gang", "--trace", trace.to_str().unwrap(), "--report", report.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let events: Vec<serde_json::Value> = std::fs::read_to_string(&trace).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let kinds = |k: &str| events.iter().filter(|e| e["kind"] == k).count();
+    assert_eq!(kinds("start"), 2, "one start per policy");
+    assert_eq!((kinds("arrive"), kinds("exit")), (6, 6));
+    assert!(kinds("allocate") >= 6);
+    let html = std::fs::read_to_string(&report).unwrap();
+    assert!(html.starts_with("<!DOCTYPE html>") || html.starts_with("<!doctype html>"), "{}", &html[..40]);
+    assert!(!html.contains("<script src") && !html.contains("<link ") && !html.contains("<img "), "self-contained");
+    for p in ["equipartition", "gang"] {
+        assert!(html.contains(&format!("<h2>{p}</h2>")), "a section per policy");
+    }
+    assert_eq!(html.matches("class=\"gantt\"").count(), 2, "a programs × time chart per policy");
+    assert_eq!(html.matches("class=\"cpus\"").count(), 2, "a CPUs × time chart per policy");
+    // The trace reads back as one run per policy.
+    let back = dir.path().join("back.html");
+    let o = cpumgr(&["report", trace.to_str().unwrap(), "-o", back.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&back).unwrap().matches("class=\"gantt\"").count(), 2);
+}
+
+#[test]
+fn the_machine_size_can_be_overridden() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!("; MaxProcs: 64\n{}{}", swf_line(1, "0", "10", "16"), swf_line(2, "5", "10", "8"));
+    let swf = write(dir.path(), "t.swf", &text);
+    let o = cpumgr(&["sim", "--swf", &swf, "--policy", "fcfs", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cpus"], 64, "the header's MaxProcs");
+    let o = cpumgr(&["sim", "--swf", &swf, "--cpus", "16", "--policy", "fcfs", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cpus"], 16);
+    let o = cpumgr(&["sim", "--swf", &swf, "--cpus", "8", "--policy", "fcfs"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("t.swf:2: field `allocated_processors`"), "{}", stderr(&o));
+    let o = cpumgr(&["sim", "--swf", &swf, "--cpus", "4000000000", "--policy", "fcfs"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("--cpus"), "{}", stderr(&o));
+}
+
+#[test]
+fn bad_input_exits_2_naming_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = swf_line(1, "0", "10", "4");
+    let swf_cases = [
+        (format!("; MaxProcs: 8\n{good}1 0 -1 10\n"), "bad.swf:3: field `line`"),
+        (format!("; MaxProcs: 8\n{good}{}", swf_line(2, "0", "ten", "4")), "bad.swf:3: field `run_time`"),
+        (format!("; MaxProcs: 8\n{good}{}", swf_line(2, "0", "10", "-4")), "bad.swf:3: field `allocated_processors`"),
+        (format!("; MaxProcs: 8\n{good}{}", swf_line(2, "1e300", "10", "4")), "bad.swf:3: field `submit_time`"),
+        (format!("; MaxProcs: 4000000000\n{good}"), "bad.swf:1: field `MaxProcs`"),
+    ];
+    for (text, want) in &swf_cases {
+        let f = write(dir.path(), "bad.swf", text);
+        let o = cpumgr(&["sim", "--swf", &f, "--policy", "fcfs"]);
+        assert_eq!(o.status.code(), Some(2), "{want}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
+    }
+    let job = "[[job]]\nname = \"a\"\nrequest = 2\nwork = 1.0\n";
+    let toml_cases = [
+        (format!("cpus = 4\n{job}colour = \"red\"\n"), "w.toml:6: field `colour`"),
+        (format!("cpus = 4\n{job}arrival = 1e300\n"), "w.toml:2: field `arrival`"),
+        (format!("cpus = 4\n{job}repeat = 2\nevery = 1e300\n"), "w.toml:2: field `every`"),
+        (format!("cpus = 4000000000\n{job}"), "w.toml:1: field `cpus`"),
+    ];
+    for (text, want) in &toml_cases {
+        let f = write(dir.path(), "w.toml", text);
+        let o = cpumgr(&["sim", "--workload", &f, "--policy", "fcfs"]);
+        assert_eq!(o.status.code(), Some(2), "{want}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn skip_bad_counts_the_skipped_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        "; MaxProcs: 8\n{}1 0 -1 10\n{}{}{}",
+        swf_line(1, "0", "10", "4"),
+        swf_line(3, "0", "x", "4"),
+        swf_line(4, "1", "10", "16"),
+        swf_line(5, "2", "10", "2")
+    );
+    let f = write(dir.path(), "mixed.swf", &text);
+    let o = cpumgr(&["sim", "--swf", &f, "--policy", "fcfs", "--skip-bad", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("skipped 3 bad lines"), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["results"][0]["jobs"], 2);
+}
+
+#[test]
+fn the_shared_lublin_trace_runs_when_present() {
+    let lublin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/swf/lublin_256.swf");
+    if !lublin.is_file() {
+        return;
+    }
+    let o = cpumgr(&["sim", "--swf", lublin.to_str().unwrap(), "--limit", "300", "--policy", "fcfs,equipartition", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cpus"], 256);
+    assert!(v["results"].as_array().unwrap().iter().all(|r| r["jobs"] == 300));
+}
