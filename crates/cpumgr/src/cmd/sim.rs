@@ -360,23 +360,25 @@ fn bench(args: &Args) -> anyhow::Result<()> {
     let exact = SimConfig { fast_forward: false, ..cfg.clone() };
     let s = run_one(&t, &w, "equipartition", &exact, &mut ())?;
     outln!("events: 20000 short jobs on 1024 CPUs, equipartition, every quantum: {} events in {:.3} s = {:.2} M events/s", s.events, s.wall_seconds, s.events as f64 / s.wall_seconds / 1e6);
-    // 2. The SWF trace under every policy.
+    // 2. The SWF trace (or, without it, a generated Lublin trace of the same size) under every
+    // policy.
     let swf_path = args.swf.clone().unwrap_or_else(|| PathBuf::from("../shared/data/swf/lublin_256.swf"));
-    if Path::new(&swf_path).is_file() {
+    let (w, cpus) = if Path::new(&swf_path).is_file() {
         let text = read_file(&swf_path)?;
         let tr = swf::parse(&swf_path.display().to_string(), &text, &swf::SwfOptions::default()).map_err(input)?;
-        let mut w = Workload::of(swf_path.display().to_string(), tr.jobs);
-        w.cpus = Some(tr.cpus);
-        let t = Topology::flat(tr.cpus);
-        outln!("swf: {} ({} jobs, {} CPUs)", swf_path.display(), w.jobs.len(), tr.cpus);
-        for spec in &specs {
-            match run_one(&t, &w, spec, &cfg, &mut ()) {
-                Ok(s) => outln!("  {spec:<14} {:>8.3} s  {:>9} events  {:>9} quanta skipped  makespan {:.0} s  util {:.3}", s.wall_seconds, s.events, s.skipped_quanta, s.makespan, s.utilization),
-                Err(e) => outln!("  {spec:<14} failed: {e:#}"),
-            }
-        }
+        (Workload::of(swf_path.display().to_string(), tr.jobs), tr.cpus)
     } else {
-        outln!("swf: {} not found; skipped", swf_path.display());
+        outln!("swf: {} not found; a generated Lublin trace instead", swf_path.display());
+        let g = Generator::new(Model::Lublin, 10_000, 256);
+        (Workload { generator: Some(g), ..Workload::of("generated Lublin, 10000 jobs", vec![]) }, 256)
+    };
+    let t = Topology::flat(cpus);
+    outln!("swf: {} ({} CPUs)", w.name, cpus);
+    for spec in &specs {
+        match run_one(&t, &w, spec, &cfg, &mut ()) {
+            Ok(s) => outln!("  {spec:<14} {:>8.3} s  {:>9} jobs  {:>9} events  {:>9} quanta skipped  makespan {:.0} s  util {:.3}", s.wall_seconds, s.jobs, s.events, s.skipped_quanta, s.makespan, s.utilization),
+            Err(e) => outln!("  {spec:<14} failed: {e:#}"),
+        }
     }
     // 3. Scale: 100 000 CPUs, 1 M generated jobs.
     let mut g = Generator::new(Model::Lublin, 1_000_000, 100_000);
