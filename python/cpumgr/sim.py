@@ -1,0 +1,34 @@
+"""The cpumgr simulator from Python: the same policies as the live manager, on modelled jobs.
+
+``run(workload, policy=[...])`` returns one record (a flat dict) per finished job and policy, so
+``pandas.DataFrame(run(...))`` is a table; ``summaries(...)`` returns one record per policy.
+
+A workload is a preset spec (``"omp-multiprog:degree=4"``, see ``cpumgr sim --list-presets``) or
+the path of a workload file. A policy is a spec (``"equipartition"``, ``"pdpa:target=0.7"``) or a
+Python object with ``decide(view)``: ``view`` is a dict with ``now`` and ``quantum`` (seconds),
+``cpus`` and ``programs`` (a list of dicts: ``id``, ``name``, ``wants``, ``now``, ``min``, ``max``,
+``weight``, ``arrival``, ``cpu_time``, ``speedup``, ``running``, ``threads``), and ``decide``
+returns one CPU count per program (0: it does not run this quantum).
+"""
+
+import json
+
+from ._cpumgr import simulate
+
+__all__ = ["run", "summaries"]
+
+
+def _simulate(workload, policy, cpus, quantum_ms, mpl):
+    policies = [policy] if isinstance(policy, str) or hasattr(policy, "decide") else list(policy)
+    jobs, runs = simulate(str(workload), policies, cpus=cpus, quantum_ms=quantum_ms, mpl=mpl)
+    return json.loads(jobs), json.loads(runs)
+
+
+def run(workload, policy, cpus=None, quantum_ms=None, mpl=None):
+    """Per-job records of ``workload`` under each policy (a spec, an object, or a list of them)."""
+    return _simulate(workload, policy, cpus, quantum_ms, mpl)[0]
+
+
+def summaries(workload, policy, cpus=None, quantum_ms=None, mpl=None):
+    """One summary record per policy (makespan, mean slowdown, utilisation, fairness, ...)."""
+    return _simulate(workload, policy, cpus, quantum_ms, mpl)[1]

@@ -1,0 +1,56 @@
+"""A numpy matmul loop in two processes under a real manager (equipartition on 2 CPUs): each runs
+every BLAS call with the one CPU it is allocated, as threadpoolctl reports."""
+
+import json
+import subprocess
+import sys
+
+from conftest import wait_for
+
+WORKER = r"""
+import sys
+import numpy as np
+from threadpoolctl import threadpool_info
+import cpumgr
+
+cpumgr.init(name=sys.argv[1], max=2)
+a = np.random.default_rng(0).random((200, 200))
+while True:
+    with cpumgr.threads() as t:
+        blas = [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+        a = a @ a
+        a /= np.abs(a).max()
+    alloc = cpumgr.allocation()
+    print(f"section team={t.count} blas={min(blas)}-{max(blas)} alloc={alloc[0] if alloc else 0}", flush=True)
+"""
+
+
+def sections(path):
+    out = []
+    for line in path.read_text().splitlines():
+        if line.startswith("section "):
+            out.append(dict(f.split("=", 1) for f in line.split()[1:]))
+    return out
+
+
+def test_two_numpy_processes_each_run_blas_with_their_one_cpu(daemon, cpumgr_bin, tmp_path):
+    logs = {name: tmp_path / f"{name}.out" for name in ("a", "b")}
+    procs = [subprocess.Popen([sys.executable, "-c", WORKER, name], env=daemon,
+                              stdout=log.open("w"), stderr=subprocess.DEVNULL)
+             for name, log in logs.items()]
+    try:
+        for name, log in logs.items():
+            wait_for(f"{name} to run sections of 1 thread on 1 CPU", lambda: (
+                len(s := sections(log)) > 3
+                and all(x == {"team": "1", "blas": "1-1", "alloc": "1"} for x in s[-3:])))
+        status = json.loads(subprocess.run([str(cpumgr_bin), "status", "--json"], env=daemon,
+                                           capture_output=True, check=True, text=True).stdout)
+        counts = {p["name"]: p["count"] for p in status["programs"]}
+        assert counts == {"a": 1, "b": 1}, status
+        for log in logs.values():
+            # BLAS always ran with the team the section was given.
+            assert all(x["blas"] == f"{x['team']}-{x['team']}" for x in sections(log))
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
