@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use cpumgr_core::trace::{Event, EventKind};
 use cpumgr_core::{CpuSet, ProgramId};
 
+use crate::adapter;
 use crate::workload::{Job, Workload};
 
 /// How the jobs of a run are treated.
@@ -150,6 +151,10 @@ pub struct RunOptions {
     pub log_dir: PathBuf,
     /// Polling period of the launcher's loop.
     pub tick: Duration,
+    /// The OpenMP adapter to preload into the jobs of policy runs that link an OpenMP runtime, so
+    /// their teams follow the allocation region by region; `None` runs them transparently (held by
+    /// affinity and stop/continue only).
+    pub omp_adapter: Option<PathBuf>,
 }
 
 struct Running {
@@ -170,6 +175,7 @@ fn log_path(opts: &RunOptions, config: &Config, job: &Job) -> PathBuf {
 struct Managed {
     manager: cpumgr_daemon::Manager,
     conn: cpumgr_proto::Conn,
+    socket: PathBuf,
     trace: PathBuf,
 }
 
@@ -186,7 +192,7 @@ impl Managed {
         };
         let manager = cpumgr_daemon::Manager::start(&socket, &settings).map_err(std::io::Error::other)?;
         let conn = cpumgr_proto::Conn::connect(&socket)?;
-        Ok(Managed { manager, conn, trace })
+        Ok(Managed { manager, conn, socket, trace })
     }
 
     fn register(&self, pid: i32, job: &Job) {
@@ -227,11 +233,31 @@ pub fn split_cpus(cpus: &CpuSet, n: usize) -> Vec<CpuSet> {
         .collect()
 }
 
-fn spawn(job: &Job, config: &Config, slot: Option<&CpuSet>, log: &Path) -> std::io::Result<i32> {
+/// How a job of a policy run meets its manager: the manager's socket (the job's client waits
+/// for the launcher's registration there) and the adapter to preload when the job uses OpenMP.
+struct Cooperation<'a> {
+    socket: &'a Path,
+    omp_adapter: Option<&'a Path>,
+}
+
+impl Cooperation<'_> {
+    fn apply(&self, cmd: &mut Command, job: &Job) {
+        adapter::managed_env(cmd, self.socket);
+        let openmp = || adapter::resolve(&job.command[0]).is_some_and(|p| adapter::links_openmp(&p));
+        if let Some(lib) = self.omp_adapter.filter(|_| openmp()) {
+            adapter::preload(cmd, lib);
+        }
+    }
+}
+
+fn spawn(job: &Job, config: &Config, slot: Option<&CpuSet>, coop: Option<&Cooperation>, log: &Path) -> std::io::Result<i32> {
     let mut cmd = Command::new(&job.command[0]);
     cmd.args(&job.command[1..]).envs(&job.env).stdin(Stdio::null()).process_group(0);
     if let Some(d) = &job.dir {
         cmd.current_dir(d);
+    }
+    if let Some(coop) = coop {
+        coop.apply(&mut cmd, job);
     }
     match config {
         Config::Passive => {
@@ -384,7 +410,8 @@ pub fn run(
             let set = slot.map(|s| &slots[s]);
             let log = log_path(opts, config, job);
             let id = Some(ProgramId(i as u64 + 1));
-            match spawn(job, config, set, &log) {
+            let coop = manager.as_ref().map(|m| Cooperation { socket: &m.socket, omp_adapter: opts.omp_adapter.as_deref() });
+            match spawn(job, config, set, coop.as_ref(), &log) {
                 Ok(pid) => {
                     if let Some(s) = slot {
                         slot_free[s] = false;

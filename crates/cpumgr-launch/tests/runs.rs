@@ -18,6 +18,7 @@ fn opts(dir: &Path) -> RunOptions {
         quantum: Duration::from_millis(50),
         log_dir: dir.to_path_buf(),
         tick: Duration::from_millis(2),
+        omp_adapter: None,
     }
 }
 
@@ -96,4 +97,52 @@ fn a_policy_run_goes_through_a_manager_and_keeps_its_trace() {
     let allocations: Vec<_> = r.trace.iter().filter_map(|e| match &e.kind { EventKind::Allocate { count, cpus, .. } => Some((*count, cpus.len())), _ => None }).collect();
     assert!(!allocations.is_empty(), "the manager traced its allocations");
     assert!(allocations.iter().all(|&(c, n)| c == 1 && n == 1), "each job asked for 1 CPU: {allocations:?}");
+}
+
+/// The test kernels, built with make and gcc into `dir`.
+fn kernels(dir: &Path) -> std::path::PathBuf {
+    let out = dir.join("kernels");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels");
+    let make = std::process::Command::new("make").arg("-s").arg("-C").arg(src).arg(format!("OUT={}", out.display())).status().unwrap();
+    assert!(make.success(), "the kernels build with make and gcc -fopenmp");
+    out
+}
+
+/// Teams of every region that the kernel logged in a job's stderr.
+fn region_teams(log: &Path) -> Vec<u32> {
+    std::fs::read_to_string(log)
+        .unwrap()
+        .lines()
+        .filter(|l| l.starts_with("region "))
+        .filter_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix("threads=")).and_then(|t| t.parse().ok()))
+        .collect()
+}
+
+/// Two stencils that each ask for both CPUs (`OMP_NUM_THREADS=2`) arrive together under
+/// equipartition: with the OpenMP adapter preloaded, their regions run teams of their one CPU;
+/// without it (`omp_adapter: None`), they keep their own team of 2 (held by affinity instead).
+#[test]
+fn policy_runs_preload_the_openmp_adapter_so_teams_follow_the_allocation() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = kernels(dir.path());
+    let lib = cpumgr_launch::adapter::adapter_library().expect("libcpumgr_omp.so next to the test binary: run `cargo build --workspace` first");
+    let text = "[[job]]\nname = \"st\"\ncommand = [\"{kernels}/stencil\", \"-n\", \"256\", \"-iters\", \"6000\", \"-regions\", \"300\"]\n\
+                env = { OMP_NUM_THREADS = \"2\", CPUMGR_KERNEL_LOG = \"1\" }\nrepeat = 2\n";
+    let w = Workload::parse(Path::new("t.toml"), text, &Expand { cpus: 2, kernels: bin.clone() }).unwrap();
+    for adapter in [Some(lib), None] {
+        let logs = dir.path().join(if adapter.is_some() { "with" } else { "without" });
+        let o = RunOptions { omp_adapter: adapter.clone(), ..opts(&logs) };
+        let r = run(&w, &Config::Policy("equipartition".into()), &o, &AtomicBool::new(false), &mut |_, _| {}).unwrap();
+        assert!(r.jobs.iter().all(|j| j.outcome.ok()), "{:?}", r.jobs);
+        let teams: Vec<u32> = ["st_1", "st_2"]
+            .iter()
+            .flat_map(|j| region_teams(&logs.join(format!("equipartition-{j}.err"))))
+            .collect();
+        assert_eq!(teams.len(), 600, "every region logged");
+        if adapter.is_some() {
+            assert!(teams.contains(&1), "teams follow the allocation of 1 CPU each: {teams:?}");
+        } else {
+            assert!(teams.iter().all(|&t| t == 2), "unadapted programs keep their team: {teams:?}");
+        }
+    }
 }

@@ -92,6 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         report: Some(args.report),
         trace: None,
         json: args.json,
+        no_omp: false,
     };
     launch(&launch_args, WORKLOAD)
 }

@@ -52,6 +52,10 @@ pub struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     pub json: bool,
+    /// Run policy configurations transparently: no OpenMP adapter in the jobs, so the manager can
+    /// only hold them by affinity and stop/continue (what an unmodified, unpreloaded program gets).
+    #[arg(long)]
+    pub no_omp: bool,
 }
 
 /// The CPUs this process may run on.
@@ -64,6 +68,19 @@ pub fn allowed_cpus() -> CpuSet {
         return CpuSet::first_n(n);
     }
     (0..libc::CPU_SETSIZE as u32).filter(|&c| unsafe { libc::CPU_ISSET(c as usize, &mask) }).collect()
+}
+
+/// The OpenMP adapter for policy runs, with a warning when there are policy runs and it is not
+/// found (their OpenMP jobs then run transparently).
+fn omp_adapter(policies: &[String]) -> Option<PathBuf> {
+    let lib = cpumgr_launch::adapter::adapter_library();
+    if lib.is_none() && policies.iter().any(|p| !p.is_empty()) {
+        tracing::warn!(
+            "{} not found (set CPUMGR_OMP_LIB, or cargo build -p cpumgr-omp): OpenMP jobs of policy runs keep their own teams",
+            cpumgr_launch::adapter::ADAPTER
+        );
+    }
+    lib
 }
 
 /// Splits a `--policy` value into policy specs: specs are separated by commas that do not belong
@@ -129,7 +146,8 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
     let logs = tempfile::Builder::new().prefix("cpumgr-launch-").tempdir()?;
     let quantum = super::control::parse_duration("--quantum", &args.quantum)?;
-    let opts = RunOptions { cpus: cpus.clone(), quantum, log_dir: logs.path().to_path_buf(), tick: Duration::from_millis(5) };
+    let omp_adapter = if args.no_omp { None } else { omp_adapter(&args.policy) };
+    let opts = RunOptions { cpus: cpus.clone(), quantum, log_dir: logs.path().to_path_buf(), tick: Duration::from_millis(5), omp_adapter };
     let show_progress = !args.json && std::io::stdout().is_terminal();
 
     // Each class's dedicated run time: its first job alone on the machine, OpenMP defaults.
