@@ -40,6 +40,8 @@ enum Command {
     Daemon(cmd::daemon::Args),
     /// Run a command as a program registered with the manager (starting one if none runs).
     Run(cmd::run::Args),
+    /// Manage a process that already runs, until it exits (or this command is interrupted).
+    Attach(cmd::attach::Args),
     /// Show the manager's policy, CPUs and programs.
     Status(cmd::status::Args),
     /// Change the running manager's policy.
@@ -67,6 +69,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => cmd::sim::run(a),
         Command::Daemon(a) => cmd::daemon::run(a),
         Command::Run(a) => cmd::run::run(a).map(|code| std::process::exit(code as i32)),
+        Command::Attach(a) => cmd::attach::run(a),
         Command::Status(a) => cmd::status::run(a),
         Command::Policy(a) => cmd::policy::run(a),
         Command::Quantum(a) => cmd::quantum::run(a),

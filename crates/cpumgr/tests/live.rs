@@ -170,3 +170,42 @@ fn a_dead_manager_is_replaced_by_the_run_supervisor_releasing_its_program() {
     d.runs.clear();
     wait_for("the programs to end", || gone(a) && gone(b));
 }
+
+/// The `Cpus_allowed_list` of every thread of `pid` (`/proc/PID/task/*/status`).
+fn thread_cpus(pid: i32) -> Vec<CpuSet> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .filter_map(|s| s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|v| CpuSet::parse(v.trim()).ok()))
+        .collect()
+}
+
+#[test]
+fn attach_manages_a_running_process_and_an_interrupt_leaves_it_restored() {
+    use std::os::unix::process::CommandExt;
+    let mut d = Daemon::start("equipartition");
+    let busy = Command::new("sh").args(["-c", BUSY]).process_group(0).spawn().unwrap();
+    let pid = busy.id() as i32;
+    d.runs.push(busy); // ended with the manager, even when an assertion fails
+    let before = allowed(pid).unwrap();
+    let other = d.run("other", BUSY);
+    let mut attach = d.cpumgr(&["attach", &pid.to_string(), "--name", "attached"]).spawn().unwrap();
+    wait_for("every thread of the attached process on one CPU", || {
+        let t = thread_cpus(pid);
+        !t.is_empty() && t.iter().all(|s| s.len() == 1)
+    });
+    wait_for("the other program on the other CPU", || allowed(other).is_some_and(|s| s.len() == 1));
+    assert!(d.status().programs.iter().any(|p| p.pid == pid && p.name == "attached"));
+    // Under gang the manager stops it in turns; an interrupt of `attach` must not leave it stopped.
+    assert!(d.cpumgr(&["policy", "set", "gang"]).status().unwrap().success());
+    wait_for("the attached process stopped by the manager", || stopped(pid));
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(attach.id() as i32), nix::sys::signal::SIGINT).unwrap();
+    assert!(attach.wait().unwrap().success());
+    wait_for("the process widened back and continued", || {
+        let t = thread_cpus(pid);
+        !t.is_empty() && t.iter().all(|s| *s == before) && !stopped(pid)
+    });
+    assert!(!gone(pid), "attach ended only the attachment");
+    assert!(d.status().programs.iter().all(|p| p.pid != pid));
+}

@@ -1,5 +1,6 @@
 //! One module per subcommand, each with its clap `Args` and a `run` function.
 
+pub mod attach;
 pub mod control;
 pub mod daemon;
 pub mod decide;
@@ -10,6 +11,7 @@ pub mod policy;
 pub mod quantum;
 pub mod report;
 pub mod run;
+pub mod session;
 pub mod sim;
 pub mod status;
 pub mod trace;

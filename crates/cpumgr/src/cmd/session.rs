@@ -1,0 +1,193 @@
+//! What `cpumgr run` and `cpumgr attach` share: one program's session with the manager.
+//!
+//! A session connects to the manager, or starts one inside this process when none answers (a
+//! later `run` or `attach` joins it); registers the program; watches the connection while the
+//! program lives, and if the manager disappears (even by SIGKILL, the kernel closes its end)
+//! releases the program itself (continued, affinity widened back), so no program is left stopped
+//! or pinned by a dead manager; and at the end unregisters it and, for an embedded manager, serves
+//! the programs that joined until they have ended too.
+
+use std::os::fd::AsFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use cpumgr_core::CpuSet;
+use cpumgr_daemon::procfs::Target;
+use cpumgr_daemon::{enforce, Manager, StartError};
+use cpumgr_proto::{Conn, Registration, Reply, Request};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+use nix::sys::signal::Signal;
+
+use super::control::socket_path;
+use super::daemon;
+use crate::input::InputError;
+
+/// What a program asks of the manager (the options `run` and `attach` share).
+#[derive(Debug, Clone, Parser)]
+#[group(skip)]
+pub struct ProgramArgs {
+    /// CPUs wanted (default: every managed CPU).
+    #[arg(long)]
+    pub request: Option<u32>,
+    /// Fewest CPUs it can run on.
+    #[arg(long)]
+    pub min: Option<u32>,
+    /// Most CPUs it can use.
+    #[arg(long)]
+    pub max: Option<u32>,
+    /// A rigid program of exactly N processes or threads.
+    #[arg(long, conflicts_with_all = ["request", "min", "max"])]
+    pub rigid: Option<u32>,
+    /// Relative weight.
+    #[arg(long)]
+    pub weight: Option<f64>,
+    /// Name shown by `status` (default: the command).
+    #[arg(long)]
+    pub name: Option<String>,
+}
+
+impl ProgramArgs {
+    /// The registration of process `pid`, named `default_name` unless `--name` says otherwise.
+    pub fn registration(&self, pid: i32, default_name: &str) -> Registration {
+        Registration {
+            pid: Some(pid),
+            name: self.name.clone().unwrap_or_else(|| default_name.chars().take(64).collect()),
+            now: self.request,
+            min: self.min,
+            max: self.max,
+            rigid: self.rigid,
+            weight: self.weight,
+        }
+    }
+}
+
+/// The signals a session catches (`run` forwards them to its program, `attach` ends on them).
+const CAUGHT: [i32; 3] = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
+
+/// One program's session with the manager.
+pub struct Session {
+    socket: PathBuf,
+    /// The control connection; `None` once the manager is gone.
+    link: Option<Conn>,
+    /// The program's id while it is registered.
+    id: Option<u64>,
+    /// The manager started here, if none answered.
+    embedded: Option<Manager>,
+    /// One flag per caught signal, set by its handler.
+    flags: Vec<(i32, Arc<AtomicBool>)>,
+}
+
+impl Session {
+    /// Connects to the manager on the socket of `manager` (or starts one here with its settings)
+    /// and starts catching SIGINT, SIGTERM and SIGHUP.
+    pub fn open(manager: &daemon::Args) -> anyhow::Result<Session> {
+        let socket = socket_path(manager.socket.as_deref());
+        let (conn, embedded) = connect_or_embed(&socket, manager)?;
+        conn.set_timeout(Some(Duration::from_secs(5)))?;
+        let flags: Vec<(i32, Arc<AtomicBool>)> = CAUGHT.iter().map(|&s| (s, Arc::new(AtomicBool::new(false)))).collect();
+        for (sig, flag) in &flags {
+            signal_hook::flag::register(*sig, flag.clone())?;
+        }
+        Ok(Session { socket, link: Some(conn), id: None, embedded, flags })
+    }
+
+    /// The manager's socket.
+    pub fn socket(&self) -> &Path {
+        &self.socket
+    }
+
+    /// Registers a program; a refusal is the manager's message.
+    pub fn register(&mut self, reg: Registration) -> Result<(), String> {
+        match self.link.as_ref().map(|c| c.call(&Request::Register(reg))) {
+            Some(Ok((Reply::Registered { id }, _slot))) => {
+                self.id = Some(id);
+                Ok(())
+            }
+            Some(Ok((Reply::Error { message }, _))) => Err(message),
+            Some(Ok((other, _))) => Err(format!("unexpected reply {other:?}")),
+            Some(Err(e)) => Err(e.to_string()),
+            None => Err("the manager is gone".into()),
+        }
+    }
+
+    /// A caught signal not yet taken, if any.
+    pub fn take_signal(&self) -> Option<Signal> {
+        self.flags
+            .iter()
+            .find(|(_, f)| f.swap(false, Ordering::AcqRel))
+            .and_then(|(sig, _)| Signal::try_from(*sig).ok())
+    }
+
+    /// Unregisters the program: the manager continues it, widens its affinity back and gives its
+    /// CPUs to the others.
+    pub fn unregister(&mut self) {
+        if let (Some(c), Some(id)) = (self.link.as_ref(), self.id.take()) {
+            let _ = c.call(&Request::Unregister { id });
+        }
+    }
+
+    /// Waits up to 20 ms on the manager's connection; if the manager is gone, releases `target`
+    /// (continued, every thread's affinity set to `original`) and carries on unmanaged.
+    pub fn watch(&mut self, target: Target, original: &CpuSet) {
+        let Some(c) = &self.link else {
+            std::thread::sleep(Duration::from_millis(20));
+            return;
+        };
+        let mut fds = [PollFd::new(c.as_fd(), PollFlags::POLLIN)];
+        let _ = poll(&mut fds, PollTimeout::from(20u16));
+        // The only message the manager ever sends unasked is its end (EOF).
+        if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+            tracing::warn!("the manager is gone; releasing the program");
+            enforce::release(target, original);
+            self.link = None;
+            self.id = None;
+        }
+    }
+
+    /// Unregisters the program; a manager embedded here serves the programs that joined it until
+    /// they have ended (or a signal comes), then releases them and stops.
+    pub fn close(mut self) {
+        self.unregister();
+        self.link = None;
+        if let Some(m) = self.embedded.take() {
+            let mut told = false;
+            while m.programs() > 0 && !self.flags.iter().any(|(_, f)| f.load(Ordering::Acquire)) {
+                if !told {
+                    eprintln!("cpumgr: keeping the manager on {} for {} more program(s)", self.socket.display(), m.programs());
+                    told = true;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            m.shutdown();
+        }
+    }
+}
+
+/// Connects to the manager, or starts one here.
+fn connect_or_embed(socket: &Path, args: &daemon::Args) -> anyhow::Result<(Conn, Option<Manager>)> {
+    if let Ok(c) = Conn::connect(socket) {
+        return Ok((c, None));
+    }
+    let settings = args.settings()?;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        match Manager::start(socket, &settings) {
+            Ok(m) => return Ok((Conn::connect(socket)?, Some(m))),
+            // Another process is starting one: join it as soon as it answers.
+            Err(StartError::AlreadyRunning(_)) => {
+                if let Ok(c) = Conn::connect(socket) {
+                    return Ok((c, None));
+                }
+                if Instant::now() > deadline {
+                    anyhow::bail!("a manager holds {} but does not answer", socket.display());
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(StartError::Settings(m)) => return Err(InputError::new(m)),
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
