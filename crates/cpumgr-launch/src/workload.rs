@@ -18,8 +18,9 @@
 //! kind = "malleable"          # or "rigid" (with `procs`), "moldable", "evolving"
 //! ```
 //!
-//! `{cpus}` is replaced by the number of CPUs the run uses and `{kernels}` by the directory of
-//! the built test kernels, in commands, environment values and `request`.
+//! `{cpus}` is replaced by the number of CPUs the run uses, `{cpus*K}` by K times that (work
+//! that grows with the machine), and `{kernels}` by the directory of the built test kernels, in
+//! commands, environment values and `request`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -121,8 +122,27 @@ pub struct Expand {
 }
 
 impl Expand {
+    /// Replaces `{cpus}`, `{cpus*K}` (K a whole number: work that grows with the machine, so a
+    /// workload takes about as long on 64 CPUs as on 2) and `{kernels}`.
     fn apply(&self, s: &str) -> String {
-        s.replace("{cpus}", &self.cpus.to_string()).replace("{kernels}", &self.kernels.display().to_string())
+        let mut out = String::with_capacity(s.len());
+        let mut rest = s;
+        while let Some(at) = rest.find("{cpus*") {
+            out.push_str(&rest[..at]);
+            let tail = &rest[at + "{cpus*".len()..];
+            match tail.find('}').and_then(|end| Some((end, tail[..end].parse::<u64>().ok()?))) {
+                Some((end, k)) => {
+                    out.push_str(&(k * u64::from(self.cpus)).to_string());
+                    rest = &tail[end + 1..];
+                }
+                None => {
+                    out.push_str("{cpus*");
+                    rest = tail;
+                }
+            }
+        }
+        out.push_str(rest);
+        out.replace("{cpus}", &self.cpus.to_string()).replace("{kernels}", &self.kernels.display().to_string())
     }
 }
 
@@ -225,6 +245,14 @@ mod tests {
 
     fn parse(text: &str) -> Result<Workload, WorkloadError> {
         Workload::parse(Path::new("w.toml"), text, &Expand { cpus: 4, kernels: PathBuf::from("/k") })
+    }
+
+    #[test]
+    fn cpus_times_k_scales_with_the_machine() {
+        let e = Expand { cpus: 4, kernels: PathBuf::from("/k") };
+        assert_eq!(e.apply("-iters {cpus*500} -t {cpus}"), "-iters 2000 -t 4");
+        // Not a whole number: left as written.
+        assert_eq!(e.apply("{cpus*x} {cpus*}"), "{cpus*x} {cpus*}");
     }
 
     #[test]
