@@ -209,3 +209,38 @@ fn attach_manages_a_running_process_and_an_interrupt_leaves_it_restored() {
     assert!(!gone(pid), "attach ended only the attachment");
     assert!(d.status().programs.iter().all(|p| p.pid != pid));
 }
+
+#[test]
+fn daemon_config_with_an_unknown_key_exits_2_naming_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("cpumgr.toml");
+    std::fs::write(&config, "policy = \"gang\"\nquantm = \"50ms\"\n").unwrap();
+    let out = Command::new(BIN)
+        .args(["daemon", "--config", config.to_str().unwrap()])
+        .env("CPUMGR_SOCKET", dir.path().join("s.sock"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("{}:2: field `quantm`", config.display())), "{err}");
+}
+
+#[test]
+fn daemon_reads_its_config_file_and_flags_override_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("cpumgr.toml");
+    let socket = dir.path().join("from-file.sock");
+    std::fs::write(&config, format!("policy = \"gang\"\nquantum = \"40ms\"\nsocket = {:?}\n", socket.to_str().unwrap())).unwrap();
+    let mut d = Command::new(BIN)
+        .args(["daemon", "--config", config.to_str().unwrap(), "--quantum", "30ms"])
+        .env_remove("CPUMGR_SOCKET")
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the manager on the socket from the file", || Conn::connect(&socket).is_ok());
+    let Reply::Status(s) = Conn::connect(&socket).unwrap().call(&Request::Status).unwrap().0 else { panic!() };
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(d.id() as i32), nix::sys::signal::SIGTERM).unwrap();
+    assert!(d.wait().unwrap().success());
+    assert_eq!(s.policy, "gang");
+    assert_eq!(s.quantum_ms, 30.0);
+}

@@ -13,12 +13,17 @@ pub fn socket_path(arg: Option<&Path>) -> PathBuf {
     arg.map(Path::to_path_buf).unwrap_or_else(cpumgr_daemon::default_socket)
 }
 
-/// Parses a duration like `100ms`, `0.5s` or `50` (milliseconds), for the flag `flag`.
-pub fn parse_duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
+/// Parses a duration like `100ms`, `0.5s` or `50` (milliseconds).
+pub fn duration(text: &str) -> Result<Duration, String> {
     cpumgr_core::params::parse_millis(text)
         .filter(|ms| *ms > 0.0)
         .map(|ms| Duration::from_secs_f64(ms / 1000.0))
-        .ok_or_else(|| InputError::new(format!("{flag} {text}: not a duration (e.g. 100ms, 0.5s)")))
+        .ok_or_else(|| "not a duration (e.g. 100ms, 0.5s)".to_string())
+}
+
+/// Parses a duration like `100ms`, `0.5s` or `50` (milliseconds), for the flag `flag`.
+pub fn parse_duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
+    duration(text).map_err(|e| InputError::new(format!("{flag} {text}: {e}")))
 }
 
 /// Connects to the manager at `socket`, with a bounded wait for replies.

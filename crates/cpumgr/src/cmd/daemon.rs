@@ -1,5 +1,8 @@
 //! `cpumgr daemon`: the manager in the foreground until SIGTERM or SIGINT, which release every
 //! program (continued, affinity widened back) before it exits.
+//!
+//! Settings come from flags, their `CPUMGR_*` variables, and a TOML config file (`--config`,
+//! `CPUMGR_CONFIG`; see [`super::config`]), in that order of precedence, then the defaults.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,20 +12,26 @@ use std::time::Duration;
 use clap::Parser;
 use cpumgr_core::CpuSet;
 use cpumgr_daemon::{Manager, Settings};
+use toml::Spanned;
 
-use super::control::{parse_duration, socket_path};
+use super::config::Loaded;
+use super::control::{duration, socket_path};
 use crate::input::InputError;
 
-/// Arguments of `cpumgr daemon` (also flattened into `cpumgr run` for an embedded manager).
+/// Arguments of `cpumgr daemon` (also flattened into `cpumgr run` and `cpumgr attach` for an
+/// embedded manager).
 #[derive(Debug, Parser)]
 #[group(skip)]
 pub struct Args {
-    /// Scheduling policy, `name:key=value,...` (see `cpumgr policies`).
-    #[arg(long, env = "CPUMGR_POLICY", default_value = "equipartition")]
-    pub policy: String,
-    /// Scheduler quantum (`100ms`, `0.1s`).
-    #[arg(long, env = "CPUMGR_QUANTUM", default_value = "100ms")]
-    pub quantum: String,
+    /// TOML file with any of the settings below (`policy = "gang"`); flags override it.
+    #[arg(long, env = "CPUMGR_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Scheduling policy, `name:key=value,...` (see `cpumgr policies`) [default: equipartition].
+    #[arg(long, env = "CPUMGR_POLICY")]
+    pub policy: Option<String>,
+    /// Scheduler quantum (`100ms`, `0.1s`) [default: 100ms].
+    #[arg(long, env = "CPUMGR_QUANTUM")]
+    pub quantum: Option<String>,
     /// How long a cooperative program gets to shrink before it is forced (default: one quantum).
     #[arg(long, env = "CPUMGR_GRACE")]
     pub grace: Option<String>,
@@ -37,29 +46,67 @@ pub struct Args {
     pub trace: Option<PathBuf>,
 }
 
+/// What the arguments and the config file describe together.
+#[derive(Debug)]
+pub struct Resolved {
+    /// The manager's settings.
+    pub settings: Settings,
+    /// Its control socket.
+    pub socket: PathBuf,
+}
+
+/// A setting from its flag (or variable) when given, else from the file, parsed by `parse`; an
+/// error names the flag, or the file, line and key.
+fn pick<T>(
+    flag: (&str, Option<&str>),
+    file: &Loaded,
+    key: &str,
+    value: Option<&Spanned<String>>,
+    parse: impl Fn(&str) -> Result<T, String>,
+) -> anyhow::Result<Option<T>> {
+    if let Some(text) = flag.1 {
+        return parse(text).map(Some).map_err(|e| InputError::new(format!("{} {text}: {e}", flag.0)));
+    }
+    value.map(|v| parse(v.get_ref()).map_err(|e| file.error(key, v, e))).transpose()
+}
+
+fn policy(spec: &str) -> Result<String, String> {
+    cpumgr_core::policies::build(spec).map(|_| spec.to_string()).map_err(|e| e.to_string())
+}
+
+fn cpus(text: &str) -> Result<CpuSet, String> {
+    CpuSet::parse(text).map_err(|e| e.to_string())
+}
+
 impl Args {
-    /// The manager settings these arguments describe.
-    pub fn settings(&self) -> anyhow::Result<Settings> {
-        let cpus = match &self.cpus {
-            Some(t) => Some(CpuSet::parse(t).map_err(|e| InputError::new(format!("--cpus {t}: {e}")))?),
-            None => None,
+    /// The manager settings and socket these arguments, and the config file they name, describe.
+    pub fn resolve(&self) -> anyhow::Result<Resolved> {
+        let file = match &self.config {
+            Some(p) => Loaded::read(p)?,
+            None => Loaded::default(),
         };
-        cpumgr_core::policies::build(&self.policy).map_err(|e| InputError::new(format!("--policy: {e}")))?;
-        Ok(Settings {
-            policy: self.policy.clone(),
-            quantum: parse_duration("--quantum", &self.quantum)?,
-            grace: self.grace.as_deref().map(|g| parse_duration("--grace", g)).transpose()?,
-            cpus,
-            trace: self.trace.clone(),
-            ..Settings::default()
+        let c = &file.config;
+        let defaults = Settings::default();
+        let path = |flag: &Option<PathBuf>, v: &Option<Spanned<PathBuf>>| flag.clone().or_else(|| v.as_ref().map(|v| v.get_ref().clone()));
+        Ok(Resolved {
+            settings: Settings {
+                policy: pick(("--policy", self.policy.as_deref()), &file, "policy", c.policy.as_ref(), policy)?
+                    .unwrap_or(defaults.policy),
+                quantum: pick(("--quantum", self.quantum.as_deref()), &file, "quantum", c.quantum.as_ref(), duration)?
+                    .unwrap_or(defaults.quantum),
+                grace: pick(("--grace", self.grace.as_deref()), &file, "grace", c.grace.as_ref(), duration)?,
+                cpus: pick(("--cpus", self.cpus.as_deref()), &file, "cpus", c.cpus.as_ref(), cpus)?,
+                trace: path(&self.trace, &c.trace),
+                ..defaults
+            },
+            socket: socket_path(path(&self.socket, &c.socket).as_deref()),
         })
     }
 }
 
 /// Runs the manager until SIGTERM or SIGINT.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let settings = args.settings()?;
-    let socket = socket_path(args.socket.as_deref());
+    let Resolved { settings, socket } = args.resolve()?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT, signal_hook::consts::SIGHUP] {
         signal_hook::flag::register(sig, stop.clone())?;
@@ -74,4 +121,45 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     manager.shutdown();
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn resolve(file: &str, flags: &[&str]) -> anyhow::Result<Resolved> {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(&path, file).unwrap();
+        let mut argv = vec!["daemon", "--config", path.to_str().unwrap()];
+        argv.extend_from_slice(flags);
+        Args::try_parse_from(argv).unwrap().resolve().map_err(|e| anyhow::anyhow!("{}", e.to_string().replace(path.to_str().unwrap(), "c.toml")))
+    }
+
+    #[test]
+    fn the_file_sets_what_no_flag_sets() {
+        let r = resolve("policy = \"gang\"\nquantum = \"40ms\"\ncpus = \"0\"\n", &["--quantum", "30ms"]).unwrap();
+        assert_eq!(r.settings.policy, "gang");
+        assert_eq!(r.settings.quantum, Duration::from_millis(30));
+        assert_eq!(r.settings.cpus, Some(CpuSet::parse("0").unwrap()));
+    }
+
+    #[test]
+    fn the_shipped_example_is_valid() {
+        let r = resolve(include_str!("../../../../dist/cpumgr.toml"), &[]).unwrap();
+        assert_eq!(r.socket, Path::new("/run/cpumgr/cpumgr.sock"));
+        assert_eq!(r.settings.policy, "equipartition:redistribute=true");
+    }
+
+    #[test]
+    fn a_bad_value_in_the_file_names_file_line_and_key() {
+        let e = resolve("policy = \"gang\"\n\nquantum = \"fast\"\n", &[]).unwrap_err().to_string();
+        assert!(e.starts_with("c.toml:3: field `quantum`: not a duration"), "{e}");
+        let e = resolve("policy = \"nonesuch\"\n", &[]).unwrap_err().to_string();
+        assert!(e.starts_with("c.toml:1: field `policy`"), "{e}");
+        // A flag's bad value names the flag; the file's value is not consulted.
+        let e = resolve("quantum = \"fast\"\n", &["--quantum", "slow"]).unwrap_err().to_string();
+        assert!(e.starts_with("--quantum slow:"), "{e}");
+    }
 }

@@ -1,6 +1,7 @@
 //! One module per subcommand, each with its clap `Args` and a `run` function.
 
 pub mod attach;
+pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod decide;

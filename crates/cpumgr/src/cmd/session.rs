@@ -16,12 +16,11 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use cpumgr_core::CpuSet;
 use cpumgr_daemon::procfs::Target;
-use cpumgr_daemon::{enforce, Manager, StartError};
+use cpumgr_daemon::{enforce, Manager, Settings, StartError};
 use cpumgr_proto::{Conn, Registration, Reply, Request};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::Signal;
 
-use super::control::socket_path;
 use super::daemon;
 use crate::input::InputError;
 
@@ -84,8 +83,8 @@ impl Session {
     /// Connects to the manager on the socket of `manager` (or starts one here with its settings)
     /// and starts catching SIGINT, SIGTERM and SIGHUP.
     pub fn open(manager: &daemon::Args) -> anyhow::Result<Session> {
-        let socket = socket_path(manager.socket.as_deref());
-        let (conn, embedded) = connect_or_embed(&socket, manager)?;
+        let daemon::Resolved { settings, socket } = manager.resolve()?;
+        let (conn, embedded) = connect_or_embed(&socket, &settings)?;
         conn.set_timeout(Some(Duration::from_secs(5)))?;
         let flags: Vec<(i32, Arc<AtomicBool>)> = CAUGHT.iter().map(|&s| (s, Arc::new(AtomicBool::new(false)))).collect();
         for (sig, flag) in &flags {
@@ -167,14 +166,13 @@ impl Session {
 }
 
 /// Connects to the manager, or starts one here.
-fn connect_or_embed(socket: &Path, args: &daemon::Args) -> anyhow::Result<(Conn, Option<Manager>)> {
+fn connect_or_embed(socket: &Path, settings: &Settings) -> anyhow::Result<(Conn, Option<Manager>)> {
     if let Ok(c) = Conn::connect(socket) {
         return Ok((c, None));
     }
-    let settings = args.settings()?;
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
-        match Manager::start(socket, &settings) {
+        match Manager::start(socket, settings) {
             Ok(m) => return Ok((Conn::connect(socket)?, Some(m))),
             // Another process is starting one: join it as soon as it answers.
             Err(StartError::AlreadyRunning(_)) => {
