@@ -51,3 +51,106 @@ fn a_bad_trace_line_is_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("bad.trace:2:"), "{err}");
 }
+
+/// Headless Chromium: `$CPUMGR_CHROMIUM`, else the first of the usual names on `PATH`. Its absence
+/// fails the test (CI's `.ci/run` installs it), so a report that no longer renders cannot pass
+/// unseen.
+fn chromium() -> std::path::PathBuf {
+    let named = std::env::var_os("CPUMGR_CHROMIUM").filter(|p| !p.is_empty()).map(std::path::PathBuf::from);
+    let on_path = || {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        ["chromium", "chromium-browser", "google-chrome", "google-chrome-stable"]
+            .iter()
+            .flat_map(|n| std::env::split_paths(&path).map(move |d| d.join(n)))
+            .find(|p| p.is_file())
+    };
+    named.or_else(on_path).expect(
+        "headless Chromium is needed to check that the HTML report renders: `apt-get install chromium` \
+         (CI's .ci/run installs it) or set CPUMGR_CHROMIUM to its path",
+    )
+}
+
+/// Runs headless Chromium on `page` with `what` (`--dump-dom` or `--screenshot=FILE`); returns
+/// its stdout.
+fn chromium_on(page: &std::path::Path, what: &str, profile: &std::path::Path) -> String {
+    let out = Command::new(chromium())
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,2000"])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(what)
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium starts");
+    assert!(out.status.success(), "chromium {what} failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The hue (degrees) of a clearly coloured pixel, `None` for white, grey and black (text, axes,
+/// table borders): only the charts' job colours are saturated.
+fn hue(p: &[u8]) -> Option<u32> {
+    let (r, g, b) = (p[0] as f64, p[1] as f64, p[2] as f64);
+    let (max, min) = (r.max(g).max(b), r.min(g).min(b));
+    if max - min < 60.0 {
+        return None;
+    }
+    let d = max - min;
+    let h = if max == r { 60.0 * (((g - b) / d) % 6.0) } else if max == g { 60.0 * ((b - r) / d + 2.0) } else { 60.0 * ((r - g) / d + 4.0) };
+    Some((h.rem_euclid(360.0)) as u32)
+}
+
+/// The report of a real `cpumgr launch` (three programs under the `os` baseline and under a
+/// manager) in headless Chromium: after its scripts ran, every chart's SVG holds bars and paths
+/// and the replay grid is painted; the screenshot's chart area is coloured in every job's colour.
+#[test]
+fn the_launch_report_renders_in_headless_chromium() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(&workload, "name = \"render\"\n[[job]]\nname = \"a\"\ncommand = [\"sleep\", \"0.3\"]\n[[job]]\nname = \"b\"\ncommand = [\"sleep\", \"0.4\"]\nat = 0.1\n[[job]]\nname = \"c\"\ncommand = [\"sleep\", \"0.2\"]\nat = 0.2\n").unwrap();
+    let page = dir.path().join("report.html");
+    let out = cpumgr()
+        .arg("launch")
+        .arg(&workload)
+        .args(["--baseline", "os", "--policy", "equipartition", "--json", "--report"])
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let profile = dir.path().join("profile");
+
+    let dom = chromium_on(&page, "--dump-dom", &profile);
+    for (k, run) in v["runs"].as_array().unwrap().iter().enumerate() {
+        let section = dom.split(&format!("<section id=\"run{k}\">")).nth(1).unwrap_or_else(|| panic!("run{k} rendered")).split("</section>").next().unwrap();
+        let chart = |class: &str| section.split(&format!("<svg class=\"{class}\"")).nth(1).unwrap_or_else(|| panic!("{class} chart")).split("</svg>").next().unwrap().to_string();
+        assert!(chart("gantt").matches("<rect").count() >= 3, "a bar per job in {}'s Gantt chart", run["config"]);
+        assert!(chart("cpus").matches("<rect").count() >= 1, "CPU owners drawn");
+        assert_eq!(chart("alloc").matches("<path").count(), 3, "an allocation line per job");
+        // The replay's script ran: a painted cell per CPU.
+        let grid = section.split(&format!("id=\"run{k}-grid\">")).nth(1).unwrap().split("</div></div>").next().unwrap();
+        assert!(grid.matches("class=\"cpu\"").count() >= 1 && grid.contains("background"), "replay grid painted: {grid}");
+        assert!(dom.contains(&format!("<td>{:.2}</td>", run["makespan"].as_f64().unwrap())), "the table shows the JSON's makespan");
+    }
+
+    let shot = dir.path().join("report.png");
+    chromium_on(&page, &format!("--screenshot={}", shot.display()), &profile);
+    let mut decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    decoder.set_transformations(png::Transformations::normalize_to_color8());
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    assert_eq!((info.width, info.height), (1200, 2000));
+    // The charts' plot area: right of the 150 px lane labels (plus the page's 20 px margin).
+    let mut hues = std::collections::BTreeMap::new();
+    for y in 0..info.height as usize {
+        for x in 170..980 {
+            let at = (y * info.width as usize + x) * channels;
+            if let Some(h) = hue(&buf[at..at + 3]) {
+                *hues.entry(h / 10).or_insert(0u32) += 1;
+            }
+        }
+    }
+    let coloured: u32 = hues.values().sum();
+    assert!(coloured > 5000, "the chart area is coloured, not blank: {coloured} pixels");
+    let job_colours = hues.values().filter(|&&n| n > 200).count();
+    assert!(job_colours >= 3, "each of the 3 jobs has its colour in the charts: {hues:?}");
+}
