@@ -11,6 +11,7 @@
 
 pub mod enforce;
 pub mod entry;
+pub mod metrics;
 pub mod procfs;
 pub mod server;
 pub mod state;
@@ -19,7 +20,8 @@ pub mod team;
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -35,6 +37,10 @@ pub struct Shared {
     pub wake: Condvar,
     /// Set once, when the manager shuts down.
     pub shutdown: AtomicBool,
+    /// How long each scheduler step took (for `--metrics`).
+    pub tick_durations: metrics::TickHistogram,
+    /// Programs registered so far (for `--metrics`).
+    pub registrations: AtomicU64,
 }
 
 impl Shared {
@@ -109,7 +115,13 @@ impl Manager {
         // Everyone may connect; every request is checked against the peer's credentials.
         use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::set_permissions(socket, std::fs::Permissions::from_mode(0o666));
-        let shared = Arc::new(Shared { state: Mutex::new(state), wake: Condvar::new(), shutdown: AtomicBool::new(false) });
+        let shared = Arc::new(Shared {
+            state: Mutex::new(state),
+            wake: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+            tick_durations: metrics::TickHistogram::default(),
+            registrations: AtomicU64::new(0),
+        });
         let s1 = shared.clone();
         let scheduler = std::thread::Builder::new()
             .name("cpumgr-sched".into())
@@ -122,6 +134,22 @@ impl Manager {
             .map_err(io_err(socket))?;
         tracing::info!(socket = %socket.display(), "manager started");
         Ok(Manager { shared, threads: vec![scheduler, server], socket: socket.to_path_buf(), _lock: lock })
+    }
+
+    /// Serves OpenMetrics at `http://ADDR/metrics` until the manager stops; returns the address
+    /// bound (port 0 picks a free port). A non-loopback address needs `allow_remote`.
+    pub fn serve_metrics(&mut self, addr: SocketAddr, allow_remote: bool) -> Result<SocketAddr, StartError> {
+        metrics::check_addr(addr, allow_remote).map_err(StartError::Settings)?;
+        let path = PathBuf::from(addr.to_string());
+        let (listener, bound) = metrics::bind(addr).map_err(io_err(&path))?;
+        let shared = self.shared.clone();
+        let t = std::thread::Builder::new()
+            .name("cpumgr-metrics".into())
+            .spawn(move || metrics::serve(shared, listener))
+            .map_err(io_err(&path))?;
+        self.threads.push(t);
+        tracing::info!(%bound, "serving metrics");
+        Ok(bound)
     }
 
     /// How many programs are registered.
@@ -163,7 +191,9 @@ fn schedule(shared: Arc<Shared>) {
     let mut next = Instant::now();
     let mut state = shared.lock();
     while !shared.shutdown.load(Ordering::Acquire) {
+        let began = Instant::now();
         state.tick();
+        shared.tick_durations.observe(began.elapsed());
         let now = Instant::now();
         next += state.quantum();
         if next < now {

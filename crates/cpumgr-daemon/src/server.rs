@@ -178,6 +178,7 @@ fn serve_one(shared: &Shared, c: &mut Client) -> bool {
     };
     if matches!(r, Reply::Registered { .. }) {
         c.registered = true;
+        shared.registrations.fetch_add(1, Ordering::Relaxed);
     }
     reply(&c.conn, &r, fd.as_ref());
     true

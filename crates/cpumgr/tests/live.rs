@@ -244,3 +244,85 @@ fn daemon_reads_its_config_file_and_flags_override_it() {
     assert_eq!(s.policy, "gang");
     assert_eq!(s.quantum_ms, 30.0);
 }
+
+/// `GET path` over plain HTTP/1.1; the whole response.
+fn http_get(addr: &str, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+/// Children sent SIGTERM and waited for when dropped, so a failed assertion leaks no busy loop.
+struct Reap(Vec<std::process::Child>);
+
+impl Drop for Reap {
+    fn drop(&mut self) {
+        for c in self.0.iter_mut().rev() {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), nix::sys::signal::SIGTERM);
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn daemon_serves_openmetrics_with_the_programs_series() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("m.sock");
+    let mut d = Command::new(BIN)
+        .args(["daemon", "--cpus", "0-1", "--quantum", "50ms", "--metrics", "127.0.0.1:0"])
+        .env("CPUMGR_SOCKET", &socket)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = std::io::BufReader::new(d.stderr.take().unwrap());
+    let mut procs = Reap(vec![d]);
+    let mut line = String::new();
+    let addr = loop {
+        line.clear();
+        assert!(log.read_line(&mut line).unwrap() > 0, "the daemon ended without serving metrics");
+        if let Some(url) = line.trim().strip_prefix("cpumgr: metrics on http://") {
+            break url.trim_end_matches("/metrics").to_string();
+        }
+    };
+    procs.0.push(
+        Command::new(BIN)
+            .args(["run", "--name", "spin", "--", "sh", "-c", BUSY])
+            .env("CPUMGR_SOCKET", &socket)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut text = String::new();
+    wait_for("the program's series", || {
+        text = http_get(&addr, "/metrics");
+        text.contains("cpumgr_program_allocated_cpus{") && text.contains("name=\"spin\"") && text.contains("} 2\n")
+    });
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(head.contains("Content-Type: application/openmetrics-text; version=1.0.0"), "{head}");
+    let Reply::Status(status) = Conn::connect(&socket).unwrap().call(&Request::Status).unwrap().0 else { panic!() };
+    let pid = status.programs[0].pid;
+    let labels = format!("id=\"1\",name=\"spin\",pid=\"{pid}\"");
+    assert!(body.contains(&format!("cpumgr_program_allocated_cpus{{{labels}}} 2\n")), "{body}");
+    assert!(body.contains(&format!("cpumgr_program_state{{{labels},cpumgr_program_state=\"running\"}} 1\n")), "{body}");
+    assert!(body.contains("cpumgr_cpu_owner{cpu=\"0\"} 1\n"), "{body}");
+    assert!(body.contains("cpumgr_registrations_total 1\n"), "{body}");
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    assert!(http_get(&addr, "/nope").starts_with("HTTP/1.1 404"));
+}
+
+#[test]
+fn metrics_on_a_non_loopback_address_are_refused_unless_allowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["daemon", "--metrics", "0.0.0.0:0"])
+        .env("CPUMGR_SOCKET", dir.path().join("s.sock"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not loopback"));
+}

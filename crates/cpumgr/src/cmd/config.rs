@@ -30,6 +30,10 @@ pub struct Config {
     pub socket: Option<Spanned<PathBuf>>,
     /// Trace file (JSON lines).
     pub trace: Option<Spanned<PathBuf>>,
+    /// Address of the OpenMetrics endpoint (`127.0.0.1:9184`).
+    pub metrics: Option<Spanned<String>>,
+    /// Serve metrics on a non-loopback address too.
+    pub metrics_allow_remote: Option<bool>,
 }
 
 /// A loaded config file: its values, and its text to place errors on lines.
@@ -75,7 +79,8 @@ mod tests {
     #[test]
     fn every_key_is_read() {
         let l = parse(
-            "policy = \"gang\"\nquantum = \"50ms\"\ngrace = \"10ms\"\ncpus = \"0-1\"\nsocket = \"/tmp/s\"\ntrace = \"t.jsonl\"\n",
+            "policy = \"gang\"\nquantum = \"50ms\"\ngrace = \"10ms\"\ncpus = \"0-1\"\nsocket = \"/tmp/s\"\ntrace = \"t.jsonl\"\n\
+             metrics = \"127.0.0.1:0\"\nmetrics_allow_remote = true\n",
         )
         .unwrap();
         let c = &l.config;
@@ -85,6 +90,8 @@ mod tests {
         assert_eq!(c.cpus.as_ref().unwrap().get_ref(), "0-1");
         assert_eq!(c.socket.as_ref().unwrap().get_ref(), Path::new("/tmp/s"));
         assert_eq!(c.trace.as_ref().unwrap().get_ref(), Path::new("t.jsonl"));
+        assert_eq!(c.metrics.as_ref().unwrap().get_ref(), "127.0.0.1:0");
+        assert_eq!(c.metrics_allow_remote, Some(true));
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! Settings come from flags, their `CPUMGR_*` variables, and a TOML config file (`--config`,
 //! `CPUMGR_CONFIG`; see [`super::config`]), in that order of precedence, then the defaults.
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -11,7 +12,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use cpumgr_core::CpuSet;
-use cpumgr_daemon::{Manager, Settings};
+use cpumgr_daemon::{Manager, Settings, StartError};
 use toml::Spanned;
 
 use super::config::Loaded;
@@ -44,6 +45,13 @@ pub struct Args {
     /// Write trace events (JSON lines) to this file.
     #[arg(long, env = "CPUMGR_TRACE")]
     pub trace: Option<PathBuf>,
+    /// Serve OpenMetrics at `http://ADDR/metrics` (loopback, e.g. `127.0.0.1:9184`; port 0 picks
+    /// a free one; the address bound is printed).
+    #[arg(long, env = "CPUMGR_METRICS")]
+    pub metrics: Option<String>,
+    /// Allow `--metrics` on a non-loopback address.
+    #[arg(long)]
+    pub metrics_allow_remote: bool,
 }
 
 /// What the arguments and the config file describe together.
@@ -53,6 +61,20 @@ pub struct Resolved {
     pub settings: Settings,
     /// Its control socket.
     pub socket: PathBuf,
+    /// Where to serve metrics, if anywhere, and whether a non-loopback address is allowed.
+    pub metrics: Option<(SocketAddr, bool)>,
+}
+
+impl Resolved {
+    /// Starts a manager with these settings, serving metrics when asked (and printing where).
+    pub fn start(&self) -> Result<Manager, StartError> {
+        let mut m = Manager::start(&self.socket, &self.settings)?;
+        if let Some((addr, allow_remote)) = self.metrics {
+            let bound = m.serve_metrics(addr, allow_remote)?;
+            eprintln!("cpumgr: metrics on http://{bound}/metrics");
+        }
+        Ok(m)
+    }
 }
 
 /// A setting from its flag (or variable) when given, else from the file, parsed by `parse`; an
@@ -72,6 +94,10 @@ fn pick<T>(
 
 fn policy(spec: &str) -> Result<String, String> {
     cpumgr_core::policies::build(spec).map(|_| spec.to_string()).map_err(|e| e.to_string())
+}
+
+fn address(text: &str) -> Result<SocketAddr, String> {
+    text.parse().map_err(|_| "not an address (IP:PORT, e.g. 127.0.0.1:9184)".to_string())
 }
 
 fn cpus(text: &str) -> Result<CpuSet, String> {
@@ -100,22 +126,24 @@ impl Args {
                 ..defaults
             },
             socket: socket_path(path(&self.socket, &c.socket).as_deref()),
+            metrics: pick(("--metrics", self.metrics.as_deref()), &file, "metrics", c.metrics.as_ref(), address)?
+                .map(|a| (a, self.metrics_allow_remote || c.metrics_allow_remote.unwrap_or(false))),
         })
     }
 }
 
 /// Runs the manager until SIGTERM or SIGINT.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let Resolved { settings, socket } = args.resolve()?;
+    let resolved = args.resolve()?;
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT, signal_hook::consts::SIGHUP] {
         signal_hook::flag::register(sig, stop.clone())?;
     }
-    let manager = Manager::start(&socket, &settings).map_err(|e| match e {
-        cpumgr_daemon::StartError::Settings(m) => InputError::new(m),
+    let manager = resolved.start().map_err(|e| match e {
+        StartError::Settings(m) => InputError::new(m),
         e => anyhow::Error::new(e),
     })?;
-    eprintln!("cpumgr: managing on {} with {}", socket.display(), settings.policy);
+    eprintln!("cpumgr: managing on {} with {}", resolved.socket.display(), resolved.settings.policy);
     while !stop.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(20));
     }

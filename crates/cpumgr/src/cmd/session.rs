@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use clap::Parser;
 use cpumgr_core::CpuSet;
 use cpumgr_daemon::procfs::Target;
-use cpumgr_daemon::{enforce, Manager, Settings, StartError};
+use cpumgr_daemon::{enforce, Manager, StartError};
 use cpumgr_proto::{Conn, Registration, Reply, Request};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::Signal;
@@ -83,8 +83,9 @@ impl Session {
     /// Connects to the manager on the socket of `manager` (or starts one here with its settings)
     /// and starts catching SIGINT, SIGTERM and SIGHUP.
     pub fn open(manager: &daemon::Args) -> anyhow::Result<Session> {
-        let daemon::Resolved { settings, socket } = manager.resolve()?;
-        let (conn, embedded) = connect_or_embed(&socket, &settings)?;
+        let resolved = manager.resolve()?;
+        let (conn, embedded) = connect_or_embed(&resolved)?;
+        let socket = resolved.socket;
         conn.set_timeout(Some(Duration::from_secs(5)))?;
         let flags: Vec<(i32, Arc<AtomicBool>)> = CAUGHT.iter().map(|&s| (s, Arc::new(AtomicBool::new(false)))).collect();
         for (sig, flag) in &flags {
@@ -166,13 +167,14 @@ impl Session {
 }
 
 /// Connects to the manager, or starts one here.
-fn connect_or_embed(socket: &Path, settings: &Settings) -> anyhow::Result<(Conn, Option<Manager>)> {
+fn connect_or_embed(resolved: &daemon::Resolved) -> anyhow::Result<(Conn, Option<Manager>)> {
+    let socket = &resolved.socket;
     if let Ok(c) = Conn::connect(socket) {
         return Ok((c, None));
     }
     let deadline = Instant::now() + Duration::from_secs(3);
     loop {
-        match Manager::start(socket, settings) {
+        match resolved.start() {
             Ok(m) => return Ok((Conn::connect(socket)?, Some(m))),
             // Another process is starting one: join it as soon as it answers.
             Err(StartError::AlreadyRunning(_)) => {

@@ -1,0 +1,240 @@
+//! OpenMetrics: the manager's state as text a Prometheus-compatible scraper reads, served by
+//! `GET /metrics` on a loopback HTTP endpoint (`cpumgr daemon --metrics ADDR`).
+//!
+//! Per program (labels `id`, `name`, `pid`): its request, its allocated CPUs, its state (a
+//! stateset), its CPU time (a counter). Per managed CPU (label `cpu`): the id of the program that
+//! owns it (0 when free). For the manager: quanta decided, the duration of each scheduler step (a
+//! histogram), registrations. The server is one thread with a plain `TcpListener`, answering one
+//! short request at a time; it never holds the state's lock longer than building a status does.
+
+use std::fmt::Write as _;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use cpumgr_proto::msg::StatusReport;
+use cpumgr_proto::PeerCred;
+
+use crate::Shared;
+
+/// The content type of the OpenMetrics text format.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Upper bounds of the tick-duration histogram's buckets, in seconds (the last bucket, `+Inf`,
+/// is implicit).
+pub const TICK_BUCKETS: [f64; 9] = [0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025];
+
+/// A histogram of scheduler-step durations, written by the scheduler thread without a lock.
+#[derive(Debug, Default)]
+pub struct TickHistogram {
+    /// Observations per bucket (not cumulative); the last is `+Inf`.
+    buckets: [AtomicU64; TICK_BUCKETS.len() + 1],
+    /// Sum of all observations, nanoseconds.
+    sum_ns: AtomicU64,
+}
+
+impl TickHistogram {
+    /// Records one step of `d`.
+    pub fn observe(&self, d: Duration) {
+        let s = d.as_secs_f64();
+        let i = TICK_BUCKETS.iter().position(|&b| s <= b).unwrap_or(TICK_BUCKETS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        self.sum_ns.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    /// The observations per bucket (not cumulative) and their sum in seconds.
+    pub fn snapshot(&self) -> ([u64; TICK_BUCKETS.len() + 1], f64) {
+        let counts = std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed));
+        (counts, self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9)
+    }
+}
+
+/// Escapes a label value (backslash, double quote, newline).
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// The exposition of `status`, the tick histogram and the registration count, ending in `# EOF`.
+pub fn render(status: &StatusReport, ticks: &TickHistogram, registrations: u64) -> String {
+    let mut o = String::new();
+    let family = |o: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(o, "# TYPE {name} {kind}\n# HELP {name} {help}");
+    };
+    let labels: Vec<String> = status
+        .programs
+        .iter()
+        .map(|p| format!("id=\"{}\",name=\"{}\",pid=\"{}\"", p.id, escape(&p.name), p.pid))
+        .collect();
+    family(&mut o, "cpumgr_program_request", "gauge", "CPUs the program asks for now.");
+    for (p, l) in status.programs.iter().zip(&labels) {
+        let _ = writeln!(o, "cpumgr_program_request{{{l}}} {}", p.request);
+    }
+    family(&mut o, "cpumgr_program_allocated_cpus", "gauge", "CPUs allocated to the program this quantum.");
+    for (p, l) in status.programs.iter().zip(&labels) {
+        let _ = writeln!(o, "cpumgr_program_allocated_cpus{{{l}}} {}", p.count);
+    }
+    family(&mut o, "cpumgr_program_state", "stateset", "Whether the program runs, waits, or is held stopped.");
+    for (p, l) in status.programs.iter().zip(&labels) {
+        for s in ["running", "waiting", "stopped"] {
+            let _ = writeln!(o, "cpumgr_program_state{{{l},cpumgr_program_state=\"{s}\"}} {}", u8::from(p.state == s));
+        }
+    }
+    family(&mut o, "cpumgr_program_cpu_seconds", "counter", "CPU time the program used since it registered.");
+    for (p, l) in status.programs.iter().zip(&labels) {
+        let _ = writeln!(o, "cpumgr_program_cpu_seconds_total{{{l}}} {}", p.cpu_ms as f64 / 1000.0);
+    }
+    family(&mut o, "cpumgr_cpu_owner", "gauge", "Id of the program that owns the CPU this quantum (0: free).");
+    for cpu in status.cpus.iter() {
+        let owner = status.programs.iter().find(|p| p.cpus.contains(cpu)).map_or(0, |p| p.id);
+        let _ = writeln!(o, "cpumgr_cpu_owner{{cpu=\"{cpu}\"}} {owner}");
+    }
+    family(&mut o, "cpumgr_quantum_seconds", "gauge", "The scheduler quantum.");
+    let _ = writeln!(o, "cpumgr_quantum_seconds {}", status.quantum_ms / 1000.0);
+    family(&mut o, "cpumgr_ticks", "counter", "Quanta decided (scheduler steps).");
+    let _ = writeln!(o, "cpumgr_ticks_total {}", status.ticks);
+    family(&mut o, "cpumgr_tick_duration_seconds", "histogram", "Duration of one scheduler step.");
+    let (counts, sum) = ticks.snapshot();
+    let mut cumulative = 0;
+    for (i, c) in counts.iter().enumerate() {
+        cumulative += c;
+        let le = TICK_BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
+        let _ = writeln!(o, "cpumgr_tick_duration_seconds_bucket{{le=\"{le}\"}} {cumulative}");
+    }
+    let _ = writeln!(o, "cpumgr_tick_duration_seconds_count {cumulative}\ncpumgr_tick_duration_seconds_sum {sum}");
+    family(&mut o, "cpumgr_registrations", "counter", "Programs registered since the manager started.");
+    let _ = writeln!(o, "cpumgr_registrations_total {registrations}");
+    o.push_str("# EOF\n");
+    o
+}
+
+/// Whether `addr` may serve metrics: loopback always, any other address only when allowed.
+pub fn check_addr(addr: SocketAddr, allow_remote: bool) -> Result<(), String> {
+    if addr.ip().is_loopback() || allow_remote {
+        Ok(())
+    } else {
+        Err(format!("metrics address {addr} is not loopback; allow it explicitly to serve it to the network"))
+    }
+}
+
+/// Binds `addr` and returns the listener and the address it got (port 0 picks a free one).
+pub fn bind(addr: SocketAddr) -> io::Result<(TcpListener, SocketAddr)> {
+    let l = TcpListener::bind(addr)?;
+    l.set_nonblocking(true)?;
+    let bound = l.local_addr()?;
+    Ok((l, bound))
+}
+
+/// Serves `GET /metrics` until the manager shuts down.
+pub fn serve(shared: Arc<Shared>, listener: TcpListener) {
+    while !shared.shutdown.load(Ordering::Acquire) {
+        match listener.accept() {
+            Ok((stream, peer)) => {
+                if let Err(e) = answer(&shared, stream) {
+                    tracing::debug!(%peer, "metrics request: {e}");
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => {
+                tracing::warn!("metrics accept: {e}");
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// Answers one HTTP request on `stream`.
+fn answer(shared: &Shared, stream: TcpStream) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(Duration::from_secs(1)))?;
+    stream.set_write_timeout(Some(Duration::from_secs(1)))?;
+    let mut reader = BufReader::new(&stream);
+    let mut request = String::new();
+    reader.by_ref().take(8192).read_line(&mut request)?;
+    // Headers are read and ignored, up to the blank line.
+    let mut line = String::new();
+    while reader.by_ref().take(8192).read_line(&mut line)? > 0 && !line.trim_end().is_empty() {
+        line.clear();
+    }
+    let mut parts = request.split_ascii_whitespace();
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (code, kind, body) = if method != "GET" {
+        ("405 Method Not Allowed", "text/plain", "only GET\n".to_string())
+    } else if path == "/metrics" {
+        let status = shared.lock().status(&PeerCred { pid: 0, uid: 0, gid: 0 });
+        let registrations = shared.registrations.load(Ordering::Relaxed);
+        ("200 OK", CONTENT_TYPE, render(&status, &shared.tick_durations, registrations))
+    } else {
+        ("404 Not Found", "text/plain", "see /metrics\n".to_string())
+    };
+    let mut w = &stream;
+    write!(w, "HTTP/1.1 {code}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())?;
+    w.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cpumgr_core::CpuSet;
+    use cpumgr_proto::msg::ProgramStatus;
+
+    fn status() -> StatusReport {
+        StatusReport {
+            policy: "equipartition".into(),
+            quantum_ms: 100.0,
+            backend: "affinity".into(),
+            cpus: CpuSet::parse("0-2").unwrap(),
+            pid: 1,
+            ticks: 42,
+            programs: vec![ProgramStatus {
+                id: 3,
+                pid: 77,
+                name: "say \"hi\"".into(),
+                request: 2,
+                count: 2,
+                cpus: CpuSet::parse("1-2").unwrap(),
+                state: "running".into(),
+                threads: Some(2),
+                cpu_ms: 1500,
+            }],
+        }
+    }
+
+    #[test]
+    fn the_exposition_has_every_family_and_ends_in_eof() {
+        let h = TickHistogram::default();
+        h.observe(Duration::from_micros(80));
+        h.observe(Duration::from_millis(1));
+        h.observe(Duration::from_secs(1));
+        let text = render(&status(), &h, 5);
+        let l = r#"id="3",name="say \"hi\"",pid="77""#;
+        for line in [
+            format!("cpumgr_program_request{{{l}}} 2"),
+            format!("cpumgr_program_allocated_cpus{{{l}}} 2"),
+            format!("cpumgr_program_state{{{l},cpumgr_program_state=\"running\"}} 1"),
+            format!("cpumgr_program_state{{{l},cpumgr_program_state=\"stopped\"}} 0"),
+            format!("cpumgr_program_cpu_seconds_total{{{l}}} 1.5"),
+            "cpumgr_cpu_owner{cpu=\"0\"} 0".into(),
+            "cpumgr_cpu_owner{cpu=\"2\"} 3".into(),
+            "cpumgr_ticks_total 42".into(),
+            "cpumgr_tick_duration_seconds_bucket{le=\"0.0001\"} 1".into(),
+            "cpumgr_tick_duration_seconds_bucket{le=\"0.001\"} 2".into(),
+            "cpumgr_tick_duration_seconds_bucket{le=\"+Inf\"} 3".into(),
+            "cpumgr_tick_duration_seconds_count 3".into(),
+            "cpumgr_registrations_total 5".into(),
+        ] {
+            assert!(text.lines().any(|x| x == line), "missing {line:?} in\n{text}");
+        }
+        assert!(text.ends_with("# EOF\n"));
+        assert_eq!(text.matches("# EOF").count(), 1);
+    }
+
+    #[test]
+    fn only_loopback_unless_allowed() {
+        assert!(check_addr("127.0.0.1:9100".parse().unwrap(), false).is_ok());
+        assert!(check_addr("[::1]:9100".parse().unwrap(), false).is_ok());
+        assert!(check_addr("0.0.0.0:9100".parse().unwrap(), false).is_err());
+        assert!(check_addr("0.0.0.0:9100".parse().unwrap(), true).is_ok());
+    }
+}
