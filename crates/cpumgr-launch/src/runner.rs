@@ -320,8 +320,10 @@ fn tail(path: &Path, lines: usize) -> String {
 }
 
 /// Ends every job still running: SIGTERM to its process group (and SIGCONT, so a stopped one
-/// can act on it), then SIGKILL after a grace period, and reaps them all.
+/// can act on it), then SIGKILL after a grace period, and reaps them all. Processes of a group
+/// that outlive their job (a child that ignores SIGTERM) get SIGKILL once the job is reaped.
 fn end_all(running: &mut Vec<Running>, results: &mut [Option<JobResult>], jobs: &[Job], t0: Instant) {
+    let groups: Vec<i32> = running.iter().map(|r| r.pid).collect();
     for r in running.iter() {
         unsafe {
             libc::kill(-r.pid, libc::SIGTERM);
@@ -353,6 +355,10 @@ fn end_all(running: &mut Vec<Running>, results: &mut [Option<JobResult>], jobs: 
             }
         }
         std::thread::sleep(Duration::from_millis(5));
+    }
+    for g in groups {
+        // SAFETY: plain syscall; a group that is already empty answers ESRCH.
+        unsafe { libc::kill(-g, libc::SIGKILL) };
     }
 }
 

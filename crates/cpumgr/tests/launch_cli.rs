@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -47,4 +48,78 @@ fn launch_compares_a_baseline_and_a_policy_on_real_kernels() {
         assert!(html.contains(&cell), "report lacks {cell}");
     }
     assert_eq!(html.matches("<svg class=\"gantt\"").count(), 2, "a Gantt chart per configuration");
+}
+
+/// A process's state letter from `/proc/PID/stat` (`R`, `S`, `T`, `Z`...), `None` once it is gone.
+fn state(pid: i32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(") ").and_then(|(_, rest)| rest.chars().next())
+}
+
+/// Ctrl-C in the middle of a gang run of busy programs that the manager time-shares by stopping
+/// them: the launcher ends promptly saying it was interrupted, and no process of the workload is
+/// left: not the jobs, not the busy children they started, not one that ignores SIGTERM, and so
+/// none stopped or pinned. The jobs write their own pids (and their children's); they run only
+/// under the manager, so the dedicated runs before it end at once.
+#[test]
+fn ctrl_c_ends_every_process_of_the_workload() {
+    let dir = tempfile::tempdir().unwrap();
+    let pids = dir.path().join("pids");
+    let job = format!(
+        "[ -n \\\"$CPUMGR_LAUNCHED\\\" ] || exit 0; sh -c 'trap \\\"\\\" TERM; echo $$ >> {p}; while :; do :; done' & echo $$ >> {p}; while :; do :; done",
+        p = pids.display()
+    );
+    let workload = dir.path().join("busy.toml");
+    std::fs::write(&workload, format!("name = \"busy\"\n[[job]]\nname = \"spin\"\ncommand = [\"sh\", \"-c\", \"{job}\"]\nrepeat = 3\n")).unwrap();
+    let mut launcher = Command::new(env!("CARGO_BIN_EXE_cpumgr"))
+        .arg("launch")
+        .arg(&workload)
+        .args(["--baseline", "", "--policy", "gang", "--quantum", "50ms"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let read_pids = || -> Vec<i32> { std::fs::read_to_string(&pids).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect() };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while read_pids().len() < 6 {
+        assert!(Instant::now() < deadline, "the 3 jobs and their children started: {:?}", read_pids());
+        assert!(launcher.try_wait().unwrap().is_none(), "the launcher runs until interrupted");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let all = read_pids();
+    // Gang time-shares the three jobs that each want every CPU: some are stopped at any moment.
+    while !all.iter().any(|&p| state(p) == Some('T')) {
+        assert!(Instant::now() < deadline, "gang stops the jobs out of their time slot");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    unsafe { libc::kill(launcher.id() as i32, libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let status = loop {
+        if let Some(s) = launcher.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            launcher.kill().unwrap();
+            panic!("the launcher did not end within 15 s of Ctrl-C");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let out = launcher.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("interrupted: every job was ended"), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("interrupted"), "the jobs are reported as interrupted");
+    // Gone, or a zombie waiting for init to reap it (an orphaned child): neither runs, is stopped,
+    // or holds an affinity. A process killed just now may still be finishing its exit.
+    let alive = || -> Vec<(i32, char)> { all.iter().filter_map(|&p| state(p).filter(|s| *s != 'Z').map(|s| (p, s))).collect() };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut left = alive();
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        left = alive();
+    }
+    for (p, _) in &left {
+        unsafe { libc::kill(*p, libc::SIGKILL) };
+    }
+    assert!(left.is_empty(), "processes of the workload left behind (pid, state): {left:?}");
 }
