@@ -197,6 +197,7 @@ mod tests {
                 state: "running".into(),
                 threads: Some(2),
                 cpu_ms: 1500,
+                speedup: None,
             }],
         }
     }

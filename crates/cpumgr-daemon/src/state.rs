@@ -396,6 +396,7 @@ impl State {
                     state: e.state().into(),
                     threads: e.team(n),
                     cpu_ms: e.ticks_used * 1000 / self.ticks_per_sec.max(1),
+                    speedup: e.speedup.map(|s| s.speedup),
                 })
                 .collect(),
         }

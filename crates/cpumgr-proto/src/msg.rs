@@ -163,6 +163,9 @@ pub struct ProgramStatus {
     pub threads: Option<u32>,
     /// CPU time used since registration, milliseconds.
     pub cpu_ms: u64,
+    /// Its newest speedup report (speedup against one CPU), when its runtime sends them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup: Option<f64>,
 }
 
 /// A message that cannot be used.

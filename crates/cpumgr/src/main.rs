@@ -44,6 +44,8 @@ enum Command {
     Attach(cmd::attach::Args),
     /// Show the manager's policy, CPUs and programs.
     Status(cmd::status::Args),
+    /// A live view of the manager: CPUs along the topology coloured by owner, programs, keys to steer.
+    Top(cmd::top::Args),
     /// Change the running manager's policy.
     Policy(cmd::policy::Args),
     /// Change the running manager's quantum.
@@ -71,6 +73,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cmd::run::run(a).map(|code| std::process::exit(code as i32)),
         Command::Attach(a) => cmd::attach::run(a),
         Command::Status(a) => cmd::status::run(a),
+        Command::Top(a) => cmd::top::run(a),
         Command::Policy(a) => cmd::policy::run(a),
         Command::Quantum(a) => cmd::quantum::run(a),
     };

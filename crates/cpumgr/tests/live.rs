@@ -326,3 +326,18 @@ fn metrics_on_a_non_loopback_address_are_refused_unless_allowed() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("not loopback"));
 }
+
+#[test]
+fn top_once_prints_the_cpus_and_programs_of_a_live_manager() {
+    let mut d = Daemon::start("equipartition");
+    d.run("spinner", BUSY);
+    wait_for("an allocation", || d.status().programs.iter().any(|p| p.count > 0));
+    let out = d.cpumgr(&["top", "--once"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(text.lines().count(), 24, "{text}");
+    assert!(text.lines().all(|l| l.chars().count() <= 80), "{text}");
+    assert!(text.contains("policy equipartition"), "{text}");
+    assert!(text.contains("pkg0 ["), "{text}");
+    assert!(text.contains("spinner") && text.contains("running"), "{text}");
+}

@@ -15,5 +15,6 @@ pub mod run;
 pub mod session;
 pub mod sim;
 pub mod status;
+pub mod top;
 pub mod trace;
 pub mod topology;
