@@ -55,6 +55,15 @@ pub fn mean_cv(xs: &[f64]) -> (f64, f64) {
     (mean, if mean > 0.0 { var.sqrt() / mean } else { 0.0 })
 }
 
+/// Which of several repeats represents them: the one whose makespan is the median (the upper
+/// median for an even count, so it is always a real run). A configuration's figures, jobs and
+/// charts all come from this one repeat, so they agree with each other. `None` when empty.
+pub fn median_repeat(runs: &[Summary]) -> Option<usize> {
+    let mut order: Vec<usize> = (0..runs.len()).collect();
+    order.sort_by(|&a, &b| runs[a].makespan.total_cmp(&runs[b].makespan));
+    order.get(order.len() / 2).copied()
+}
+
 /// Summarises a run; `dedicated` maps a class to its run time alone on the machine (classes
 /// missing from it get slowdown 1 relative to their own run time).
 pub fn summarize(run: &RunResult, dedicated: &BTreeMap<String, f64>) -> Summary {
@@ -93,5 +102,13 @@ mod tests {
         assert_eq!(m, 2.0);
         assert!((cv - 0.5).abs() < 1e-12);
         assert_eq!(mean_cv(&[]), (0.0, 0.0));
+    }
+
+    #[test]
+    fn the_median_repeat_is_a_real_run() {
+        let run = |makespan: f64| Summary { config: "c".into(), makespan, mean_turnaround: 0.0, max_turnaround: 0.0, mean_slowdown: 0.0, utilization: 0.0, cv: BTreeMap::new(), failed: 0, jobs: Vec::new() };
+        assert_eq!(median_repeat(&[run(3.0), run(1.0), run(2.0)]), Some(2));
+        assert_eq!(median_repeat(&[run(3.0), run(1.0)]), Some(0), "the upper of two");
+        assert_eq!(median_repeat(&[]), None);
     }
 }

@@ -123,3 +123,46 @@ fn ctrl_c_ends_every_process_of_the_workload() {
     }
     assert!(left.is_empty(), "processes of the workload left behind (pid, state): {left:?}");
 }
+
+/// A small workload of two job classes, run quickly.
+const SLEEPS: &str = "name = \"sleeps\"\n[[job]]\nname = \"a\"\ncommand = [\"sleep\", \"0.2\"]\nrepeat = 2\n[[job]]\nname = \"b\"\ncommand = [\"sleep\", \"0.1\"]\nat = 0.05\n";
+
+/// With several repeats, each configuration's JSON is one run (its median repeat by makespan):
+/// its makespan, means and jobs agree with each other; `makespans` lists every repeat. The
+/// terminal table shows the per-class CV of run times.
+#[test]
+fn results_are_those_of_the_median_repeat_with_cv_per_class() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("sleeps.toml");
+    std::fs::write(&workload, SLEEPS).unwrap();
+    let launch = |extra: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_cpumgr")).arg("launch").arg(&workload).args(["--baseline", "os,static", "--policy", "", "--repeat", "3"]).args(extra).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let v: serde_json::Value = serde_json::from_str(&launch(&["--json"])).unwrap();
+    for r in v["runs"].as_array().unwrap() {
+        let makespans: Vec<f64> = r["makespans"].as_array().unwrap().iter().map(|m| m.as_f64().unwrap()).collect();
+        assert_eq!(makespans.len(), 3);
+        let repeat = r["repeat"].as_u64().unwrap() as usize;
+        let makespan = r["makespan"].as_f64().unwrap();
+        assert_eq!(makespan, makespans[repeat - 1], "{r}");
+        let mut sorted = makespans.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(makespan, sorted[1], "the median repeat");
+        let turnarounds: Vec<f64> = r["jobs"].as_array().unwrap().iter().map(|j| j["turnaround"].as_f64().unwrap()).collect();
+        assert_eq!(turnarounds.len(), 3);
+        let mean = turnarounds.iter().sum::<f64>() / 3.0;
+        assert!((r["mean_turnaround"].as_f64().unwrap() - mean).abs() < 1e-9, "mean of the same run's jobs: {r}");
+        assert_eq!(r["max_turnaround"].as_f64().unwrap(), turnarounds.iter().copied().fold(0.0, f64::max));
+        assert!(turnarounds.iter().all(|&t| t <= makespan + 1e-9), "the jobs are of the run whose makespan is shown: {r}");
+        let cv = r["cv"].as_object().unwrap();
+        assert_eq!(cv.keys().collect::<Vec<_>>(), vec!["a", "b"]);
+        assert_eq!(cv["b"].as_f64(), Some(0.0), "one job of class b");
+    }
+    let table = launch(&[]);
+    let header = table.lines().nth(1).unwrap();
+    assert!(header.contains("CV of run times"), "{table}");
+    let os = table.lines().find(|l| l.trim_start().starts_with("os ")).unwrap();
+    assert!(os.contains("a 0.") && os.contains("b 0.00"), "per-class CV cell: {os}");
+}

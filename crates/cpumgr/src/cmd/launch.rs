@@ -12,7 +12,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use cpumgr_core::CpuSet;
-use cpumgr_launch::metrics::{mean_cv, summarize, Summary};
+use cpumgr_core::trace::Event;
+use cpumgr_launch::metrics::{mean_cv, median_repeat, summarize, Summary};
 use cpumgr_launch::{run, Config, Expand, RunOptions, Workload};
 use cpumgr_report::{render, Report, Table, Timeline};
 use serde_json::json;
@@ -45,8 +46,8 @@ pub struct Args {
     /// Write an HTML report here.
     #[arg(long)]
     pub report: Option<PathBuf>,
-    /// Write the trace of the first repeat of each configuration here (one file per configuration,
-    /// `FILE.CONFIG`).
+    /// Write the trace of each configuration's median repeat here (one file per configuration,
+    /// `FILE.CONFIG`, e.g. `run.trace.gang`), for `cpumgr report` and `cpumgr trace export`.
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Print JSON instead of a table.
@@ -99,21 +100,33 @@ pub fn split_policies(list: &str) -> Vec<String> {
     out
 }
 
-/// One configuration's repeats.
+/// One configuration's repeats: each one's figures and trace.
 struct Outcomes {
     name: String,
     baseline: bool,
     summaries: Vec<Summary>,
-    first_trace: Option<Timeline>,
+    traces: Vec<Vec<Event>>,
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    if xs.is_empty() {
-        0.0
-    } else {
-        xs[xs.len() / 2]
+impl Outcomes {
+    /// The repeat that stands for the configuration (its median makespan), with its index.
+    fn median(&self) -> Option<(usize, &Summary)> {
+        median_repeat(&self.summaries).map(|k| (k, &self.summaries[k]))
     }
+}
+
+/// Where `--trace FILE` puts a configuration's trace: `FILE.CONFIG`, the configuration's name
+/// made safe for a file name (`run.trace` and `pdpa:base=2` give `run.trace.pdpa_base_2`).
+pub fn trace_path(base: &std::path::Path, config: &str) -> PathBuf {
+    let mut name = base.as_os_str().to_owned();
+    name.push(".");
+    name.push(config.replace(|c: char| !c.is_ascii_alphanumeric() && c != '-' && c != '.', "_"));
+    PathBuf::from(name)
+}
+
+/// Per-class CV of run times as one cell: `a 0.02, b 0.10`.
+fn cv_cell(cv: &BTreeMap<String, f64>) -> String {
+    cv.iter().map(|(class, v)| format!("{class} {v:.2}")).collect::<Vec<_>>().join(", ")
 }
 
 /// Runs the launch and prints the results.
@@ -166,7 +179,7 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
         b.set_style(indicatif::ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/{len} jobs, {elapsed} elapsed, ETA {eta}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
         b
     });
-    let mut outcomes: Vec<Outcomes> = configs.iter().map(|c| Outcomes { name: c.name().to_string(), baseline: !matches!(c, Config::Policy(_)), summaries: Vec::new(), first_trace: None }).collect();
+    let mut outcomes: Vec<Outcomes> = configs.iter().map(|c| Outcomes { name: c.name().to_string(), baseline: !matches!(c, Config::Policy(_)), summaries: Vec::new(), traces: Vec::new() }).collect();
     'repeats: for _ in 0..args.repeat {
         for (k, config) in configs.iter().enumerate() {
             if let Some(b) = &bar {
@@ -180,17 +193,8 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
                 last = done;
             })?;
             let o = &mut outcomes[k];
-            if o.first_trace.is_none() {
-                if let Some(path) = &args.trace {
-                    let mut file = std::io::BufWriter::new(std::fs::File::create(path.with_extension(config.name().replace([':', ',', '='], "_")))?);
-                    for e in &r.trace {
-                        serde_json::to_writer(&mut file, e)?;
-                        std::io::Write::write_all(&mut file, b"\n")?;
-                    }
-                }
-                o.first_trace = Some(Timeline::from_events(&r.trace));
-            }
             o.summaries.push(summarize(&r, &dedicated));
+            o.traces.push(r.trace);
             if stop.load(std::sync::atomic::Ordering::Relaxed) {
                 break 'repeats;
             }
@@ -199,6 +203,13 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    if let Some(path) = &args.trace {
+        for o in &outcomes {
+            if let Some((k, _)) = o.median() {
+                write_trace(&trace_path(path, &o.name), &o.traces[k])?;
+            }
+        }
+    }
     report_results(args, &workload, &cpus, &dedicated, &outcomes)?;
     if stop.load(std::sync::atomic::Ordering::Relaxed) {
         anyhow::bail!("interrupted: every job was ended; the results above cover what ran");
@@ -206,44 +217,52 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writes a trace as JSON lines.
+fn write_trace(path: &std::path::Path, events: &[Event]) -> anyhow::Result<()> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?);
+    for e in events {
+        serde_json::to_writer(&mut file, e)?;
+        std::io::Write::write_all(&mut file, b"\n")?;
+    }
+    std::io::Write::flush(&mut file)?;
+    Ok(())
+}
+
 fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &BTreeMap<String, f64>, outcomes: &[Outcomes]) -> anyhow::Result<()> {
-    let best_baseline = outcomes
-        .iter()
-        .filter(|o| o.baseline && !o.summaries.is_empty())
-        .map(|o| median(o.summaries.iter().map(|s| s.makespan).collect()))
-        .fold(f64::INFINITY, f64::min);
+    let best_baseline = outcomes.iter().filter(|o| o.baseline).filter_map(|o| o.median()).map(|(_, m)| m.makespan).fold(f64::INFINITY, f64::min);
     let mut table = Table {
-        columns: ["config", "makespan (s)", "min–max", "mean turnaround", "max turnaround", "mean slowdown", "utilisation", "failed", "vs best baseline"].map(String::from).to_vec(),
+        columns: ["config", "makespan (s)", "min–max", "mean turnaround", "max turnaround", "mean slowdown", "utilisation", "CV of run times", "failed", "vs best baseline"].map(String::from).to_vec(),
         rows: Vec::new(),
     };
     let mut runs_json = Vec::new();
-    for o in outcomes.iter().filter(|o| !o.summaries.is_empty()) {
+    for o in outcomes {
+        let Some((k, m)) = o.median() else { continue };
         let makespans: Vec<f64> = o.summaries.iter().map(|s| s.makespan).collect();
-        let med = median(makespans.clone());
-        let pick = |f: fn(&Summary) -> f64| median(o.summaries.iter().map(f).collect());
         let (lo, hi) = (makespans.iter().copied().fold(f64::INFINITY, f64::min), makespans.iter().copied().fold(0.0, f64::max));
-        let failed: usize = o.summaries.iter().map(|s| s.failed).sum();
         table.rows.push(vec![
             o.name.clone(),
-            format!("{med:.2}"),
+            format!("{:.2}", m.makespan),
             format!("{lo:.2}–{hi:.2}"),
-            format!("{:.2}", pick(|s| s.mean_turnaround)),
-            format!("{:.2}", pick(|s| s.max_turnaround)),
-            format!("{:.2}", pick(|s| s.mean_slowdown)),
-            format!("{:.0}%", 100.0 * pick(|s| s.utilization)),
-            failed.to_string(),
-            format!("{:.2}×", med / best_baseline.max(1e-9)),
+            format!("{:.2}", m.mean_turnaround),
+            format!("{:.2}", m.max_turnaround),
+            format!("{:.2}", m.mean_slowdown),
+            format!("{:.0}%", 100.0 * m.utilization),
+            cv_cell(&m.cv),
+            m.failed.to_string(),
+            format!("{:.2}×", m.makespan / best_baseline.max(1e-9)),
         ]);
-        let last = o.summaries.last().map(|s| &s.jobs);
         runs_json.push(json!({
             "config": o.name,
-            "makespan": med,
+            "repeat": k + 1,
+            "makespan": m.makespan,
             "makespans": makespans,
-            "mean_turnaround": pick(|s| s.mean_turnaround),
-            "mean_slowdown": pick(|s| s.mean_slowdown),
-            "utilization": pick(|s| s.utilization),
-            "cv": o.summaries.last().map(|s| &s.cv),
-            "jobs": last,
+            "mean_turnaround": m.mean_turnaround,
+            "max_turnaround": m.max_turnaround,
+            "mean_slowdown": m.mean_slowdown,
+            "utilization": m.utilization,
+            "cv": m.cv,
+            "failed": m.failed,
+            "jobs": m.jobs,
         }));
     }
     if args.json {
@@ -252,13 +271,13 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &B
         println!("workload {} on CPUs {} ({} jobs, mpl {}), {} repeat(s)", workload.name, cpus, workload.jobs.len(), workload.mpl, args.repeat);
         print_table(&table);
         for o in outcomes {
-            for s in o.summaries.iter().take(1) {
+            for (k, s) in o.summaries.iter().enumerate() {
                 for j in s.jobs.iter().filter(|j| j.outcome != "ok") {
-                    println!("  {}: job {} {}", o.name, j.name, j.outcome);
+                    println!("  {} (repeat {}): job {} {}", o.name, k + 1, j.name, j.outcome);
                 }
             }
         }
-        let (_, cv) = mean_cv(&outcomes.iter().filter_map(|o| o.summaries.first()).map(|s| s.makespan).collect::<Vec<_>>());
+        let (_, cv) = mean_cv(&outcomes.iter().filter_map(|o| o.median()).map(|(_, s)| s.makespan).collect::<Vec<_>>());
         if outcomes.len() > 1 {
             println!("spread of makespans across configurations: CV {cv:.2}");
         }
@@ -266,9 +285,14 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &B
     if let Some(path) = &args.report {
         let report = Report {
             title: format!("cpumgr launch: {}", workload.name),
-            notes: vec![format!("CPUs {cpus}; {} jobs; mpl {}; {} repeat(s); medians over repeats", workload.jobs.len(), workload.mpl, args.repeat)],
+            notes: vec![format!(
+                "CPUs {cpus}; {} jobs; mpl {}; {} repeat(s); each configuration's figures and charts are of its median repeat (by makespan), min–max over all",
+                workload.jobs.len(),
+                workload.mpl,
+                args.repeat
+            )],
             table,
-            runs: outcomes.iter().filter_map(|o| o.first_trace.clone().map(|t| (o.name.clone(), t))).collect(),
+            runs: outcomes.iter().filter_map(|o| o.median().map(|(k, _)| (o.name.clone(), Timeline::from_events(&o.traces[k])))).collect(),
         };
         std::fs::write(path, render(&report)).with_context(|| format!("writing {}", path.display()))?;
         if !args.json {
