@@ -28,7 +28,12 @@ struct Client {
     peer: PeerCred,
     last: Instant,
     registered: bool,
+    /// Receives every trace event (`subscribe-events`).
+    subscriber: bool,
 }
+
+/// How long sending an event to a subscriber may block; one that does not keep up is dropped.
+pub const SUBSCRIBER_SEND_TIMEOUT: Duration = Duration::from_millis(10);
 
 fn reply(conn: &Conn, r: &Reply, fd: Option<&std::os::fd::OwnedFd>) {
     let bytes = match msg::encode(r) {
@@ -104,13 +109,14 @@ pub fn serve(shared: Arc<Shared>, listener: Listener) {
                 keep[i] = serve_one(&shared, c);
             } else if hangup[i] {
                 keep[i] = false;
-            } else if !c.registered && c.last.elapsed() > IDLE_TIMEOUT {
+            } else if !c.registered && !c.subscriber && c.last.elapsed() > IDLE_TIMEOUT {
                 tracing::info!(pid = c.peer.pid, "closing an idle connection");
                 keep[i] = false;
             }
         }
         let mut k = keep.into_iter();
         clients.retain(|_| k.next().unwrap_or(false));
+        publish_events(&shared, &mut clients);
         if accept {
             accept_all(&listener, &mut clients);
         }
@@ -128,7 +134,7 @@ fn accept_all(listener: &Listener, clients: &mut Vec<Client>) {
                     reply(&conn, &Reply::Error { message: "too many connections".into() }, None);
                     continue;
                 }
-                clients.push(Client { conn, peer, last: Instant::now(), registered: false });
+                clients.push(Client { conn, peer, last: Instant::now(), registered: false, subscriber: false });
             }
             Ok(None) => return,
             Err(e) => {
@@ -136,6 +142,34 @@ fn accept_all(listener: &Listener, clients: &mut Vec<Client>) {
                 return;
             }
         }
+    }
+}
+
+/// Sends the events emitted since the last call to every subscriber, dropping those that fail;
+/// with no subscriber left, the state stops keeping events.
+fn publish_events(shared: &Shared, clients: &mut Vec<Client>) {
+    let mut state = shared.lock();
+    if !clients.iter().any(|c| c.subscriber) {
+        state.outbox = None;
+        return;
+    }
+    let events = state.outbox.as_mut().map(std::mem::take).unwrap_or_default();
+    drop(state);
+    for event in events {
+        let bytes = match msg::encode(&Reply::Event { event }) {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::warn!("event not sent: {e}");
+                continue;
+            }
+        };
+        clients.retain(|c| {
+            let kept = !c.subscriber || c.conn.send(&bytes, &[]).is_ok();
+            if !kept {
+                tracing::info!(pid = c.peer.pid, "dropping an events subscriber that does not keep up");
+            }
+            kept
+        });
     }
 }
 
@@ -168,6 +202,7 @@ fn serve_one(shared: &Shared, c: &mut Client) -> bool {
             return true;
         }
     };
+    let subscribing = req == Request::SubscribeEvents;
     let (r, fd) = {
         let mut state = shared.lock();
         let out = state.handle(&peer, req);
@@ -176,6 +211,10 @@ fn serve_one(shared: &Shared, c: &mut Client) -> bool {
         }
         out
     };
+    if subscribing && r == Reply::Ok {
+        c.subscriber = true;
+        let _ = c.conn.set_timeout(Some(SUBSCRIBER_SEND_TIMEOUT));
+    }
     if matches!(r, Reply::Registered { .. }) {
         c.registered = true;
         shared.registrations.fetch_add(1, Ordering::Relaxed);

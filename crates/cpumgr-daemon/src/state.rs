@@ -80,6 +80,9 @@ pub struct State {
     /// Set when something changed that should be scheduled now, not at the next boundary (a CPU
     /// was released or requested: paper 000's work-list).
     pub kick: bool,
+    /// Events emitted since the socket thread last sent them to `subscribe-events` connections;
+    /// `None` while nobody subscribes.
+    pub outbox: Option<Vec<Event>>,
 }
 
 /// The policy's view of `$state` with `$programs`, built from fields so that the policy itself
@@ -160,6 +163,7 @@ impl State {
             owner_uid: nix::unistd::geteuid().as_raw(),
             max_programs: s.max_programs,
             kick: false,
+            outbox: None,
         };
         let start = EventKind::Start {
             source: "live".into(),
@@ -193,6 +197,9 @@ impl State {
     fn emit(&mut self, program: Option<ProgramId>, kind: EventKind) {
         let ev = Event { t: self.now(), program, kind };
         tracing::debug!(target: "cpumgr::trace", "{}", serde_json::to_string(&ev).unwrap_or_default());
+        if let Some(out) = &mut self.outbox {
+            out.push(ev.clone());
+        }
         if let Some(w) = &mut self.trace {
             let ok = serde_json::to_writer(&mut *w, &ev).is_ok() && w.write_all(b"\n").is_ok();
             if !ok {
@@ -232,6 +239,7 @@ impl State {
             Request::Status => Ok(Reply::Status(self.status(peer))),
             Request::SetPolicy { spec } => self.set_policy(peer, &spec),
             Request::SetQuantum { ms } => self.set_quantum(peer, ms),
+            Request::SubscribeEvents => self.subscribe(peer),
         };
         (r.unwrap_or_else(|message| Reply::Error { message }), None)
     }
@@ -351,6 +359,14 @@ impl State {
         }
         self.emit(None, EventKind::Policy { policy: spec.to_string() });
         self.kick = true;
+        Ok(Reply::Ok)
+    }
+
+    fn subscribe(&mut self, peer: &PeerCred) -> Result<Reply, String> {
+        if !self.may_administer(peer) {
+            return Err("only the manager's owner or root may subscribe to its events".into());
+        }
+        self.outbox.get_or_insert_with(Vec::new);
         Ok(Reply::Ok)
     }
 

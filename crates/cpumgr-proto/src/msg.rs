@@ -8,6 +8,7 @@
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+use cpumgr_core::trace::Event;
 use cpumgr_core::CpuSet;
 
 /// The protocol version this build speaks.
@@ -70,6 +71,9 @@ pub enum Request {
         /// The new quantum in milliseconds.
         ms: f64,
     },
+    /// Turn this connection into a feed of trace events: after the `ok` reply, every event the
+    /// manager emits arrives as an `event` reply (the manager's owner or root only).
+    SubscribeEvents,
 }
 
 /// A program to register.
@@ -120,6 +124,11 @@ pub enum Reply {
     Error {
         /// Why.
         message: String,
+    },
+    /// A trace event, sent unasked to a connection that subscribed.
+    Event {
+        /// The event.
+        event: Event,
     },
 }
 
@@ -221,6 +230,7 @@ mod tests {
             Request::Status,
             Request::SetPolicy { spec: "gang:fill=false".into() },
             Request::SetQuantum { ms: 50.0 },
+            Request::SubscribeEvents,
         ];
         for r in reqs {
             let bytes = encode(&r).unwrap();
@@ -246,5 +256,9 @@ mod tests {
     fn replies_round_trip() {
         let r = Reply::Error { message: "no such program 4".into() };
         assert_eq!(decode::<Reply>(&encode(&r).unwrap()).unwrap(), r);
+        let e = Reply::Event {
+            event: Event { t: 5, program: Some(cpumgr_core::ProgramId(2)), kind: cpumgr_core::trace::EventKind::Request { now: 3 } },
+        };
+        assert_eq!(decode::<Reply>(&encode(&e).unwrap()).unwrap(), e);
     }
 }

@@ -341,3 +341,34 @@ fn top_once_prints_the_cpus_and_programs_of_a_live_manager() {
     assert!(text.contains("pkg0 ["), "{text}");
     assert!(text.contains("spinner") && text.contains("running"), "{text}");
 }
+
+#[test]
+fn a_subscriber_receives_trace_events_as_they_are_emitted() {
+    use cpumgr_core::trace::EventKind;
+    let mut d = Daemon::start("equipartition");
+    let feed = Conn::connect(&d.socket).unwrap();
+    feed.set_timeout(Some(std::time::Duration::from_secs(5))).unwrap();
+    assert_eq!(feed.call(&Request::SubscribeEvents).unwrap().0, Reply::Ok);
+    d.run("watched", BUSY);
+    let next = || match cpumgr_proto::msg::decode::<Reply>(&feed.recv().unwrap().bytes).unwrap() {
+        Reply::Event { event } => event,
+        r => panic!("{r:?}"),
+    };
+    let id = loop {
+        let e = next();
+        if let EventKind::Arrive { name, .. } = &e.kind {
+            assert_eq!(name, "watched");
+            break e.program.unwrap();
+        }
+    };
+    loop {
+        let e = next();
+        if let (Some(p), EventKind::Allocate { count, running, .. }) = (e.program, &e.kind) {
+            assert_eq!(p, id);
+            assert!(*running && *count == 2, "{e:?}");
+            break;
+        }
+    }
+    assert!(d.cpumgr(&["quantum", "set", "70ms"]).status().unwrap().success());
+    while !matches!(next().kind, EventKind::Quantum { quantum: 70_000_000 }) {}
+}
