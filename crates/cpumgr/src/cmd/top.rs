@@ -87,8 +87,8 @@ impl Sort {
         match self {
             Sort::Id => v.sort_by_key(|p| p.id),
             Sort::Name => v.sort_by(|a, b| a.name.cmp(&b.name)),
-            Sort::Alloc => v.sort_by(|a, b| b.count.cmp(&a.count)),
-            Sort::CpuTime => v.sort_by(|a, b| b.cpu_ms.cmp(&a.cpu_ms)),
+            Sort::Alloc => v.sort_by_key(|p| std::cmp::Reverse(p.count)),
+            Sort::CpuTime => v.sort_by_key(|p| std::cmp::Reverse(p.cpu_ms)),
             Sort::State => v.sort_by_key(|p| ["running", "waiting", "stopped"].iter().position(|s| *s == p.state)),
         }
     }
