@@ -74,15 +74,33 @@ fn wait_teams(log: &Path, from: usize, team: u32, what: &str) -> usize {
     seen
 }
 
-fn follows_a_policy_change(cc: &str) {
+/// A manager under equipartition with one long stencil built with `cc`, alone and so running
+/// teams of 2.
+struct Alone {
+    /// The kernels' directory.
+    dir: PathBuf,
+    /// The stencil's region log.
+    log: PathBuf,
+    d: Daemon,
+    /// Regions logged when it was seen running teams of 2.
+    seen: usize,
+    /// Holds the log: bind it (not `..`) for as long as the log is read.
+    _tmp: tempfile::TempDir,
+}
+
+fn stencil_alone(cc: &str) -> Alone {
     adapter_is_built();
     let dir = kernels(cc);
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("stencil.err");
     let mut d = Daemon::start("equipartition");
     long_stencil(&mut d, &dir, "stencil", &log, &[]);
-    // Alone under equipartition: both CPUs, so teams of 2.
-    let n = wait_teams(&log, 0, 2, "teams of 2 when alone");
+    let seen = wait_teams(&log, 0, 2, "the stencil alone to run teams of 2");
+    Alone { dir, log, d, seen, _tmp: tmp }
+}
+
+fn follows_a_policy_change(cc: &str) {
+    let Alone { log, d, seen: n, _tmp, .. } = stencil_alone(cc);
     assert!(d.cpumgr(&["policy", "set", "static:parts=2"]).status().unwrap().success());
     let n = wait_teams(&log, n, 1, "teams of 1 in one of two processor sets");
     assert!(d.cpumgr(&["policy", "set", "equipartition"]).status().unwrap().success());
@@ -178,13 +196,7 @@ fn an_explicit_team_request_caps_the_allocation() {
 /// squeezed beside a malleable stencil, the adapter keeps the clause and the manager runs the
 /// rigid program as a gang instead.
 fn an_explicit_num_threads_clause_is_kept(cc: &str) {
-    adapter_is_built();
-    let dir = kernels(cc);
-    let tmp = tempfile::tempdir().unwrap();
-    let log = tmp.path().join("stencil.err");
-    let mut d = Daemon::start("equipartition");
-    long_stencil(&mut d, &dir, "stencil", &log, &[]);
-    wait_teams(&log, 0, 2, "the stencil alone to run teams of 2");
+    let Alone { dir, d, _tmp, .. } = stencil_alone(cc);
     let out = d
         .cpumgr(&["run", "--name", "rigid", "--", dir.join("rigid").to_str().unwrap(), "-threads", "2", "-n", "4096", "-iters", "200"])
         .env("CPUMGR_KERNEL_LOG", "1")
