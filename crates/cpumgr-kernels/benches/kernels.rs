@@ -7,11 +7,13 @@
 //! - `contention`: for stencil and pipeline at test size, the makespan of two copies started
 //!   together, (a) 2 threads each with libgomp defaults, (b) 1 thread each pinned by taskset to
 //!   CPUs 0 and 1, (c) 2 threads each with OMP_WAIT_POLICY=passive, (d) 2 threads each under
-//!   `cpumgr run --omp` (one embedded manager, equipartition, the OpenMP adapter preloaded); the
-//!   four alternate, and a run still going after 60 s is killed and reported as a lower bound
-//!   (">="). (d) needs a release build of the manager and the adapter
-//!   (`cargo build --release -p cpumgr -p cpumgr-omp`, or `CPUMGR_BIN=path/to/cpumgr`); without
-//!   it, (d) is skipped with a note. The ratios against (d) are printed under each kernel.
+//!   `cpumgr run --omp` (one embedded manager, equipartition, the OpenMP adapter preloaded), (e)
+//!   the same with `--no-omp` (no cooperation: the manager can only hold the teams by affinity
+//!   and gang time slices); the five alternate, and a run still going after 60 s is killed and
+//!   reported as a lower bound (">="). (d) and (e) need a release build of the manager and the
+//!   adapter (`cargo build --release -p cpumgr -p cpumgr-omp`, or `CPUMGR_BIN=path/to/cpumgr`);
+//!   without it, they are skipped with a note. The ratios against (d) are printed under each
+//!   kernel.
 //!
 //! Timings vary with what else runs on the machine: compare figures from one run only.
 
@@ -107,14 +109,16 @@ struct Setup {
     threads: usize,
     pin: bool,
     passive: bool,
-    managed: bool,
+    /// Under `cpumgr run` with this flag (`--omp`: cooperative, `--no-omp`: transparent).
+    managed: Option<&'static str>,
 }
 
-const SETUPS: [Setup; 4] = [
-    Setup { name: "2 copies x 2 threads, libgomp defaults", threads: 2, pin: false, passive: false, managed: false },
-    Setup { name: "2 copies x 1 thread, taskset CPU 0 / 1", threads: 1, pin: true, passive: false, managed: false },
-    Setup { name: "2 copies x 2 threads, OMP_WAIT_POLICY=passive", threads: 2, pin: false, passive: true, managed: false },
-    Setup { name: "2 copies x 2 threads, cpumgr run --omp", threads: 2, pin: false, passive: false, managed: true },
+const SETUPS: [Setup; 5] = [
+    Setup { name: "2 copies x 2 threads, libgomp defaults", threads: 2, pin: false, passive: false, managed: None },
+    Setup { name: "2 copies x 1 thread, taskset CPU 0 / 1", threads: 1, pin: true, passive: false, managed: None },
+    Setup { name: "2 copies x 2 threads, OMP_WAIT_POLICY=passive", threads: 2, pin: false, passive: true, managed: None },
+    Setup { name: "2 copies x 2 threads, cpumgr run --omp", threads: 2, pin: false, passive: false, managed: Some("--omp") },
+    Setup { name: "2 copies x 2 threads, cpumgr run --no-omp", threads: 2, pin: false, passive: false, managed: Some("--no-omp") },
 ];
 
 /// The manager binary for the managed setup: `$CPUMGR_BIN`, else the workspace's release build.
@@ -125,10 +129,10 @@ fn cpumgr_bin() -> Option<std::path::PathBuf> {
     (p.is_file() && p.with_file_name("libcpumgr_omp.so").is_file()).then_some(p)
 }
 
-/// `cmd` run by `cpumgr run --omp` with a manager shared through `socket`.
-fn managed(cmd: &Command, cpumgr: &Path, socket: &Path) -> Command {
+/// `cmd` run by `cpumgr run FLAG` with a manager shared through `socket`.
+fn managed(cmd: &Command, cpumgr: &Path, flag: &str, socket: &Path) -> Command {
     let mut c = Command::new(cpumgr);
-    c.args(["run", "--omp", "--"]).arg(cmd.get_program()).args(cmd.get_args()).env("CPUMGR_SOCKET", socket);
+    c.args(["run", flag, "--"]).arg(cmd.get_program()).args(cmd.get_args()).env("CPUMGR_SOCKET", socket);
     for (k, v) in cmd.get_envs() {
         match v {
             Some(v) => c.env(k, v),
@@ -155,8 +159,8 @@ fn pair(kernel: &Kernel, bin: &Path, setup: &Setup, cpumgr: Option<&Path>) -> (f
             if setup.passive {
                 cmd.env("OMP_WAIT_POLICY", "passive");
             }
-            if let (true, Some(cpumgr)) = (setup.managed, cpumgr) {
-                cmd = managed(&cmd, cpumgr, &socket);
+            if let (Some(flag), Some(cpumgr)) = (setup.managed, cpumgr) {
+                cmd = managed(&cmd, cpumgr, flag, &socket);
             }
             cmd.stdout(Stdio::null())
                 .spawn()
@@ -195,9 +199,9 @@ fn contention(bin: &Path, reps: usize) {
     println!("\n## two copies at once, test size: makespan, seconds (median [min-max]; >= hit the {}s cap)", TIMEOUT.as_secs());
     let cpumgr = cpumgr_bin();
     if cpumgr.is_none() {
-        println!("(no release cpumgr + libcpumgr_omp.so: `cpumgr run --omp` skipped; cargo build --release -p cpumgr -p cpumgr-omp)");
+        println!("(no release cpumgr + libcpumgr_omp.so: `cpumgr run` setups skipped; cargo build --release -p cpumgr -p cpumgr-omp)");
     }
-    let setups: Vec<&Setup> = SETUPS.iter().filter(|s| !s.managed || cpumgr.is_some()).collect();
+    let setups: Vec<&Setup> = SETUPS.iter().filter(|s| s.managed.is_none() || cpumgr.is_some()).collect();
     for name in ["stencil", "pipeline"] {
         let kernel = find(name).expect("in the catalog");
         let mut times: Vec<Vec<f64>> = vec![Vec::new(); setups.len()];
@@ -212,7 +216,7 @@ fn contention(bin: &Path, reps: usize) {
         for (i, setup) in setups.iter().enumerate() {
             println!("{:<9} {:<48} {:>28}", name, setup.name, figure(&times[i], capped[i]));
         }
-        if let Some(m) = setups.iter().position(|s| s.managed) {
+        if let Some(m) = setups.iter().position(|s| s.managed == Some("--omp")) {
             let ours = median(&times[m]);
             for (i, setup) in setups.iter().enumerate().filter(|(i, _)| *i != m) {
                 println!("{:<9}   {:<46} {:>9.2}x cpumgr's", "", setup.name, median(&times[i]) / ours);
