@@ -1,7 +1,7 @@
 //! `cpumgr demo`: the main job in one command. Builds the test kernels (their sources are inside
-//! this binary), runs the built-in mixed workload (`workloads/demo.toml`) under the plain-OS and
-//! processor-set baselines and under cpumgr policies, prints the comparison, and writes
-//! `cpumgr-demo.html`.
+//! this binary), runs the built-in mixed workload (`workloads/demo.toml`) under every baseline
+//! (plain OS, processor sets, passive and dynamic OpenMP) and under cpumgr policies with the
+//! OpenMP adapter preloaded, prints the comparison, and writes `cpumgr-demo.html`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,10 +36,10 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     repeat: u32,
     /// Policies to compare with the baselines.
-    #[arg(long, default_value = "gang,equipartition:redistribute=true")]
+    #[arg(long, default_value = "equipartition:redistribute=true,pdpa")]
     policy: String,
     /// Baselines.
-    #[arg(long, default_value = "os,static")]
+    #[arg(long, default_value = "os,static,passive,dynamic")]
     baseline: String,
     /// Where to write the report.
     #[arg(long, default_value = "cpumgr-demo.html")]
