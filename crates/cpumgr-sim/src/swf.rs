@@ -181,6 +181,11 @@ fn parse_line(file: &str, n: usize, line: &str) -> Result<Raw, InputError> {
         limits::nanos(fields[i]).map_err(|m| InputError::new(file, n, FIELDS[i], m))?;
     }
     for i in [4, 7] {
+        // A fractional count such as `.6` used to fall through to an unknown (-1) requested
+        // count and wrap to a job of 4294967295 CPUs (found by fuzzing).
+        if fields[i].fract() != 0.0 {
+            return Err(InputError::new(file, n, FIELDS[i], format!("{} is not a whole number of processors", fields[i])));
+        }
         if fields[i] > limits::MAX_CPUS as f64 {
             return Err(InputError::new(file, n, FIELDS[i], format!("{} processors: a simulated machine has at most {}", fields[i], limits::MAX_CPUS)));
         }
@@ -247,6 +252,8 @@ mod tests {
             ("1 0 -1 abc 16 -1 -1 -1 -1 -1 1 -1 -1 3 0 -1 -1 -1\n", "run_time"),
             ("1 0 -1 100 -4 -1 -1 -1 -1 -1 1 -1 -1 3 0 -1 -1 -1\n", "allocated_processors"),
             ("1 0 -1 100 128 -1 -1 -1 -1 -1 1 -1 -1 3 0 -1 -1 -1\n", "allocated_processors"),
+            ("1 0 -1 100 .6 -1 -1 -1 -1 -1 1 -1 -1 3 0 -1 -1 -1\n", "allocated_processors"),
+            ("1 0 -1 100 -1 -1 -1 2.5 -1 -1 1 -1 -1 3 0 -1 -1 -1\n", "requested_processors"),
         ];
         for (line, field) in cases {
             let text = format!("; MaxProcs: 64\n{line}");

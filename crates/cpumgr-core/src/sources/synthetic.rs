@@ -5,8 +5,10 @@
 
 use crate::topology::{CpuInfo, Level, Topology, TopologyError};
 
-/// The most CPUs a synthetic machine may have (the simulator's largest models are 100 000).
-pub const MAX_SYNTHETIC_CPUS: u64 = 1 << 20;
+/// The most CPUs a synthetic machine may have (the simulator's largest models are 100 000). A
+/// topology's memory grows with the square of its CPUs (every domain's CPU set is a bitset from
+/// CPU 0), so a larger cap let a ten-byte spec such as `pu:777777` take 24 GB (found by fuzzing).
+pub const MAX_SYNTHETIC_CPUS: u64 = 1 << 17;
 
 /// Why a synthetic spec was refused: the 1-based token and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -133,6 +135,7 @@ mod tests {
         assert_eq!(parse("package:x").unwrap_err().token, 1);
         assert_eq!(parse("package").unwrap_err().token, 1);
         assert!(parse("package:1024 core:1024 pu:1024").unwrap_err().reason.contains("more than"));
+        assert!(parse("pu:777777").unwrap_err().reason.contains("more than"), "fuzzing: 24 GB for this spec");
         assert!(parse("  ").is_err());
     }
 }
