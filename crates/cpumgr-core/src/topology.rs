@@ -112,6 +112,35 @@ pub enum TopologyError {
     /// A CPU id above [`crate::cpuset::MAX_CPU_ID`].
     #[error("CPU id {0} is too large")]
     CpuIdTooLarge(u32),
+    /// So many CPUs with such large ids that their CPU sets would pass [`MAX_SET_WORDS`].
+    #[error("{cpus} CPUs with ids up to {max} are more than a topology can hold in memory")]
+    TooLarge {
+        /// How many CPUs.
+        cpus: usize,
+        /// The largest id.
+        max: u32,
+    },
+}
+
+/// The most 64-bit words the CPU sets of one level of a topology may hold in all (2 GiB). Every
+/// domain keeps its CPUs as a bitset from CPU 0, so a level of `n` CPUs with ids up to `m` holds
+/// about `n × m / 64` words: a 100 000-CPU machine numbered from 0 needs 2^26, while a ten-byte
+/// source (`pu:777777`, `online=0-1048575`) asked for tens of gigabytes (found by fuzzing).
+pub const MAX_SET_WORDS: u64 = 1 << 28;
+
+/// Checks that a machine of these CPU ids fits [`MAX_SET_WORDS`], before a source reads anything
+/// per CPU or [`Topology::from_cpus`] builds the tree.
+pub fn check_size(cpus: impl IntoIterator<Item = u32>) -> Result<(), TopologyError> {
+    let (mut n, mut max, mut words) = (0usize, 0u32, 0u64);
+    for c in cpus {
+        n += 1;
+        max = max.max(c);
+        words += c as u64 / 64 + 1;
+    }
+    if words > MAX_SET_WORDS {
+        return Err(TopologyError::TooLarge { cpus: n, max });
+    }
+    Ok(())
 }
 
 /// A machine: its domains in depth-first order, and the CPU positions.
@@ -150,6 +179,7 @@ impl Topology {
             }
             grouped.entry((i.package, i.numa, i.l3, i.core)).or_default().push(i.cpu);
         }
+        check_size(infos.iter().map(|i| i.cpu))?;
         let mut b = Builder::default();
         let root = b.open(Level::Machine, None, false, None);
         let mut open: [Option<(Option<u32>, usize)>; 4] = [None; 4];
@@ -384,6 +414,15 @@ mod tests {
     fn refuses_duplicates_and_empty() {
         assert_eq!(Topology::from_cpus(&[]).unwrap_err(), TopologyError::Empty);
         assert_eq!(Topology::from_cpus(&[info(1, 0, 0), info(1, 0, 1)]).unwrap_err(), TopologyError::DuplicateCpu(1));
+    }
+
+    #[test]
+    fn refuses_machines_whose_cpu_sets_would_not_fit_in_memory() {
+        // 300 000 CPUs numbered near the top: about 4 × 10^9 words of bitsets per level.
+        let high: Vec<CpuInfo> = (0..300_000).map(|k| info(crate::cpuset::MAX_CPU_ID - k, 0, k)).collect();
+        assert!(matches!(Topology::from_cpus(&high), Err(TopologyError::TooLarge { cpus: 300_000, .. })));
+        assert!(check_size(0..100_000).is_ok(), "the simulator's 100 000-CPU machine");
+        assert!(check_size(0..1 << 20).is_err());
     }
 
     #[test]

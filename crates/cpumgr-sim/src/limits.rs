@@ -2,11 +2,13 @@
 //! numbers (`arrival = 1e300`, `; MaxProcs: 4000000000`) is refused with a clear error instead of
 //! overflowing the nanosecond clock or building a machine that cannot fit in memory.
 
-use cpumgr_core::cpuset::MAX_CPU_ID;
+use cpumgr_core::sources::synthetic::MAX_SYNTHETIC_CPUS;
 use cpumgr_core::Nanos;
 
-/// The largest simulated machine: every CPU id a [`cpumgr_core::CpuSet`] can hold.
-pub const MAX_CPUS: u32 = MAX_CPU_ID + 1;
+/// The largest simulated machine: the largest synthetic topology (2^17 CPUs). A topology's memory
+/// grows with the square of its CPUs (see `cpumgr_core::topology::MAX_SET_WORDS`); with every id
+/// a [`cpumgr_core::CpuSet`] can hold, `cpus = 1000000` needed tens of gigabytes.
+pub const MAX_CPUS: u32 = MAX_SYNTHETIC_CPUS as u32;
 
 /// The latest arrival and the longest run time, in seconds (about 31.7 years: the longest traces
 /// of the Parallel Workloads Archive span a few years).
@@ -62,7 +64,9 @@ mod tests {
         assert!(nanos(1e300).unwrap_err().contains("limit"));
         assert!(nanos(-1.0).is_err() && nanos(f64::NAN).is_err());
         assert_eq!(cpus(256), Ok(256));
-        assert!(cpus(4_000_000_000).unwrap_err().contains("1 to 1048576"));
+        assert!(cpus(4_000_000_000).unwrap_err().contains("1 to 131072"));
+        // Fuzzing: a million-CPU machine's topology needs tens of gigabytes; it is refused here.
+        assert!(cpus(1 << 20).is_err());
         assert!(cpus(0).is_err());
         assert_eq!(quantum(100.0), Ok(100_000_000));
         assert!(quantum(1e300).is_err() && quantum(0.0).is_err());

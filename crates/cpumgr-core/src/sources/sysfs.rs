@@ -103,6 +103,7 @@ pub fn read(read: Reader) -> Result<Topology, SysfsError> {
     if online.is_empty() {
         return Err(malformed(online_path, "", "no CPU is online"));
     }
+    crate::topology::check_size(online.iter())?;
     let mut numa_of: BTreeMap<u32, u32> = BTreeMap::new();
     if let Some(nodes) = optional(read, "devices/system/node/online")? {
         for node in list("devices/system/node/online", &nodes)?.iter() {
@@ -166,5 +167,13 @@ mod tests {
         assert!(e.starts_with("devices/system/cpu/online:"), "{e}");
         let e = read(&fake(&files(&[("devices/system/cpu/online", "zero")]))).unwrap_err().to_string();
         assert!(e.contains("\"zero\""), "{e}");
+    }
+
+    #[test]
+    fn an_absurd_online_list_is_refused_before_any_cpu_is_read() {
+        // Fuzzing: this one line made the reader look up 20 files for each of 2^20 CPUs and then
+        // build a topology of tens of gigabytes.
+        let e = read(&fake(&files(&[("devices/system/cpu/online", "0-1048575\n")]))).unwrap_err();
+        assert!(matches!(e, SysfsError::Topology(crate::topology::TopologyError::TooLarge { cpus: 1_048_576, .. })), "{e}");
     }
 }

@@ -100,8 +100,41 @@ impl Walker<'_> {
     }
 }
 
+/// The deepest element nesting accepted. Real hwloc files nest about ten deep; roxmltree recurses
+/// once per level, so a hostile file thousands deep overflowed the stack and aborted the process
+/// (found by fuzzing; roxmltree issue #154) before this check.
+pub const MAX_DEPTH: usize = 256;
+
+/// The byte offset where element nesting first exceeds [`MAX_DEPTH`], if it does. Counts every
+/// `<name` as an opening and every `</` or `/>` as a closing, skipping `<!...>` and `<?...?>`:
+/// an overestimate only for markup inside comments or CDATA, which hwloc never writes.
+fn too_deep(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    for (at, _) in text.match_indices('<') {
+        match bytes.get(at + 1) {
+            Some(b'/') => depth = depth.saturating_sub(1),
+            Some(b'!' | b'?') => {}
+            _ => {
+                let end = text[at..].find('>').map_or(text.len(), |e| at + e);
+                if !text[..end].ends_with('/') {
+                    depth += 1;
+                    if depth > MAX_DEPTH {
+                        return Some(at);
+                    }
+                }
+            }
+        }
+    }
+    None
+}
+
 /// Parses an hwloc XML document. `source_name` names it in errors.
 pub fn parse(source_name: &str, text: &str) -> Result<Topology, XmlError> {
+    if let Some(at) = too_deep(text) {
+        let line = text[..at].matches('\n').count() as u32 + 1;
+        return Err(XmlError { source_name: source_name.into(), line, message: format!("elements nested more than {MAX_DEPTH} deep") });
+    }
     // hwloc writes a DOCTYPE line; allow it (roxmltree never fetches external entities).
     let options = roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() };
     let doc = Document::parse_with_options(text, options).map_err(|e| XmlError {
@@ -193,5 +226,25 @@ mod tests {
         assert!(e.message.contains("expected <topology>"), "{e}");
         let e = parse("x.xml", "<topology>\n<object type=\"PU\"/></topology>").unwrap_err();
         assert_eq!(e.line, 2);
+    }
+
+    #[test]
+    fn absurd_nesting_is_an_error_not_a_stack_overflow() {
+        let n = 200_000;
+        let deep = format!(
+            "<topology>{}<object type=\"PU\" os_index=\"0\"/>{}</topology>",
+            "<object type=\"Group\">\n".repeat(n),
+            "</object>".repeat(n)
+        );
+        let e = parse("deep.xml", &deep).unwrap_err();
+        assert!(e.message.contains("nested more than"), "{e}");
+        assert_eq!(e.line, MAX_DEPTH as u32);
+        let deepest_allowed = format!(
+            "<topology>{}<object type=\"PU\" os_index=\"0\"/>{}</topology>",
+            "<object type=\"Group\">\n".repeat(MAX_DEPTH - 1),
+            "</object>".repeat(MAX_DEPTH - 1)
+        );
+        assert_eq!(parse("ok.xml", &deepest_allowed).unwrap().num_cpus(), 1);
+        assert_eq!(too_deep(V2), None);
     }
 }
