@@ -8,6 +8,9 @@ use serde::Serialize;
 
 use crate::runner::RunResult;
 
+/// Mean and CV, shared with the report's figures read off traces.
+pub use cpumgr_report::summary::mean_cv;
+
 /// One job's line in the results.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct JobSummary {
@@ -42,17 +45,6 @@ pub struct Summary {
     pub failed: usize,
     /// Per job.
     pub jobs: Vec<JobSummary>,
-}
-
-/// Mean and coefficient of variation (standard deviation over mean).
-pub fn mean_cv(xs: &[f64]) -> (f64, f64) {
-    if xs.is_empty() {
-        return (0.0, 0.0);
-    }
-    let n = xs.len() as f64;
-    let mean = xs.iter().sum::<f64>() / n;
-    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n;
-    (mean, if mean > 0.0 { var.sqrt() / mean } else { 0.0 })
 }
 
 /// Which of several repeats represents them: the one whose makespan is the median (the upper
@@ -94,15 +86,6 @@ pub fn summarize(run: &RunResult, dedicated: &BTreeMap<String, f64>) -> Summary 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cv_of_equal_values_is_zero() {
-        assert_eq!(mean_cv(&[2.0, 2.0, 2.0]), (2.0, 0.0));
-        let (m, cv) = mean_cv(&[1.0, 3.0]);
-        assert_eq!(m, 2.0);
-        assert!((cv - 0.5).abs() < 1e-12);
-        assert_eq!(mean_cv(&[]), (0.0, 0.0));
-    }
 
     #[test]
     fn the_median_repeat_is_a_real_run() {

@@ -154,3 +154,43 @@ fn the_launch_report_renders_in_headless_chromium() {
     let job_colours = hues.values().filter(|&&n| n > 200).count();
     assert!(job_colours >= 3, "each of the 3 jobs has its colour in the charts: {hues:?}");
 }
+
+/// `cpumgr report` on a trace rebuilds the results table from the trace alone.
+#[test]
+fn report_rebuilds_the_results_table_from_a_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("run.trace");
+    std::fs::write(&trace, TRACE).unwrap();
+    let html = dir.path().join("r.html");
+    assert!(cpumgr().arg("report").arg(&trace).arg("-o").arg(&html).status().unwrap().success());
+    let page = std::fs::read_to_string(&html).unwrap();
+    let row = page.split("<table id=\"results\">").nth(1).expect("a results table").split("</table>").next().unwrap();
+    // a and b arrive at 0 and end at 0.2 s, each holding both CPUs for half of it.
+    for cell in ["<td>0.20</td>", "<td>2.00 of 2</td>", "<td>a 0.00, b 0.00</td>", "<td>0</td>"] {
+        assert!(row.contains(cell), "{cell} in {row}");
+    }
+}
+
+/// `cpumgr launch --trace run.trace` writes `run.trace.CONFIG` per configuration, and the report
+/// rebuilt from it shows the launcher's makespan.
+#[test]
+fn launch_traces_are_named_per_configuration_and_rebuild_the_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.toml");
+    std::fs::write(&workload, "[[job]]\nname = \"a\"\ncommand = [\"sleep\", \"0.2\"]\nrepeat = 2\n[[job]]\nname = \"b\"\ncommand = [\"sleep\", \"0.1\"]\nat = 0.05\n").unwrap();
+    let trace = dir.path().join("run.trace");
+    let out = cpumgr().arg("launch").arg(&workload).args(["--baseline", "os,static", "--policy", "", "--json", "--trace"]).arg(&trace).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(!dir.path().join("run.os").exists(), "the name is appended, not put in place of .trace");
+    for r in v["runs"].as_array().unwrap() {
+        let config = r["config"].as_str().unwrap();
+        let file = dir.path().join(format!("run.trace.{config}"));
+        assert!(file.is_file(), "{} written", file.display());
+        let html = dir.path().join(format!("{config}.html"));
+        assert!(cpumgr().arg("report").arg(&file).arg("-o").arg(&html).status().unwrap().success());
+        let page = std::fs::read_to_string(&html).unwrap();
+        let cell = format!("<td>{:.2}</td>", r["makespan"].as_f64().unwrap());
+        assert!(page.contains(&cell), "{config}: the rebuilt table shows the launcher's makespan {cell}");
+    }
+}

@@ -1,4 +1,5 @@
-//! `cpumgr report`: rebuild the HTML report from saved traces (one run per trace file).
+//! `cpumgr report`: rebuild the HTML report from saved traces (one run per trace file, or per
+//! policy of a multi-policy sim trace): the results table read off the traces, and the charts.
 
 use std::path::PathBuf;
 
@@ -42,6 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             report.runs.push((format!("{} ({})", path.display(), t.policy), t));
         }
     }
+    report.table = cpumgr_report::summary::table(&report.runs);
     std::fs::write(&args.output, render(&report))?;
     println!("wrote {}", args.output.display());
     Ok(())
