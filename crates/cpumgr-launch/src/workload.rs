@@ -4,8 +4,12 @@
 //! ```toml
 //! name = "mixed"
 //! mpl = 2                     # jobs running at once (0: no limit)
-//! arrivals = "fixed"          # "fixed" (each job's `at`) or "poisson" (mean gap `gap` seconds)
+//! arrivals = "fixed"          # "fixed" (each job's `at`), "poisson" (mean gap `gap` seconds),
+//!                             # or "swf" (submit times of a Standard Workload Format trace)
 //! seed = 1                    # for poisson arrivals
+//! swf = "jobs.swf"            # for swf arrivals: the trace, relative to this file
+//! time_scale = 0.01           # seconds here per second of the trace (default 1)
+//! swf_sizes = true            # requests from the trace's sizes, scaled to this machine
 //!
 //! [[job]]
 //! name = "stencil"
@@ -17,6 +21,12 @@
 //! request = "{cpus}"          # CPUs it asks the manager for; default: all
 //! kind = "malleable"          # or "rigid" (with `procs`), "moldable", "evolving"
 //! ```
+//!
+//! With `arrivals = "swf"`, the workload's jobs (in file order, copies included) take the
+//! submit times of the trace's first jobs, measured from the first one and multiplied by
+//! `time_scale`; with `swf_sizes`, each job asks for its trace job's processors scaled from the
+//! trace's machine (`MaxProcs`) to this one. The trace is read by the simulator's SWF reader, so
+//! its errors name the trace's file, line and field.
 //!
 //! `{cpus}` is replaced by the number of CPUs the run uses, `{cpus*K}` by K times that (work
 //! that grows with the machine), and `{kernels}` by the directory of the built test kernels, in
@@ -50,6 +60,10 @@ struct FileSpec {
     gap: Option<f64>,
     #[serde(default)]
     seed: u64,
+    swf: Option<PathBuf>,
+    time_scale: Option<f64>,
+    #[serde(default)]
+    swf_sizes: bool,
     #[serde(default)]
     job: Vec<JobSpec>,
 }
@@ -158,13 +172,38 @@ impl Workload {
         })?;
         let headers: Vec<usize> = text.match_indices("[[job]]").map(|(o, _)| line_of(o)).collect();
         let err = |line: usize, message: String| WorkloadError { file: fname.clone(), line, message };
-        let poisson = match spec.arrivals.as_deref() {
-            None | Some("fixed") => None,
-            Some("poisson") => Some(spec.gap.filter(|g| g.is_finite() && *g > 0.0).ok_or_else(|| {
-                err(1, "field `gap`: poisson arrivals need a mean gap in seconds > 0".into())
-            })?),
-            Some(other) => return Err(err(1, format!("field `arrivals`: {other:?} is not \"fixed\" or \"poisson\""))),
+        // The line of a top-level key (before the first [[job]]), for errors about it.
+        let key_line = |key: &str| {
+            text.lines()
+                .take_while(|l| !l.trim_start().starts_with("[["))
+                .position(|l| l.trim_start().strip_prefix(key).is_some_and(|r| r.trim_start().starts_with('=')))
+                .map_or(1, |i| i + 1)
         };
+        let mut poisson = None;
+        let mut swf = None;
+        match spec.arrivals.as_deref() {
+            None | Some("fixed") => {}
+            Some("poisson") => {
+                poisson = Some(spec.gap.filter(|g| g.is_finite() && *g > 0.0).ok_or_else(|| {
+                    err(key_line("gap"), "field `gap`: poisson arrivals need a mean gap in seconds > 0".into())
+                })?)
+            }
+            Some("swf") => {
+                let path = spec.swf.as_ref().ok_or_else(|| err(key_line("arrivals"), "field `swf`: swf arrivals need the trace's file".into()))?;
+                let scale = spec.time_scale.unwrap_or(1.0);
+                if !(scale.is_finite() && scale > 0.0) {
+                    return Err(err(key_line("time_scale"), format!("field `time_scale`: {scale} is not a factor > 0")));
+                }
+                swf = Some((file.parent().unwrap_or(Path::new("")).join(path), scale));
+            }
+            Some(other) => {
+                return Err(err(key_line("arrivals"), format!("field `arrivals`: {other:?} is not \"fixed\", \"poisson\" or \"swf\"")))
+            }
+        }
+        if swf.is_none() && (spec.swf.is_some() || spec.time_scale.is_some() || spec.swf_sizes) {
+            let key = if spec.swf.is_some() { "swf" } else if spec.time_scale.is_some() { "time_scale" } else { "swf_sizes" };
+            return Err(err(key_line(key), format!("field `{key}`: only for arrivals = \"swf\"")));
+        }
         let mut jobs = Vec::new();
         for (k, j) in spec.job.iter().enumerate() {
             let line = headers.get(k).copied().unwrap_or(1);
@@ -231,12 +270,38 @@ impl Workload {
                 t += -gap * u.ln();
             }
         }
+        if let Some((path, scale)) = swf {
+            swf_arrivals(&mut jobs, &path, scale, spec.swf_sizes, expand.cpus, |message| err(key_line("swf"), message))?;
+        }
         jobs.sort_by(|a, b| a.at.total_cmp(&b.at));
         if jobs.is_empty() {
             return Err(err(1, "the workload has no [[job]]".into()));
         }
         Ok(Workload { name: spec.name.unwrap_or_else(|| file.file_stem().map_or("workload".into(), |s| s.to_string_lossy().into_owned())), mpl: spec.mpl, jobs })
     }
+}
+
+/// Gives `jobs`, in order, the arrivals (and with `sizes` the requests, scaled to `cpus`) of the
+/// SWF trace at `path`. Errors in the trace name its file, line and field; `at_swf` makes the
+/// error about the workload's own `swf` field (the file cannot be read, or holds too few jobs).
+fn swf_arrivals(jobs: &mut [Job], path: &Path, scale: f64, sizes: bool, cpus: u32, at_swf: impl Fn(String) -> WorkloadError) -> Result<(), WorkloadError> {
+    let name = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| at_swf(format!("field `swf`: cannot read {name}: {e}")))?;
+    let opts = cpumgr_sim::swf::SwfOptions { limit: Some(jobs.len()), ..Default::default() };
+    let trace = cpumgr_sim::swf::parse(&name, &text, &opts)
+        .map_err(|e| WorkloadError { file: e.file, line: e.line, message: format!("field `{}`: {}", e.field, e.message) })?;
+    if trace.jobs.len() < jobs.len() {
+        return Err(at_swf(format!("field `swf`: {name} holds {} jobs, the workload {}", trace.jobs.len(), jobs.len())));
+    }
+    let first = trace.jobs.first().map_or(0, |j| j.arrival);
+    for (job, t) in jobs.iter_mut().zip(&trace.jobs) {
+        job.at = (t.arrival - first) as f64 / 1e9 * scale;
+        if sizes {
+            let scaled = (u64::from(t.request) * u64::from(cpus)).div_ceil(u64::from(trace.cpus.max(1)));
+            job.request = scaled.clamp(1, u64::from(cpus.max(1))) as u32;
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -291,6 +356,41 @@ at = 1
         assert_eq!(a, parse(text).unwrap());
         let last = a.jobs.last().unwrap().at;
         assert!(last > 40.0 && last < 200.0, "50 gaps of mean 2 s: {last}");
+    }
+
+    #[test]
+    fn swf_arrivals_take_the_traces_submit_times_and_sizes() {
+        let dir = tempfile::tempdir().unwrap();
+        let swf = dir.path().join("t.swf");
+        // A 16-processor machine; jobs submitted at 100, 110 and 160 s, of 16, 8 and 1 processors.
+        let line = |n: u32, submit: u32, size: u32| format!("{n} {submit} -1 50 {size} -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n");
+        std::fs::write(&swf, format!("; MaxProcs: 16\n{}{}{}", line(1, 100, 16), line(2, 110, 8), line(3, 160, 1))).unwrap();
+        let file = dir.path().join("w.toml");
+        let expand = Expand { cpus: 4, kernels: PathBuf::from("/k") };
+        let text = "arrivals = \"swf\"\nswf = \"t.swf\"\ntime_scale = 0.1\nswf_sizes = true\n[[job]]\nname = \"a\"\ncommand = [\"true\"]\nrepeat = 2\n[[job]]\nname = \"b\"\ncommand = [\"true\"]\n";
+        let w = Workload::parse(&file, text, &expand).unwrap();
+        let got: Vec<_> = w.jobs.iter().map(|j| (j.name.as_str(), (j.at * 1e6).round() / 1e6, j.request)).collect();
+        assert_eq!(got, vec![("a#1", 0.0, 4), ("a#2", 1.0, 2), ("b", 6.0, 1)]);
+        // Without swf_sizes the requests stay the workload's.
+        let w = Workload::parse(&file, &text.replace("swf_sizes = true\n", ""), &expand).unwrap();
+        assert!(w.jobs.iter().all(|j| j.request == 4));
+
+        // Too few jobs in the trace: an error at the workload's `swf` line.
+        let e = Workload::parse(&file, &text.replace("repeat = 2", "repeat = 5"), &expand).unwrap_err();
+        assert_eq!((e.line, e.file.as_str()), (2, file.to_str().unwrap()), "{e}");
+        assert!(e.message.contains("`swf`") && e.message.contains("holds 3 jobs, the workload 6"), "{e}");
+        // A bad trace line: the trace's file, line and field.
+        std::fs::write(&swf, format!("; MaxProcs: 16\n{}2 soon -1 50 8 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n", line(1, 100, 16))).unwrap();
+        let e = Workload::parse(&file, text, &expand).unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), (swf.to_str().unwrap(), 3), "{e}");
+        assert!(e.message.contains("`submit_time`"), "{e}");
+        // A missing trace, a bad scale, and swf keys without swf arrivals.
+        let e = Workload::parse(&file, &text.replace("t.swf", "none.swf"), &expand).unwrap_err();
+        assert!(e.line == 2 && e.message.contains("cannot read"), "{e}");
+        let e = Workload::parse(&file, &text.replace("0.1", "0"), &expand).unwrap_err();
+        assert!(e.line == 3 && e.message.contains("`time_scale`"), "{e}");
+        let e = Workload::parse(&file, &text.replace("arrivals = \"swf\"", "arrivals = \"fixed\""), &expand).unwrap_err();
+        assert!(e.line == 2 && e.message.contains("only for arrivals = \"swf\""), "{e}");
     }
 
     #[test]
