@@ -248,7 +248,9 @@ pub fn validate(managed: &CpuSet, decision: &Decision, sets: &[CpuSet]) -> Resul
     if total > managed.len() as u64 {
         return Err(PlacementError::Oversubscribed { total, managed: managed.len() });
     }
-    let mut owner: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
+    // Owner of each managed CPU so far, by CPU id (usize::MAX: none); a flat table, since this
+    // runs every quantum.
+    let mut owner = vec![usize::MAX; managed.last().map_or(0, |c| c as usize + 1)];
     for (i, set) in sets.iter().enumerate() {
         let a = decision.allocations[i];
         let count = if a.running { a.count } else { 0 };
@@ -259,7 +261,8 @@ pub fn validate(managed: &CpuSet, decision: &Decision, sets: &[CpuSet]) -> Resul
             if !managed.contains(cpu) {
                 return Err(PlacementError::Unmanaged { program: i, cpu });
             }
-            if let Some(first) = owner.insert(cpu, i) {
+            let first = std::mem::replace(&mut owner[cpu as usize], i);
+            if first != usize::MAX {
                 return Err(PlacementError::Shared { cpu, first, second: i });
             }
         }

@@ -161,6 +161,9 @@ struct Live {
     q_work: f64,
     q_time: f64,
     hist: VecDeque<Snap>,
+    /// Whether its program's view fields are up to date while it has never run (they cannot
+    /// change until it runs or changes phase, so the tick skips it: see [`Live::idle`]).
+    viewed: bool,
 }
 
 impl Live {
@@ -170,6 +173,22 @@ impl Live {
 
     fn phase(&self) -> &crate::job::Phase {
         &self.spec.phases[self.phase]
+    }
+
+    /// Whether it has never run and its view is current: nothing about it can change at a tick
+    /// unless the decision runs it. Its progress counters are all zero, so its history (for the
+    /// fast-forward) is a run of zero snapshots and need not be kept. A backlog of waiting jobs
+    /// then costs the tick almost nothing.
+    fn idle(&self) -> bool {
+        self.first_run.is_none() && self.viewed && self.remaining > 0.0
+    }
+
+    /// Its progress counters now and `p` ticks ago. A job that has not been seen for that long
+    /// was idle then (its counters were zero).
+    fn period_ends(&self, p: usize) -> (Snap, Snap) {
+        let n = self.hist.len();
+        let now = self.hist.back().copied().unwrap_or_default();
+        (now, if n > p { self.hist[n - 1 - p] } else { Snap::default() })
     }
 
     /// Brings its progress up to `t` (rates are constant between its events).
@@ -226,7 +245,10 @@ struct Engine<'a, 'o> {
     next_id: u64,
     queue: VecDeque<(ProgramId, JobSpec)>,
     programs: Vec<Program>,
-    live: Vec<Live>,
+    live: Vec<Box<Live>>,
+    /// Per job, [`Live::idle`], kept beside the boxes so that the tick's walks over a long
+    /// backlog read one dense array.
+    idle: Vec<bool>,
     placer: Placer,
     decision: Decision,
     sets: Vec<CpuSet>,
@@ -286,6 +308,7 @@ pub fn run(
         queue: VecDeque::new(),
         programs: Vec::new(),
         live: Vec::new(),
+        idle: Vec::new(),
         placer: Placer::new(),
         decision: Decision::default(),
         sets: Vec::new(),
@@ -409,6 +432,8 @@ impl Engine<'_, '_> {
                 continue;
             }
             l.remaining = l.spec.phases[l.phase].work;
+            l.viewed = false;
+            self.idle[i] = false;
             let after = l.spec.request_in(l.phase).now;
             let (share, threads, shared) = (l.share, l.threads, l.shared);
             self.set_rate(i, share, threads, shared);
@@ -434,16 +459,13 @@ impl Engine<'_, '_> {
         if self.dead == 0 {
             return;
         }
-        let mut k = 0;
-        for i in 0..self.live.len() {
-            if self.live[i].alive {
-                self.live.swap(k, i);
-                self.programs.swap(k, i);
-                k += 1;
-            }
-        }
-        self.live.truncate(k);
-        self.programs.truncate(k);
+        // `retain` moves each survivor once; jobs are boxed so a long backlog moves pointers.
+        let alive: Vec<bool> = self.live.iter().map(|l| l.alive).collect();
+        let mut keep = alive.iter();
+        self.programs.retain(|_| *keep.next().expect("parallel to live"));
+        let mut keep = alive.iter();
+        self.idle.retain(|_| *keep.next().expect("parallel to live"));
+        self.live.retain(|l| l.alive);
         self.dead = 0;
     }
 
@@ -519,7 +541,8 @@ impl Engine<'_, '_> {
             let remaining = spec.phases[0].work;
             self.programs.push(p);
             self.unserved += 1;
-            self.live.push(Live {
+            self.idle.push(false);
+            self.live.push(Box::new(Live {
                 spec,
                 alive: true,
                 at: self.now,
@@ -542,7 +565,8 @@ impl Engine<'_, '_> {
                 q_work: 0.0,
                 q_time: 0.0,
                 hist: VecDeque::new(),
-            });
+                viewed: false,
+            }));
             let view = View { now: self.now, quantum: self.quantum, topology: self.topology, cpus: self.cpus, programs: &self.programs };
             self.policy.on_arrival(&view, id);
             // A phase of no work ends at once.
@@ -596,7 +620,12 @@ impl Engine<'_, '_> {
         let os = self.policy.oversubscribes();
         let now = self.now;
         // The view, as the live manager builds it.
-        for (p, l) in self.programs.iter_mut().zip(&mut self.live) {
+        for ((p, l), idle) in self.programs.iter_mut().zip(&mut self.live).zip(&mut self.idle) {
+            if *idle {
+                continue;
+            }
+            l.viewed = true;
+            *idle = l.idle();
             l.progress(now);
             p.request = l.spec.request_in(l.phase.min(l.spec.phases.len() - 1));
             p.cpu_time = (l.busy * NS) as Nanos;
@@ -647,6 +676,10 @@ impl Engine<'_, '_> {
         self.unserved = 0;
         self.ends.clear();
         for i in 0..self.live.len() {
+            if self.idle[i] {
+                self.unserved += 1;
+                continue;
+            }
             let l = &mut self.live[i];
             l.set_done_at(now);
             progressing |= l.rate > 0.0;
@@ -670,17 +703,39 @@ impl Engine<'_, '_> {
 
     /// Applies a space-sharing or gang decision through the placer.
     fn apply_placed(&mut self, sig: &mut u64) -> Result<(), SimError> {
-        self.placer.place(self.topology, &self.managed, &self.programs, &self.decision, &mut self.sets);
-        if self.cfg.check_placement {
-            validate(&self.managed, &self.decision, &self.sets)
-                .map_err(|error| SimError::Placement { at: self.now as f64 / NS, error })?;
+        let held = self.holds_decision();
+        if !held {
+            self.placer.place(self.topology, &self.managed, &self.programs, &self.decision, &mut self.sets);
+            if self.cfg.check_placement {
+                validate(&self.managed, &self.decision, &self.sets)
+                    .map_err(|error| SimError::Placement { at: self.now as f64 / NS, error })?;
+            }
         }
         for i in 0..self.programs.len() {
             let a = self.decision.allocations[i];
+            if held {
+                // Every running program keeps the CPUs it holds: the placer would return them.
+                let count = if a.running { a.count } else { 0 };
+                let running = count > 0;
+                mix(sig, self.programs[i].id.0 ^ ((count as u64) << 32) ^ ((running as u64) << 63));
+                if running {
+                    for w in self.programs[i].cpus.as_words() {
+                        mix(sig, *w);
+                    }
+                }
+                if running || !self.idle[i] {
+                    self.keep(i, running, count);
+                }
+                continue;
+            }
             let running = a.running && !self.sets[i].is_empty();
             let count = if running { self.sets[i].len() as u32 } else { 0 };
             mix(sig, self.programs[i].id.0 ^ ((count as u64) << 32) ^ ((running as u64) << 63));
+            if !running && self.idle[i] {
+                continue;
+            }
             let l = &mut self.live[i];
+            l.progress(self.now);
             let p = &mut self.programs[i];
             if running {
                 for w in self.sets[i].as_words() {
@@ -698,6 +753,7 @@ impl Engine<'_, '_> {
                     l.stall += self.cfg.cost.resume_ms * 1e-3;
                 }
                 l.first_run.get_or_insert(self.now);
+                self.idle[i] = false;
                 if l.spec.kind == Kind::Moldable && l.team.is_none() {
                     l.team = Some(count);
                 }
@@ -707,12 +763,7 @@ impl Engine<'_, '_> {
                 std::mem::swap(&mut p.cpus, &mut self.sets[i]);
             }
             l.ran_last = running;
-            let threads = match l.spec.kind {
-                Kind::Rigid(n) => n,
-                Kind::Moldable => l.team.unwrap_or(count),
-                Kind::Malleable | Kind::Evolving => count,
-            };
-            self.set_rate(i, count as f64, threads as f64, false);
+            self.set_placed_rate(i, count);
             if changed && self.trace {
                 let id = self.programs[i].id;
                 let cpus = if running { self.programs[i].cpus.clone() } else { CpuSet::new() };
@@ -720,6 +771,42 @@ impl Engine<'_, '_> {
             }
         }
         Ok(())
+    }
+
+    /// Whether the decision runs every program on exactly the CPUs it holds from the last
+    /// placement (each running program ran last quantum and holds `count` CPUs). The placer then
+    /// keeps every set as it is (its first step keeps held CPUs, and nothing is left to grow), so
+    /// the engine skips it and its check: most quanta of a settled schedule.
+    fn holds_decision(&self) -> bool {
+        self.decision.allocations.iter().zip(&self.programs).zip(&self.live).all(|((a, p), l)| {
+            let count = if a.running { a.count } else { 0 };
+            count == 0 || (l.ran_last && p.cpus.len() == count as usize)
+        })
+    }
+
+    /// Applies an unchanged placement to program `i`: it keeps its CPUs if `running` (no moves,
+    /// no reload), or stops.
+    fn keep(&mut self, i: usize, running: bool, count: u32) {
+        let l = &mut self.live[i];
+        l.progress(self.now);
+        let changed = running != l.ran_last;
+        l.ran_last = running;
+        self.set_placed_rate(i, count);
+        if changed && self.trace {
+            let id = self.programs[i].id;
+            self.emit(Some(id), EventKind::Allocate { count, cpus: CpuSet::new(), running });
+        }
+    }
+
+    /// Sets job `i`'s rate for `count` placed CPUs (its threads follow its kind).
+    fn set_placed_rate(&mut self, i: usize, count: u32) {
+        let l = &self.live[i];
+        let threads = match l.spec.kind {
+            Kind::Rigid(n) => n,
+            Kind::Moldable => l.team.unwrap_or(count),
+            Kind::Malleable | Kind::Evolving => count,
+        };
+        self.set_rate(i, count as f64, threads as f64, false);
     }
 
     /// Applies the `os` baseline: every job's threads on every CPU, shares by thread count.
@@ -733,8 +820,13 @@ impl Engine<'_, '_> {
             let share = if over { t as f64 * self.cpus as f64 / total as f64 } else { t as f64 };
             let running = t > 0;
             let l = &mut self.live[i];
+            if !running && self.idle[i] {
+                continue;
+            }
+            l.progress(self.now);
             if running && l.first_run.is_none() {
                 l.first_run = Some(self.now);
+                self.idle[i] = false;
                 self.programs[i].cpus = self.managed.clone();
                 if self.trace {
                     let id = self.programs[i].id;
@@ -768,7 +860,7 @@ impl Engine<'_, '_> {
         let cycle = p as u64 * self.quantum;
         let mut n = Nanos::MAX;
         for l in &self.live {
-            let (now, then) = (l.hist[l.hist.len() - 1], l.hist[l.hist.len() - 1 - p]);
+            let (now, then) = l.period_ends(p);
             let d = now.done - then.done;
             if d > 1e-12 {
                 n = n.min(((l.remaining / d).floor() as Nanos).saturating_sub(1));
@@ -787,7 +879,7 @@ impl Engine<'_, '_> {
         let (gb, gf) = (self.global_hist[g - 1].0 - self.global_hist[g - 1 - p].0, self.global_hist[g - 1].1 - self.global_hist[g - 1 - p].1);
         let k = n as f64;
         for l in &mut self.live {
-            let (now, then) = (l.hist[l.hist.len() - 1], l.hist[l.hist.len() - 1 - p]);
+            let (now, then) = l.period_ends(p);
             let d = now.done - then.done;
             l.remaining -= k * d;
             l.done += k * d;

@@ -109,6 +109,29 @@ fn fast_forward_matches_a_quantum_by_quantum_run() {
 }
 
 #[test]
+fn a_backlog_of_waiting_jobs_fast_forwards_like_a_quantum_by_quantum_run_under_every_policy() {
+    // Rigid jobs at a load above the machine: a backlog waits, never-run jobs are skipped by the
+    // tick, and settled placements skip the placer; the figures must match an exact run.
+    let mut g = Generator::new(Model::Poisson, 30, 8);
+    g.load = 2.0;
+    g.mean_runtime = 1.0;
+    let w = Workload { cpus: Some(16), generator: Some(g), ..Workload::of("backlog", vec![]) };
+    for info in policies::CATALOG {
+        let policy = if info.name == "static" { "static:parts=1" } else { info.name };
+        let exact = SimConfig { fast_forward: false, ..SimConfig::default() };
+        let (a, ja) = run_workload(&w, policy, &exact);
+        let (b, jb) = run_workload(&w, policy, &SimConfig::default());
+        assert_eq!((a.jobs, b.jobs), (30, 30), "{policy}");
+        let rel = |x: f64, y: f64| (x - y).abs() / x.abs().max(1e-9);
+        assert!(rel(a.makespan, b.makespan) < 0.01, "{policy}: makespan {} vs {}", a.makespan, b.makespan);
+        assert!(rel(a.mean_turnaround, b.mean_turnaround) < 0.02, "{policy}: turnaround {} vs {}", a.mean_turnaround, b.mean_turnaround);
+        let waited = ja.iter().filter(|j| j.response > 0.0).count();
+        assert!(waited >= 5, "{policy}: only {waited} jobs waited: no backlog");
+        assert_eq!(ja.len(), jb.len());
+    }
+}
+
+#[test]
 fn runs_are_deterministic() {
     let mut g = Generator::new(Model::Lublin, 200, 32);
     g.load = 0.9;

@@ -42,12 +42,13 @@ impl Policy for Fcfs {
     fn decide(&mut self, view: &View, out: &mut Decision) {
         self.started.retain(|id, _| view.index_of(*id).is_some());
         let mut free = view.cpus;
-        for (i, p) in view.programs.iter().enumerate() {
-            if let Some(&c) = self.started.get(&p.id) {
-                let c = if p.kind.rigid_procs().is_some() { c } else { c.min(p.wants()).max(1) };
-                out.give(i, c);
-                free -= c;
-            }
+        // Walk the started programs only (a backlog of waiting ones costs nothing here).
+        for (id, &c) in &self.started {
+            let i = view.index_of(*id).expect("retained above");
+            let p = &view.programs[i];
+            let c = if p.kind.rigid_procs().is_some() { c } else { c.min(p.wants()).max(1) };
+            out.give(i, c);
+            free -= c;
         }
         for (i, p) in view.programs.iter().enumerate() {
             if self.started.contains_key(&p.id) {

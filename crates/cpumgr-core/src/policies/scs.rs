@@ -54,11 +54,11 @@ impl Policy for Scs {
         let initial = |i: usize| initial_allocation(view.programs[i].wants(), self.mpl, view.cpus);
         let mut free = view.cpus;
         let mut running = Vec::new();
-        for (i, p) in view.programs.iter().enumerate() {
-            if self.started.contains(&p.id) {
-                free -= initial(i);
-                running.push(i);
-            }
+        // Walk the started programs only (a backlog of waiting ones costs nothing here).
+        for id in &self.started {
+            let i = view.index_of(*id).expect("retained above");
+            free -= initial(i);
+            running.push(i);
         }
         let mut waiting = false;
         for (i, p) in view.programs.iter().enumerate() {

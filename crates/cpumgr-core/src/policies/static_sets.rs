@@ -6,7 +6,7 @@
 //! Good at: isolation and locality, no stopping. Bad at: idle CPUs when a partition's program
 //! needs fewer than the partition, or when fewer programs than partitions run.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::PolicyInfo;
 use crate::params::{ParamKind, ParamSpec};
@@ -49,14 +49,8 @@ impl Policy for Static {
     fn decide(&mut self, view: &View, out: &mut Decision) {
         let parts = self.parts.min(view.cpus).max(1);
         self.owner.retain(|k, id| *k < parts && view.index_of(*id).is_some());
-        for (i, p) in view.programs.iter().enumerate() {
-            let part = match self.owner.iter().find(|(_, o)| **o == p.id) {
-                Some((&k, _)) => Some(k),
-                None => (0..parts).find(|k| !self.owner.contains_key(k)).inspect(|&k| {
-                    self.owner.insert(k, p.id);
-                }),
-            };
-            let Some(k) = part else { continue };
+        let give = |out: &mut Decision, i: usize, k: u32| {
+            let p = &view.programs[i];
             let size = Self::size(view.cpus, parts, k);
             let count = match p.kind.rigid_procs() {
                 Some(n) if n.min(view.cpus) > size => 0,
@@ -64,6 +58,24 @@ impl Policy for Static {
                 None => p.wants().min(size),
             };
             out.give(i, count);
+        };
+        // Owners keep their partitions; then programs without one, in arrival order, take the
+        // free partitions, lowest first (a backlog costs nothing once every partition is owned).
+        for (&k, id) in &self.owner {
+            give(out, view.index_of(*id).expect("retained above"), k);
+        }
+        if self.owner.len() as u32 >= parts {
+            return;
+        }
+        let owners: BTreeSet<ProgramId> = self.owner.values().copied().collect();
+        let mut free = (0..parts).filter(|k| !self.owner.contains_key(k)).collect::<Vec<_>>().into_iter();
+        for (i, p) in view.programs.iter().enumerate() {
+            if owners.contains(&p.id) {
+                continue;
+            }
+            let Some(k) = free.next() else { break };
+            self.owner.insert(k, p.id);
+            give(out, i, k);
         }
     }
 }

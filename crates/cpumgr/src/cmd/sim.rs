@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use clap::Parser;
 use cpumgr_core::trace::Event;
+use cpumgr_core::params::{Params, PolicySpec};
 use cpumgr_core::{policies, Topology};
 use cpumgr_report::{render, Report, Table, Timeline};
 use cpumgr_sim::generate::{Generator, JobKind, Model};
@@ -193,10 +194,42 @@ impl Observer for Sink {
 /// Runs one policy on the workload.
 fn run_one(topology: &Topology, w: &Workload, spec: &str, cfg: &SimConfig, obs: &mut dyn Observer) -> anyhow::Result<RunSummary> {
     let policy = policies::build(spec).map_err(|e| InputError::new(e.to_string()))?;
+    if let Some(part) = static_part(spec, topology.num_cpus() as u32) {
+        check_static(w, spec, part, topology.num_cpus() as u32)?;
+    }
     cpumgr_sim::run(topology, spec, policy, w.jobs(), cfg, obs).map_err(|e| match e {
         SimError::Job { .. } => InputError::new(format!("{}: {e}", w.name)),
         e => anyhow::Error::new(e).context(format!("simulating {spec}")),
     })
+}
+
+/// For a `static` policy, the CPUs of its smallest partition on a machine of `cpus`.
+fn static_part(spec: &str, cpus: u32) -> Option<u32> {
+    let spec = PolicySpec::parse(spec).ok()?;
+    let info = policies::info(&spec.name).filter(|i| i.name == "static")?;
+    let parts = Params::new(info.name, info.params, &spec.values).ok()?.u32("parts").ok()?;
+    Some(cpus / parts.clamp(1, cpus.max(1)))
+}
+
+/// A processor set runs one job at a time within its own CPUs, so a rigid job wider than the
+/// smallest set can never start (the run would end starved after the machine drained). Refuse
+/// such a workload before running, naming the widest job and how many parts would fit it.
+fn check_static(w: &Workload, spec: &str, part: u32, cpus: u32) -> anyhow::Result<()> {
+    let mut widest: Option<(String, u32)> = None;
+    for j in w.jobs() {
+        if let Some(n) = j.kind.rigid_procs().map(|n| n.min(cpus)).filter(|&n| n > part && widest.as_ref().is_none_or(|w| n > w.1)) {
+            widest = Some((j.name, n));
+        }
+    }
+    match widest {
+        Some((name, n)) => Err(InputError::new(format!(
+            "{}: policy {spec}: job {name:?} needs {n} CPUs but a partition has {part} of the {cpus}; \
+             a processor set cannot run a job wider than itself: use fewer parts (static:parts={})",
+            w.name,
+            (cpus / n).max(1)
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The simulation settings from the arguments and the workload.
@@ -393,6 +426,19 @@ fn bench(args: &Args) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::split_policies;
+
+    #[test]
+    fn static_refuses_jobs_wider_than_a_partition() {
+        use cpumgr_sim::{JobSpec, SpeedupModel, Workload};
+        let jobs = vec![JobSpec::rigid("small", 0, 4, 1.0, SpeedupModel::LINEAR), JobSpec::rigid("wide", 0, 6, 1.0, SpeedupModel::LINEAR)];
+        let w = Workload::of("w", jobs);
+        assert_eq!(super::static_part("static", 8), Some(4));
+        assert_eq!(super::static_part("static:parts=1", 8), Some(8));
+        assert_eq!(super::static_part("equipartition", 8), None);
+        let e = super::check_static(&w, "static", 4, 8).unwrap_err().to_string();
+        assert!(e.contains("\"wide\" needs 6 CPUs but a partition has 4 of the 8") && e.contains("static:parts=1"), "{e}");
+        assert!(super::check_static(&w, "static:parts=1", 8, 8).is_ok());
+    }
 
     #[test]
     fn policy_lists_keep_parameters_with_their_policy() {
