@@ -19,7 +19,8 @@
 //! repeat = 2                  # copies of this job (each arrives `every` seconds after the last)
 //! every = 0.5
 //! request = "{cpus}"          # CPUs it asks the manager for; default: all
-//! kind = "malleable"          # or "rigid" (with `procs`), "moldable", "evolving"
+//! kind = "malleable"          # or "rigid" (with `procs`, a number or e.g. "{cpus}"),
+//!                             # "moldable", "evolving"
 //! ```
 //!
 //! With `arrivals = "swf"`, the workload's jobs (in file order, copies included) take the
@@ -84,8 +85,35 @@ struct JobSpec {
     every: f64,
     request: Option<String>,
     kind: Option<String>,
-    procs: Option<u32>,
+    procs: Option<Count>,
     class: Option<String>,
+}
+
+/// A CPU or process count written as a number or as text with placeholders (`"{cpus}"`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Count {
+    Number(u32),
+    Text(String),
+}
+
+impl Count {
+    /// The count, placeholders expanded; `None` when it is not a whole number >= 1.
+    fn value(&self, expand: &Expand) -> Option<u32> {
+        match self {
+            Count::Number(n) => Some(*n),
+            Count::Text(t) => expand.apply(t).trim().parse().ok(),
+        }
+        .filter(|n| *n > 0)
+    }
+
+    /// As the file wrote it, for errors.
+    fn written(&self) -> String {
+        match self {
+            Count::Number(n) => n.to_string(),
+            Count::Text(t) => format!("{t:?}"),
+        }
+    }
 }
 
 fn one() -> u32 {
@@ -221,9 +249,13 @@ impl Workload {
                 return Err(bad("repeat", "must be at least 1".into()));
             }
             let kind = j.kind.clone().unwrap_or_else(|| if j.procs.is_some() { "rigid".into() } else { "malleable".into() });
-            match (kind.as_str(), j.procs) {
-                ("rigid", Some(n)) if n > 0 => {}
-                ("rigid", _) => return Err(bad("procs", "a rigid job needs procs >= 1".into())),
+            let procs = match &j.procs {
+                None => None,
+                Some(c) => Some(c.value(expand).ok_or_else(|| bad("procs", format!("{} is not a count >= 1", c.written())))?),
+            };
+            match (kind.as_str(), procs) {
+                ("rigid", Some(_)) => {}
+                ("rigid", None) => return Err(bad("procs", "a rigid job needs procs >= 1".into())),
                 ("malleable" | "moldable" | "evolving", None) => {}
                 ("malleable" | "moldable" | "evolving", Some(_)) => {
                     return Err(bad("procs", format!("only rigid jobs take procs, not {kind}")))
@@ -231,7 +263,7 @@ impl Workload {
                 _ => return Err(bad("kind", format!("{kind:?} is not malleable, moldable, rigid or evolving"))),
             }
             let request = match &j.request {
-                None => j.procs.unwrap_or(expand.cpus),
+                None => procs.unwrap_or(expand.cpus),
                 Some(r) => expand
                     .apply(r)
                     .trim()
@@ -249,7 +281,7 @@ impl Workload {
                     dir: j.dir.clone(),
                     at: j.at + j.every * copy as f64,
                     request,
-                    procs: j.procs,
+                    procs,
                     kind: kind.clone(),
                 });
             }
@@ -334,7 +366,7 @@ every = 1.5
 [[job]]
 name = "r"
 command = ["rigid"]
-procs = 2
+procs = "{cpus}"
 at = 1
 "#,
         )
@@ -346,7 +378,7 @@ at = 1
         assert_eq!(w.jobs[0].command, vec!["/k/stencil", "-t", "4"]);
         assert_eq!(w.jobs[0].env["OMP_NUM_THREADS"], "4");
         assert_eq!(w.jobs[0].request, 4);
-        assert_eq!((w.jobs[1].kind.as_str(), w.jobs[1].request), ("rigid", 2));
+        assert_eq!((w.jobs[1].kind.as_str(), w.jobs[1].request, w.jobs[1].procs), ("rigid", 4, Some(4)), "procs = \"{{cpus}}\"");
     }
 
     #[test]
@@ -403,6 +435,8 @@ at = 1
         assert!(e.message.contains("`command`"), "{e}");
         let e = parse("[[job]]\nname = \"a\"\ncommand = [\"x\"]\nkind = \"rigid\"\n").unwrap_err();
         assert!(e.message.contains("`procs`"), "{e}");
+        let e = parse("[[job]]\nname = \"a\"\ncommand = [\"x\"]\nprocs = \"{cpus*0}\"\n").unwrap_err();
+        assert!(e.message.contains("`procs`: \"{cpus*0}\" is not a count"), "{e}");
         let e = parse("[[job]]\nname = \"a\"\ncommand = [\"x\"]\nrequest = \"lots\"\n").unwrap_err();
         assert!(e.message.contains("`request`"), "{e}");
         assert!(parse("mpl = 1\n").unwrap_err().message.contains("no [[job]]"));
