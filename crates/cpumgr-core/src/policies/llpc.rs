@@ -13,8 +13,6 @@
 //! (a sequential background load). Bad at: fairness (the first to adapt keeps more), and programs
 //! that cannot shrink.
 
-use std::collections::HashMap;
-
 use super::PolicyInfo;
 use crate::policy::{Decision, Policy, View};
 use crate::program::ProgramId;
@@ -63,7 +61,8 @@ pub fn adjust(state: &mut LlpcState, cpus: u32, load: u32, created: u32, active:
 /// The LLPC policy.
 #[derive(Debug, Clone, Default)]
 pub struct Llpc {
-    teams: HashMap<ProgramId, (u32, LlpcState)>,
+    /// Per program, by id (ascending, as the view's programs): its team and memory.
+    teams: Vec<(ProgramId, u32, LlpcState)>,
 }
 
 impl Policy for Llpc {
@@ -72,20 +71,27 @@ impl Policy for Llpc {
     }
 
     fn on_exit(&mut self, id: ProgramId) {
-        self.teams.remove(&id);
+        if let Ok(k) = self.teams.binary_search_by_key(&id, |t| t.0) {
+            self.teams.remove(k);
+        }
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        self.teams.retain(|id, _| view.index_of(*id).is_some());
-        // New programs start with every thread spinning, as the paper's runtime does.
+        // New programs start with every thread spinning, as the paper's runtime does. Both
+        // lists are in id order, so one merge drops the programs gone and adds the new ones
+        // (no hashing: this runs every quantum over every program).
         let created = |i: usize| view.programs[i].wants().min(view.cpus).max(1);
+        let mut old = std::mem::take(&mut self.teams).into_iter().peekable();
         let mut load: u64 = 0;
         for (i, p) in view.programs.iter().enumerate() {
-            load += self.teams.entry(p.id).or_insert((created(i), LlpcState::default())).0 as u64;
+            while old.next_if(|t| t.0 < p.id).is_some() {}
+            let t = old.next_if(|t| t.0 == p.id).unwrap_or((p.id, created(i), LlpcState::default()));
+            load += t.1 as u64;
+            self.teams.push(t);
         }
         let mut teams = Vec::with_capacity(view.programs.len());
         for (i, p) in view.programs.iter().enumerate() {
-            let (team, state) = self.teams.get_mut(&p.id).expect("inserted above");
+            let (_, team, state) = &mut self.teams[i];
             if p.kind.rigid_procs().is_none() {
                 let new = adjust(state, view.cpus, load.min(u32::MAX as u64) as u32, created(i), *team);
                 load = load + new as u64 - *team as u64;
