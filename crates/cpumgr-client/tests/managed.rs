@@ -39,7 +39,7 @@ fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
 /// [`SOCKET_VAR`] until its stdin closes (then it releases every program). Without the variable
 /// (a plain `cargo test -- --ignored`) it returns at once.
 #[test]
-#[ignore]
+#[ignore = "not a test: the manager process the other tests start by running this binary with --ignored --exact manager_process"]
 fn manager_process() {
     let Some(socket) = std::env::var_os(SOCKET_VAR) else { return };
     let settings = Settings {
