@@ -31,6 +31,7 @@ impl Segment {
             .map_err(|e| SlotError::Io(e.into()))?;
         let file = File::from(fd);
         file.set_len(SLOT_BYTES as u64).map_err(SlotError::Io)?;
+        harden(&file)?;
         let seg = Self::map_file(file)?;
         seg.slot().init(program_id);
         Ok(seg)
@@ -67,6 +68,21 @@ impl Segment {
     }
 }
 
+/// Makes a new segment safe to hand to an untrusted program: sealed against resizing (a program
+/// that truncated it would kill every process mapping it, the manager first, with `SIGBUS`) and
+/// against new seals (`F_SEAL_FUTURE_WRITE` would stop a restarted manager from mapping it), and
+/// its inode readable by its owner only (mode 0600; `memfd_create` makes it 0777), so no path
+/// (`/proc/PID/fd/N`) opens it for anyone but the manager's user.
+fn harden(file: &File) -> Result<(), SlotError> {
+    use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::PermissionsExt;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(SlotError::Io)?;
+    let seals = SealFlag::F_SEAL_SHRINK | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SEAL;
+    fcntl(file.as_raw_fd(), FcntlArg::F_ADD_SEALS(seals)).map_err(|e| SlotError::Io(e.into()))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,6 +96,22 @@ mod tests {
         assert_eq!(program.slot().allocation().unwrap().count, 2);
         program.slot().set_request(3, 1, 3);
         assert_eq!(manager.slot().raw_request().unwrap().now, 3);
+    }
+
+    #[test]
+    fn a_program_cannot_resize_or_reseal_its_segment() {
+        use nix::fcntl::{fcntl, FcntlArg, SealFlag};
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::PermissionsExt;
+        let manager = Segment::create(1).unwrap();
+        let program = File::from(manager.fd().try_clone_to_owned().unwrap());
+        assert!(program.set_len(0).is_err(), "shrinking is sealed");
+        assert!(program.set_len(1 << 20).is_err(), "growing is sealed");
+        let r = fcntl(program.as_raw_fd(), FcntlArg::F_ADD_SEALS(SealFlag::F_SEAL_FUTURE_WRITE));
+        assert!(r.is_err(), "no further seal can be added");
+        assert_eq!(program.metadata().unwrap().permissions().mode() & 0o777, 0o600);
+        manager.slot().publish(1, 1, true, &cpumgr_core::CpuSet::parse("0").unwrap());
+        assert_eq!(manager.slot().allocated_count(), 1, "the manager's mapping still works");
     }
 
     #[test]
