@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use cpumgr_proto::slot::{monotonic_ns, Allocation, Phase};
 use cpumgr_proto::transport::{default_socket, TransportError};
-use cpumgr_proto::{Conn, Registration, Reply, Request, Segment};
+use cpumgr_proto::{Conn, Doorbell, Registration, Reply, Request, Segment};
 
 use crate::llpc::Llpc;
 
@@ -61,6 +61,9 @@ struct Managed {
     /// Whether this client registered the program (and so unregisters it at the end).
     owned: bool,
     segment: Segment,
+    /// The work-list doorbell, rung after a request change so the manager acts at once; `None`
+    /// when the manager does not hand one out.
+    doorbell: Option<Doorbell>,
 }
 
 enum Backend {
@@ -152,17 +155,32 @@ impl Client {
         }
     }
 
+    /// Tells the manager the slot's request changed, so CPUs this program released reach a
+    /// waiting program at once rather than at the next quantum.
+    fn ring(&self) {
+        if let Backend::Managed(Managed { doorbell: Some(d), .. }) = &self.backend {
+            d.ring();
+        }
+    }
+
     /// The team for the next parallel region, at most `cap` (an explicit `num_threads`, or the
     /// program's own maximum when 0): the allocated CPU count when managed (at least 1: the master
     /// always runs), the LLPC size in LLPC mode, `cap` itself when unmanaged or when the manager's
     /// lease has run out (it is gone).
     #[inline]
     pub fn team(&self, cap: u32) -> u32 {
+        self.team_at(cap, monotonic_ns)
+    }
+
+    /// [`Client::team`] with the clock read by `now` (`CLOCK_MONOTONIC` ns, only read when
+    /// managed, for the lease), so a runtime that also times the region reads the clock once.
+    #[inline]
+    pub fn team_at(&self, cap: u32, now: impl FnOnce() -> u64) -> u32 {
         let cap = if cap == 0 { self.max } else { cap };
         match &self.backend {
             Backend::Managed(m) => {
                 let slot = m.segment.slot();
-                if slot.lease_until() <= monotonic_ns() {
+                if slot.lease_until() <= now() {
                     return cap;
                 }
                 slot.allocated_count().clamp(1, cap.max(1))
@@ -182,8 +200,15 @@ impl Client {
     /// is treated as rigid with `team` threads (never squeezed onto fewer CPUs).
     #[inline]
     pub fn begin_region(&self, team: u32) {
+        self.begin_region_at(team, monotonic_ns());
+    }
+
+    /// [`Client::begin_region`] at `now_ns` (`CLOCK_MONOTONIC`), a clock read the caller already
+    /// made.
+    #[inline]
+    pub fn begin_region_at(&self, team: u32, now_ns: u64) {
         if let Some(s) = self.slot() {
-            s.set_phase(Phase::Parallel, team, monotonic_ns());
+            s.set_phase(Phase::Parallel, team, now_ns);
         }
     }
 
@@ -191,8 +216,15 @@ impl Client {
     /// counts as a request of one CPU until the next region.
     #[inline]
     pub fn end_region(&self) {
+        self.end_region_at(monotonic_ns());
+    }
+
+    /// [`Client::end_region`] at `now_ns` (`CLOCK_MONOTONIC`), a clock read the caller already
+    /// made.
+    #[inline]
+    pub fn end_region_at(&self, now_ns: u64) {
         if let Some(s) = self.slot() {
-            s.set_phase(Phase::Serial, 1, monotonic_ns());
+            s.set_phase(Phase::Serial, 1, now_ns);
         }
     }
 
@@ -207,6 +239,7 @@ impl Client {
     pub fn set_request(&self, now: u32, min: u32, max: u32) {
         if let Some(s) = self.slot() {
             s.set_request(now, min, max);
+            self.ring();
         }
     }
 
@@ -216,6 +249,7 @@ impl Client {
         if let Some(s) = self.slot() {
             s.set_request(0, 0, self.max);
             s.set_phase(Phase::Idle, 0, monotonic_ns());
+            self.ring();
         }
     }
 
@@ -265,7 +299,11 @@ fn connect(opts: &Options, max: u32) -> Result<Managed, String> {
         }
     };
     let segment = Segment::open(fd).map_err(|e| format!("the manager's slot is unusable: {e}"))?;
-    Ok(Managed { conn: Mutex::new(conn), id, owned, segment })
+    let doorbell = match call(&conn, &Request::OpenDoorbell { id: Some(id) }) {
+        Ok((Reply::Doorbell { .. }, fds)) => fds.into_iter().next().map(Doorbell::from_fd),
+        _ => None,
+    };
+    Ok(Managed { conn: Mutex::new(conn), id, owned, segment, doorbell })
 }
 
 /// The slot of the registration a launcher made for this process's group. A launched program

@@ -53,6 +53,11 @@ impl Estimator {
         self.speedup(key, team)
     }
 
+    /// How many team sizes region `key` has been timed on.
+    pub fn sizes(&self, key: u64) -> usize {
+        self.regions.get(&key).map_or(0, Vec::len)
+    }
+
     /// The speedup estimate of region `key` on `team` threads.
     pub fn speedup(&self, key: u64, team: u32) -> Option<f64> {
         let times = self.regions.get(&key)?;
@@ -78,6 +83,7 @@ mod tests {
         let mut e = Estimator::new();
         assert_eq!(e.record(1, 4, ms(100)), None);
         assert_eq!(e.record(1, 4, ms(100)), None);
+        assert_eq!((e.sizes(1), e.sizes(2)), (1, 0));
     }
 
     #[test]

@@ -22,5 +22,5 @@ pub mod llpc;
 pub mod pool;
 
 pub use client::{global, Client, Mode, Options};
-pub use cpumgr_proto::slot::{Allocation, Phase};
+pub use cpumgr_proto::slot::{monotonic_ns, Allocation, Phase};
 pub use pool::Pool;

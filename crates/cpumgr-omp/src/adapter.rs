@@ -1,11 +1,16 @@
 //! What both runtimes' hooks share: the process's client, the program's own team cap, the
-//! symbols of the real OpenMP runtime, and the region bookkeeping.
+//! symbols of the real OpenMP runtime, and the region bookkeeping: each tracked region's team
+//! and phase go to the slot, and its timing to the speedup estimator (SelfAnalyzer, paper 000
+//! §4.4), whose estimates go to the slot for `pdpa`.
 
 use std::ffi::{c_int, c_void, CStr};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{LazyLock, Mutex, OnceLock};
+use std::time::Duration;
 
-use cpumgr_client::{Client, Mode};
+use cpumgr_client::estimator::Estimator;
+use cpumgr_client::{monotonic_ns, Client, Mode};
+
 
 /// The program's own team when a region names none: `omp_set_num_threads`'s last value, else the
 /// first entry of `OMP_NUM_THREADS`, else the CPUs it could use at start (libgomp's and libomp's
@@ -74,57 +79,124 @@ fn tracks() -> bool {
     client().mode() != Mode::Unmanaged && level() == 0
 }
 
-/// A region starts with `requested` threads asked by the program's `num_threads` clause (0: no
-/// clause). Returns the team to pass to the runtime and whether the region is tracked (so its
-/// end must be told).
+/// Regions shorter than this are not timed for the speedup estimate: the clock's resolution and
+/// the runtime's own fork and join cost would dominate.
+const TIMED_NS: u64 = 50_000;
+
+/// A region must take at least this long before one later instance of it is spent on the
+/// baseline probe: shorter ones give noisy baselines, and the probe costs at most one instance.
+const PROBE_NS: u64 = 1_000_000;
+
+/// An outermost region the adapter tracks, from its fork to its join.
+#[derive(Debug, Clone, Copy)]
+pub struct Region {
+    /// The region's code (the outlined body's or the fork's return address): what the estimator
+    /// groups timings by; 0 when the region is not timed.
+    key: u64,
+    /// The team it runs with.
+    team: u32,
+    /// When it started, `CLOCK_MONOTONIC` ns.
+    start_ns: u64,
+    /// Whether it is the SelfAnalyzer's baseline run (one thread) rather than the allocation.
+    probe: bool,
+}
+
+/// Timings of the process's regions per key and team size (paper 000 §4.4's SelfAnalyzer).
+static ESTIMATOR: LazyLock<Mutex<Estimator>> = LazyLock::new(|| Mutex::new(Estimator::new()));
+
+/// The key whose next instance runs as the baseline probe; 0 for none.
+static PROBE: AtomicU64 = AtomicU64::new(0);
+
+/// Whether the baseline probe is on: unless `CPUMGR_OMP_PROBE=0`.
+fn probing() -> bool {
+    static ON: OnceLock<bool> = OnceLock::new();
+    *ON.get_or_init(|| std::env::var("CPUMGR_OMP_PROBE").map_or(true, |v| v != "0"))
+}
+
+/// A region with code `key` starts with `requested` threads asked by the program's
+/// `num_threads` clause (0: no clause). Returns the team to pass to the runtime and the tracked
+/// region (to hand to [`end`]), if it is tracked.
 ///
 /// Only a region without a clause follows the allocation (capped by the program's default
 /// team); a clause is the program naming its team, which code may depend on (a hand-written
 /// barrier for exactly that many threads), so it is kept and reported as it is, as libomp does
 /// by itself (see [`crate::ompt`]). Nested regions and unmanaged clients are left alone.
+///
+/// The SelfAnalyzer's baseline: an unmodified program never varies its own team, and a manager
+/// may never vary its allocation (a program alone under `pdpa`), so after a region key has run
+/// once for at least [`PROBE_NS`] on a team larger than one, its next instance runs on one thread,
+/// once. Its time against the allocation's gives the speedup that [`end`] reports.
 #[inline]
-pub fn begin(requested: u32) -> (u32, bool) {
+pub fn begin(requested: u32, key: u64) -> (u32, Option<Region>) {
     if requested > 0 {
         return (requested, begin_fixed(requested));
     }
     if !tracks() {
-        return (requested, false);
+        return (requested, None);
     }
-    let team = client().team(default_team());
-    report(team);
-    (team, true)
+    let now = monotonic_ns();
+    let mut team = client().team_at(default_team(), || now);
+    let probe = team > 1
+        && key != 0
+        && PROBE.load(Ordering::Relaxed) == key
+        && PROBE.compare_exchange(key, 0, Ordering::Relaxed, Ordering::Relaxed).is_ok();
+    if probe {
+        team = 1;
+    }
+    client().begin_region_at(team, now);
+    log_team(team, probe);
+    (team, Some(Region { key, team, start_ns: now, probe }))
 }
 
-/// A region starts with a team the adapter cannot change (libomp with a `num_threads` clause):
-/// reports it; returns whether the region is tracked.
+/// A region starts with a team the adapter cannot change (a `num_threads` clause): reports it,
+/// untimed; returns the tracked region, if it is tracked.
 #[inline]
-pub fn begin_fixed(team: u32) -> bool {
+pub fn begin_fixed(team: u32) -> Option<Region> {
     if !tracks() {
-        return false;
+        return None;
     }
-    report(team);
-    true
+    let now = monotonic_ns();
+    client().begin_region_at(team, now);
+    log_team(team, false);
+    Some(Region { key: 0, team, start_ns: now, probe: false })
 }
 
-fn report(team: u32) {
-    client().begin_region(team);
-    log_team(team);
-}
-
-/// The tracked region that [`begin`] started has ended.
+/// The tracked region that [`begin`] started has ended: the program is serial again, and a
+/// region long enough to time goes to the estimator.
 #[inline]
-pub fn end(tracked: bool) {
-    if tracked {
-        client().end_region();
+pub fn end(region: Option<Region>) {
+    let Some(r) = region else { return };
+    let now = monotonic_ns();
+    client().end_region_at(now);
+    let took = now.saturating_sub(r.start_ns);
+    if r.key != 0 && took >= TIMED_NS {
+        analyze(r, took);
+    }
+}
+
+/// Records a timed region and reports the speedup estimate for its team to the slot (not the
+/// probe's own: the manager decides on the allocation's). Arms the probe for a key timed on one
+/// team size only.
+#[cold]
+fn analyze(r: Region, took_ns: u64) {
+    let mut est = ESTIMATOR.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(s) = est.record(r.key, r.team, Duration::from_nanos(took_ns)).filter(|_| !r.probe) {
+        client().report_speedup(r.team, s);
+    }
+    if est.sizes(r.key) >= 2 {
+        // The allocation varied by itself: no probe needed.
+        let _ = PROBE.compare_exchange(r.key, 0, Ordering::Relaxed, Ordering::Relaxed);
+    } else if r.team > 1 && took_ns >= PROBE_NS && probing() {
+        PROBE.store(r.key, Ordering::Relaxed);
     }
 }
 
 /// With `CPUMGR_OMP_LOG` set, prints each tracked region's team on stderr (for tests and for
 /// users who want to see the adapter work).
-fn log_team(team: u32) {
+fn log_team(team: u32, probe: bool) {
     static ON: OnceLock<bool> = OnceLock::new();
     if *ON.get_or_init(|| std::env::var_os("CPUMGR_OMP_LOG").is_some()) {
-        eprintln!("cpumgr-omp: region team {team}");
+        eprintln!("cpumgr-omp: region team {team}{}", if probe { " (baseline probe)" } else { "" });
     }
 }
 

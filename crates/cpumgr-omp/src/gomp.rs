@@ -1,6 +1,7 @@
 //! GNU libgomp: the fork entry points GCC emits for `#pragma omp parallel` and its combined forms,
-//! interposed. Each wrapper sizes the team ([`adapter::begin`]), calls the real entry point found
-//! with `dlsym(RTLD_NEXT)`, and reports the region's end. The `_start` forms end in
+//! interposed. Each wrapper sizes the team ([`adapter::begin`], the outlined body's address as the
+//! region's key), calls the real entry point found with `dlsym(RTLD_NEXT)`, and reports the
+//! region's end with its timing. The `_start` forms end in
 //! `GOMP_parallel_end`, which reports it there.
 //!
 //! Signatures are libgomp's ABI (`libgomp_g.h`, GCC 4.9 and later).
@@ -9,7 +10,7 @@ use std::ffi::{c_long, c_uint, c_void};
 use std::cell::Cell;
 use std::sync::OnceLock;
 
-use crate::adapter::{self, required};
+use crate::adapter::{self, required, Region};
 
 /// An outlined region body.
 type Body = Option<unsafe extern "C" fn(*mut c_void)>;
@@ -18,6 +19,9 @@ thread_local! {
     /// The `_start` regions this thread has open, innermost in the low bit: 1 when tracked. A
     /// `_start` region ends in `GOMP_parallel_end` on the thread that opened it.
     static OPEN_STARTS: Cell<u64> = const { Cell::new(0) };
+    /// The tracked `_start` region this thread has open: only outermost regions are tracked, so
+    /// there is at most one.
+    static TRACKED_START: Cell<Option<Region>> = const { Cell::new(None) };
 }
 
 /// Defines an interposed libgomp entry point: `$name(fn, data, num_threads, $rest...)`. The
@@ -35,17 +39,20 @@ macro_rules! fork_entry {
             let f = *REAL.get_or_init(|| required(unsafe { std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) }) as usize);
             // SAFETY: the real entry point has exactly this signature.
             let real = unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(Body, *mut c_void, c_uint $(, $ty)*) $(-> $ret)?>(f) };
-            let (team, tracked) = adapter::begin(num_threads);
-            fork_entry!(@call $kind, tracked, unsafe { real(body, data, team $(, $arg)*) })
+            let (team, region) = adapter::begin(num_threads, body.map_or(0, |b| b as usize as u64));
+            fork_entry!(@call $kind, region, unsafe { real(body, data, team $(, $arg)*) })
         }
     };
-    (@call whole, $tracked:ident, $call:expr) => {{
+    (@call whole, $region:ident, $call:expr) => {{
         let r = $call;
-        adapter::end($tracked);
+        adapter::end($region);
         r
     }};
-    (@call start, $tracked:ident, $call:expr) => {{
-        OPEN_STARTS.with(|o| o.set(o.get() << 1 | $tracked as u64));
+    (@call start, $region:ident, $call:expr) => {{
+        OPEN_STARTS.with(|o| o.set(o.get() << 1 | $region.is_some() as u64));
+        if $region.is_some() {
+            TRACKED_START.with(|t| t.set($region));
+        }
         $call
     }};
 }
@@ -83,5 +90,7 @@ pub unsafe extern "C" fn GOMP_parallel_end() {
         o.set(open >> 1);
         open & 1 == 1
     });
-    adapter::end(tracked);
+    if tracked {
+        adapter::end(TRACKED_START.with(|t| t.take()));
+    }
 }

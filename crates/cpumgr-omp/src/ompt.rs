@@ -7,10 +7,11 @@
 //!
 //! libgomp never calls `ompt_start_tool`, so the symbol is inert there.
 
+use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use crate::adapter;
+use crate::adapter::{self, Region};
 
 /// `ompt_data_t`: one word of tool data per region.
 #[repr(C)]
@@ -45,6 +46,13 @@ static LAST_SET: AtomicU32 = AtomicU32::new(0);
 
 /// Region tool data: tracked by the adapter.
 const TRACKED: u64 = 1;
+
+thread_local! {
+    /// The tracked region this thread forked: OMPT calls `parallel_begin` and `parallel_end` on
+    /// the encountering thread, and only outermost regions are tracked, so there is at most one.
+    /// The region's code address (`codeptr_ra`) is its key for the estimator.
+    static OPEN: Cell<Option<Region>> = const { Cell::new(None) };
+}
 
 static mut RESULT: StartToolResult =
     StartToolResult { initialize, finalize, tool_data: OmptData { value: 0 } };
@@ -91,28 +99,32 @@ unsafe extern "C" fn parallel_begin(
     region: *mut OmptData,
     requested: c_uint,
     _flags: c_int,
-    _code: *const c_void,
+    code: *const c_void,
 ) {
     let last = LAST_SET.load(Ordering::Relaxed);
     let explicit = last != 0 && requested != last && requested != adapter::default_team();
     let tracked = if explicit {
         adapter::begin_fixed(requested)
     } else {
-        let (team, tracked) = adapter::begin(0);
-        if tracked && team != last {
+        let (team, tracked) = adapter::begin(0, code as usize as u64);
+        if tracked.is_some() && team != last {
             adapter::real_set_num_threads(team);
             LAST_SET.store(team, Ordering::Relaxed);
         }
         tracked
     };
+    if tracked.is_some() {
+        OPEN.with(|o| o.set(tracked));
+    }
     if !region.is_null() {
         // SAFETY: the runtime's per-region tool word.
-        unsafe { (*region).value = if tracked { TRACKED } else { 0 } };
+        unsafe { (*region).value = if tracked.is_some() { TRACKED } else { 0 } };
     }
 }
 
 unsafe extern "C" fn parallel_end(region: *mut OmptData, _task: *mut OmptData, _flags: c_int, _code: *const c_void) {
     // SAFETY: the word parallel_begin wrote.
-    let tracked = !region.is_null() && unsafe { (*region).value } == TRACKED;
-    adapter::end(tracked);
+    if !region.is_null() && unsafe { (*region).value } == TRACKED {
+        adapter::end(OPEN.with(|o| o.take()));
+    }
 }

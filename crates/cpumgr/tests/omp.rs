@@ -44,12 +44,18 @@ fn teams(log: &Path) -> Vec<u32> {
 }
 
 /// Starts a long stencil (far longer than the test needs; it is ended by the daemon's drop) under
-/// `cpumgr run`, its region log in `log`.
+/// `cpumgr run`, its region log in `log`: short regions (10 sweeps of a 64 × 64 grid).
 fn long_stencil(d: &mut Daemon, dir: &Path, name: &str, log: &Path, extra: &[&str]) {
+    stencil_with(d, dir, name, log, extra, &["-n", "64", "-iters", "10000000", "-regions", "1000000"]);
+}
+
+/// [`long_stencil`] with the stencil's own arguments.
+fn stencil_with(d: &mut Daemon, dir: &Path, name: &str, log: &Path, extra: &[&str], stencil_args: &[&str]) {
     let stencil = dir.join("stencil");
     let mut args = vec!["run", "--name", name];
     args.extend_from_slice(extra);
-    args.extend(["--", stencil.to_str().unwrap(), "-n", "64", "-iters", "10000000", "-regions", "1000000"]);
+    args.extend(["--", stencil.to_str().unwrap()]);
+    args.extend_from_slice(stencil_args);
     let child = Command::new(BIN)
         .args(&args)
         .env("CPUMGR_SOCKET", &d.socket)
@@ -170,6 +176,7 @@ fn an_explicit_team_request_caps_the_allocation() {
             .args(["run", "--", dir.join("epd").to_str().unwrap(), "-n", "20000", "-max", "4", "-cycles", "2"])
             .env("CPUMGR_SOCKET", &d.socket)
             .env("CPUMGR_KERNEL_LOG", "1")
+            .env("CPUMGR_OMP_LOG", "1")
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
             .status()
@@ -178,6 +185,10 @@ fn an_explicit_team_request_caps_the_allocation() {
         d
     };
     let text = std::fs::read_to_string(&log).unwrap();
+    // The adapter logs each region at its fork, the kernel from inside it: a line of each per
+    // region, in that order.
+    let probes: Vec<bool> =
+        text.lines().filter(|l| l.starts_with("cpumgr-omp: region team ")).map(|l| l.ends_with("(baseline probe)")).collect();
     let regions: Vec<(u32, u32)> = text
         .lines()
         .filter(|l| l.starts_with("region "))
@@ -186,9 +197,11 @@ fn an_explicit_team_request_caps_the_allocation() {
             (get("threads="), get("request="))
         })
         .collect();
-    assert_eq!(regions.len(), 8, "{text}");
-    for (threads, request) in regions {
-        assert_eq!(threads, request.min(2), "{text}");
+    assert_eq!((regions.len(), probes.len()), (8, 8), "{text}");
+    assert!(probes.iter().filter(|&&p| p).count() <= 1, "one region key, probed at most once: {text}");
+    for ((threads, request), probe) in regions.into_iter().zip(probes) {
+        // A region the SelfAnalyzer spends on its baseline runs on one thread.
+        assert_eq!(threads, if probe { 1 } else { request.min(2) }, "{text}");
     }
 }
 
@@ -217,4 +230,46 @@ fn gcc_libgomp_keeps_an_explicit_num_threads_clause() {
 #[test]
 fn clang_libomp_keeps_an_explicit_num_threads_clause() {
     an_explicit_num_threads_clause_is_kept("clang");
+}
+
+/// The speedup `cpumgr status --json` shows for the program `name`, if any.
+fn status_speedup(d: &Daemon, name: &str) -> Option<f64> {
+    let out = d.cpumgr(&["status", "--json"]).output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v["programs"].as_array()?.iter().find(|p| p["name"] == name)?["speedup"].as_f64()
+}
+
+/// An unmodified program never varies its team, and alone under `pdpa` its allocation never
+/// varies either: the adapter runs one instance of a timed region on one thread (the
+/// SelfAnalyzer's baseline), and the region's timings on the two team sizes become the speedup
+/// report `pdpa` reads, shown by `cpumgr status --json`.
+fn under_pdpa_regions_timed_by_the_adapter_give_a_speedup(cc: &str) {
+    adapter_is_built();
+    let dir = kernels(cc);
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("stencil.err");
+    let mut d = Daemon::start("pdpa");
+    // Regions of 100 sweeps of a 256 × 256 grid: milliseconds each, long enough to time.
+    stencil_with(&mut d, &dir, "stencil", &log, &[], &["-n", "256", "-iters", "100000000", "-regions", "1000000"]);
+    let mut speedup = None;
+    wait_for("a speedup in cpumgr status --json", || {
+        speedup = status_speedup(&d, "stencil");
+        speedup.is_some()
+    });
+    let s = speedup.unwrap();
+    assert!(s.is_finite() && s > 0.0 && s <= 2.0, "a speedup on at most the 2 managed CPUs: {s}");
+    // The baseline probe is one region on one thread: the log has a team of 1 among teams of 2.
+    let t = teams(&log);
+    assert!(t.contains(&1) && t[0] == 2, "the moldable start at 2, then the probe at 1: {t:?}");
+}
+
+#[test]
+fn gcc_libgomp_regions_timed_by_the_adapter_reach_pdpa_as_a_speedup() {
+    under_pdpa_regions_timed_by_the_adapter_give_a_speedup("gcc");
+}
+
+#[test]
+fn clang_libomp_regions_timed_by_the_adapter_reach_pdpa_as_a_speedup() {
+    under_pdpa_regions_timed_by_the_adapter_give_a_speedup("clang");
 }
