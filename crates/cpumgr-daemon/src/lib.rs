@@ -9,6 +9,8 @@
 
 #![warn(missing_docs)]
 
+pub mod adopt;
+pub mod chaos;
 pub mod enforce;
 pub mod entry;
 pub mod metrics;
@@ -41,6 +43,8 @@ pub struct Shared {
     pub tick_durations: metrics::TickHistogram,
     /// Programs registered so far (for `--metrics`).
     pub registrations: AtomicU64,
+    /// The fault injector, in chaos mode (`--chaos`).
+    pub chaos: Option<chaos::Chaos>,
 }
 
 impl Shared {
@@ -121,6 +125,7 @@ impl Manager {
             shutdown: AtomicBool::new(false),
             tick_durations: metrics::TickHistogram::default(),
             registrations: AtomicU64::new(0),
+            chaos: settings.chaos.clone().map(chaos::Chaos::new),
         });
         let s1 = shared.clone();
         let scheduler = std::thread::Builder::new()
@@ -191,9 +196,17 @@ fn schedule(shared: Arc<Shared>) {
     let mut next = Instant::now();
     let mut state = shared.lock();
     while !shared.shutdown.load(Ordering::Acquire) {
+        if let Some(chaos) = &shared.chaos {
+            drop(state);
+            std::thread::sleep(chaos.quantum_delay());
+            state = shared.lock();
+        }
         let began = Instant::now();
         state.tick();
         shared.tick_durations.observe(began.elapsed());
+        if let Some(chaos) = &shared.chaos {
+            chaos::strike(chaos, &state);
+        }
         let now = Instant::now();
         next += state.quantum();
         if next < now {

@@ -1,7 +1,9 @@
 //! The socket thread: one `poll` loop over the listening socket, every client connection, and
 //! every program's pidfd. A message is decoded, answered and forgotten; a bad one gets an error
 //! reply and a log line; a program whose pidfd fires has ended, and its CPUs go to the others at
-//! once (the scheduler is kicked rather than left to the next quantum boundary).
+//! once (the scheduler is kicked rather than left to the next quantum boundary). A registration
+//! that comes with a descriptor is a supervisor bringing back the slot of a program it kept
+//! running while it had no manager ([`crate::adopt`]).
 
 use std::collections::BTreeMap;
 use std::os::fd::{AsFd, OwnedFd};
@@ -189,8 +191,9 @@ fn serve_one(shared: &Shared, c: &mut Client) -> bool {
             return false;
         }
     };
-    // Descriptors a client sends are never used; dropping them closes them.
-    drop(received.fds);
+    if shared.chaos.as_ref().is_some_and(|c| c.drop_message()) {
+        return false;
+    }
     // The kernel's record of who connected (SO_PEERCRED), never what the message claims, is
     // checked against every request.
     let peer = c.peer;
@@ -203,9 +206,20 @@ fn serve_one(shared: &Shared, c: &mut Client) -> bool {
         }
     };
     let subscribing = req == Request::SubscribeEvents;
+    // One descriptor with a registration is the slot a supervisor kept (re-adoption); any other
+    // descriptor a client sends is never used, and dropping it closes it.
+    let mut fds = received.fds;
+    let kept_slot = match (&req, fds.len()) {
+        (Request::Register(_), 1) => fds.pop(),
+        _ => None,
+    };
+    drop(fds);
     let (r, fd) = {
         let mut state = shared.lock();
-        let out = state.handle(&peer, req);
+        let out = match (req, kept_slot) {
+            (Request::Register(reg), Some(slot)) => state.adopt(&peer, reg, slot),
+            (req, _) => state.handle(&peer, req),
+        };
         if state.kick {
             shared.wake.notify_all();
         }

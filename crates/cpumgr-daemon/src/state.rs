@@ -40,6 +40,8 @@ pub struct Settings {
     pub max_programs: usize,
     /// Where to write trace events (JSON lines), if anywhere.
     pub trace: Option<PathBuf>,
+    /// Faults to inject (`--chaos`, tests only).
+    pub chaos: Option<crate::chaos::Spec>,
 }
 
 impl Default for Settings {
@@ -51,6 +53,7 @@ impl Default for Settings {
             cpus: None,
             max_programs: 4096,
             trace: None,
+            chaos: None,
         }
     }
 }
@@ -245,13 +248,14 @@ impl State {
     }
 
     fn register(&mut self, peer: &PeerCred, reg: Registration) -> (Reply, Option<OwnedFd>) {
-        match self.try_register(peer, reg) {
+        match self.try_register(peer, reg, None) {
             Ok((id, fd)) => (Reply::Registered { id: id.0 }, Some(fd)),
             Err(message) => (Reply::Error { message }, None),
         }
     }
 
-    fn try_register(&mut self, peer: &PeerCred, reg: Registration) -> Result<(ProgramId, OwnedFd), String> {
+    /// Registers a program with a new slot, or with `adopted`, the slot its supervisor kept.
+    fn try_register(&mut self, peer: &PeerCred, reg: Registration, adopted: Option<Segment>) -> Result<(ProgramId, OwnedFd), String> {
         let pid = reg.pid.unwrap_or(peer.pid);
         if pid <= 0 {
             return Err(format!("pid {pid} is not a process"));
@@ -287,7 +291,15 @@ impl State {
         let pidfd = pidfd_open(pid).map_err(|e| format!("cannot watch process {pid}: {e}"))?;
         let original = enforce::affinity(pid).map_err(|e| format!("cannot read the CPUs of process {pid}: {e}"))?;
         let id = ProgramId(self.next_id);
-        let segment = Segment::create(id.0).map_err(|e| e.to_string())?;
+        let segment = match adopted {
+            Some(s) => {
+                s.slot().init(id.0);
+                // Epochs keep growing for a runtime that compares them across managers.
+                self.epoch = self.epoch.max(s.slot().allocation().map_or(0, |a| a.epoch));
+                s
+            }
+            None => Segment::create(id.0).map_err(|e| e.to_string())?,
+        };
         let fd = segment.fd().try_clone_to_owned().map_err(|e| format!("slot descriptor: {e}"))?;
         self.next_id += 1;
         let name = if reg.name.is_empty() { format!("pid{pid}") } else { reg.name.chars().take(64).collect() };
@@ -433,6 +445,38 @@ impl State {
     pub fn pidfds(&self) -> impl Iterator<Item = (ProgramId, std::os::fd::BorrowedFd<'_>)> {
         use std::os::fd::AsFd;
         self.entries.values().map(|e| (e.id, e.pidfd.as_fd()))
+    }
+
+    /// Every program's process target (for chaos mode's random kills).
+    pub fn targets(&self) -> impl Iterator<Item = procfs::Target> + '_ {
+        self.entries.values().map(|e| e.target)
+    }
+
+    /// Re-registers a program whose supervisor kept its slot (`slot`) after losing its manager
+    /// (module [`crate::adopt`]). The same program coming back to a manager that still has it
+    /// (its connection was lost, not the manager) keeps its id; the supervisor released it, so
+    /// it is stopped and pinned again from the next quantum. Otherwise it is registered as new,
+    /// with the slot it had: whatever its runtime wrote there (request, team, speedup) stands.
+    pub fn adopt(&mut self, peer: &PeerCred, reg: Registration, slot: OwnedFd) -> (Reply, Option<OwnedFd>) {
+        let pid = reg.pid.unwrap_or(peer.pid);
+        if let Some(e) = self.entries.values_mut().find(|e| e.pid == pid) {
+            if !(peer.uid == 0 || peer.uid == e.uid) || !crate::adopt::same_file(&slot, e.segment.fd()) {
+                return (Reply::Error { message: format!("process {pid} is already registered") }, None);
+            }
+            e.stopped = false;
+            e.applied = None;
+            self.kick = true;
+            tracing::info!(id = e.id.0, pid, "the supervisor came back");
+            return (Reply::Registered { id: e.id.0 }, None);
+        }
+        let adopted = crate::adopt::segment(slot).and_then(|s| self.try_register(peer, reg, Some(s)));
+        match adopted {
+            Ok((id, fd)) => {
+                tracing::info!(id = id.0, pid, "re-adopted with the slot its supervisor kept");
+                (Reply::Registered { id: id.0 }, Some(fd))
+            }
+            Err(message) => (Reply::Error { message }, None),
+        }
     }
 
     /// Releases every program: continued, affinity widened back. The manager's last act.

@@ -52,6 +52,10 @@ pub struct Args {
     /// Allow `--metrics` on a non-loopback address.
     #[arg(long)]
     pub metrics_allow_remote: bool,
+    /// Test mode that injects faults: `seed=N,delay=30ms,drop=P,kill=P,die=P` (delayed quanta,
+    /// lost messages, programs and the manager itself killed at random; docs/RELIABILITY.md).
+    #[arg(long, env = "CPUMGR_CHAOS")]
+    pub chaos: Option<String>,
 }
 
 /// What the arguments and the config file describe together.
@@ -123,6 +127,7 @@ impl Args {
                 grace: pick(("--grace", self.grace.as_deref()), &file, "grace", c.grace.as_ref(), duration)?,
                 cpus: pick(("--cpus", self.cpus.as_deref()), &file, "cpus", c.cpus.as_ref(), cpus)?,
                 trace: path(&self.trace, &c.trace),
+                chaos: pick(("--chaos", self.chaos.as_deref()), &file, "chaos", None, str::parse)?,
                 ..defaults
             },
             socket: socket_path(path(&self.socket, &c.socket).as_deref()),

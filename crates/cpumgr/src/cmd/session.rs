@@ -6,8 +6,13 @@
 //! releases the program itself (continued, affinity widened back), so no program is left stopped
 //! or pinned by a dead manager; and at the end unregisters it and, for an embedded manager, serves
 //! the programs that joined until they have ended too.
+//!
+//! A session keeps its program's slot descriptor and registration. While it has no manager it
+//! tries the socket every [`RECONNECT_EVERY`]; when a manager answers again (restarted, or the same
+//! one after a lost connection), it registers the program again with that slot attached, and the
+//! manager re-adopts it as it is (`cpumgr_daemon::adopt`): the program never stops running.
 
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -66,6 +71,9 @@ impl ProgramArgs {
 /// The signals a session catches (`run` forwards them to its program, `attach` ends on them).
 const CAUGHT: [i32; 3] = [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM, signal_hook::consts::SIGHUP];
 
+/// How often a session without a manager tries the socket again.
+pub const RECONNECT_EVERY: Duration = Duration::from_millis(100);
+
 /// One program's session with the manager.
 pub struct Session {
     socket: PathBuf,
@@ -73,6 +81,10 @@ pub struct Session {
     link: Option<Conn>,
     /// The program's id while it is registered.
     id: Option<u64>,
+    /// The registration and slot kept to come back to a new manager, until unregistered.
+    kept: Option<(Registration, Option<OwnedFd>)>,
+    /// When to try the socket again while there is no manager.
+    retry_at: Instant,
     /// The manager started here, if none answered.
     embedded: Option<Manager>,
     /// One flag per caught signal, set by its handler.
@@ -91,7 +103,7 @@ impl Session {
         for (sig, flag) in &flags {
             signal_hook::flag::register(*sig, flag.clone())?;
         }
-        Ok(Session { socket, link: Some(conn), id: None, embedded, flags })
+        Ok(Session { socket, link: Some(conn), id: None, kept: None, retry_at: Instant::now(), embedded, flags })
     }
 
     /// The manager's socket.
@@ -99,17 +111,40 @@ impl Session {
         &self.socket
     }
 
-    /// Registers a program; a refusal is the manager's message.
+    /// Registers a program; a refusal is the manager's message. A registration lost with its
+    /// connection is tried again while the program runs (see [`Session::watch`]).
     pub fn register(&mut self, reg: Registration) -> Result<(), String> {
-        match self.link.as_ref().map(|c| c.call(&Request::Register(reg))) {
-            Some(Ok((Reply::Registered { id }, _slot))) => {
+        self.kept = Some((reg, None));
+        self.reregister()
+    }
+
+    /// Sends the kept registration, with the kept slot if any, on the link; keeps the id and
+    /// slot on success, forgets the registration on a refusal, drops the link when it fails.
+    fn reregister(&mut self) -> Result<(), String> {
+        let (Some(c), Some((reg, slot))) = (&self.link, &self.kept) else { return Err("the manager is gone".into()) };
+        let sent = cpumgr_proto::msg::encode(&Request::Register(reg.clone())).map_err(|e| e.to_string())?;
+        let fds: Vec<_> = slot.iter().map(|f| f.as_fd()).collect();
+        let reply = c.send(&sent, &fds).and_then(|()| c.recv()).and_then(|r| Ok((cpumgr_proto::msg::decode(&r.bytes)?, r.fds)));
+        match reply {
+            Ok((Reply::Registered { id }, fds)) => {
                 self.id = Some(id);
+                if let (Some((_, slot @ None)), Some(fd)) = (&mut self.kept, fds.into_iter().next()) {
+                    *slot = Some(fd);
+                }
                 Ok(())
             }
-            Some(Ok((Reply::Error { message }, _))) => Err(message),
-            Some(Ok((other, _))) => Err(format!("unexpected reply {other:?}")),
-            Some(Err(e)) => Err(e.to_string()),
-            None => Err("the manager is gone".into()),
+            Ok((Reply::Error { message }, _)) => {
+                self.kept = None;
+                Err(message)
+            }
+            Ok((other, _)) => {
+                self.kept = None;
+                Err(format!("unexpected reply {other:?}"))
+            }
+            Err(e) => {
+                self.link = None;
+                Err(format!("{e} (will register again when a manager answers)"))
+            }
         }
     }
 
@@ -124,16 +159,19 @@ impl Session {
     /// Unregisters the program: the manager continues it, widens its affinity back and gives its
     /// CPUs to the others.
     pub fn unregister(&mut self) {
+        self.kept = None;
         if let (Some(c), Some(id)) = (self.link.as_ref(), self.id.take()) {
             let _ = c.call(&Request::Unregister { id });
         }
     }
 
     /// Waits up to 20 ms on the manager's connection; if the manager is gone, releases `target`
-    /// (continued, every thread's affinity set to `original`) and carries on unmanaged.
+    /// (continued, every thread's affinity set to `original`) and carries on unmanaged, trying the
+    /// socket every [`RECONNECT_EVERY`] to register the program again with a new manager.
     pub fn watch(&mut self, target: Target, original: &CpuSet) {
         let Some(c) = &self.link else {
             std::thread::sleep(Duration::from_millis(20));
+            self.reconnect();
             return;
         };
         let mut fds = [PollFd::new(c.as_fd(), PollFlags::POLLIN)];
@@ -144,6 +182,25 @@ impl Session {
             enforce::release(target, original);
             self.link = None;
             self.id = None;
+            self.retry_at = Instant::now();
+        }
+    }
+
+    /// Without a manager, and with a registration to bring back: connects when a manager answers
+    /// on the socket and registers the program again with its slot.
+    fn reconnect(&mut self) {
+        if self.kept.is_none() || Instant::now() < self.retry_at {
+            return;
+        }
+        self.retry_at = Instant::now() + RECONNECT_EVERY;
+        let Ok(c) = Conn::connect(&self.socket) else { return };
+        if c.set_timeout(Some(Duration::from_secs(5))).is_err() {
+            return;
+        }
+        self.link = Some(c);
+        match self.reregister() {
+            Ok(()) => tracing::warn!(id = self.id, "registered again with the manager on {}", self.socket.display()),
+            Err(message) => tracing::warn!("registering again failed: {message}"),
         }
     }
 

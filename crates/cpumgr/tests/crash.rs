@@ -1,0 +1,351 @@
+//! Crashes on real processes: programs killed with SIGKILL at random, the manager killed with
+//! SIGKILL in the middle of gang scheduling and started again, and chaos mode. Each soak is
+//! bounded and prints its figures; the sizes come from variables so the default suite stays fast:
+//!
+//! ```text
+//! CPUMGR_SOAK_KILLS=1000 CPUMGR_SOAK_RESTARTS=100 CPUMGR_SOAK_CHAOS=1000 \
+//!     cargo test -p cpumgr --release --test crash -- --nocapture --test-threads 1
+//! ```
+//!
+//! Every wait polls for the expected state with a generous deadline; what must happen "within one
+//! quantum" or "within one second" is counted and printed, and the assertions are on the states
+//! reached (nothing stopped, nothing pinned, nothing held by a dead program, no stale slot, no
+//! zombie), so a loaded machine slows the soaks down without failing them.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::MetadataExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use cpumgr_core::CpuSet;
+use cpumgr_proto::msg::StatusReport;
+use cpumgr_proto::{Conn, Reply, Request};
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+
+/// The quantum of every manager here (`Daemon::start`'s).
+const QUANTUM: Duration = Duration::from_millis(50);
+
+/// A size from the environment, else the default.
+fn size(var: &str, default: usize) -> usize {
+    std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// A small deterministic generator (xorshift64*), so a soak's choices can be replayed.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 33) as usize % n
+    }
+}
+
+/// Starts `cpumgr daemon` on `d`'s socket again (after it died), with `extra` arguments.
+fn restart(d: &mut Daemon, policy: &str, extra: &[&str]) {
+    let mut args = vec!["daemon", "--policy", policy, "--quantum", "50ms", "--cpus", "0-1"];
+    args.extend_from_slice(extra);
+    d.child = d.cpumgr(&args).spawn().unwrap();
+    wait_for("the new manager to answer", || Conn::connect(&d.socket).is_ok());
+}
+
+/// `status`, or `None` when the manager is down or lost the message (chaos).
+fn try_status(d: &Daemon) -> Option<StatusReport> {
+    let c = Conn::connect(&d.socket).ok()?;
+    c.set_timeout(Some(Duration::from_secs(2))).ok()?;
+    match c.call(&Request::Status).ok()?.0 {
+        Reply::Status(s) => Some(s),
+        _ => None,
+    }
+}
+
+/// Starts `cpumgr run --name NAME -- sh -c SCRIPT` without waiting for it to register.
+/// The pids of the processes in group `pgid`.
+fn group(pgid: i32) -> Vec<i32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return Vec::new() };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|&pid| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .ok()
+                .and_then(|t| cpumgr_daemon::procfs::parse_stat(&t))
+                .is_some_and(|s| s.pgrp == pgid && s.state != 'Z')
+        })
+        .collect()
+}
+
+/// Whether some process of group `pgid` is stopped, and whether some thread of it has an
+/// affinity other than `wide` (`/proc/PID/task/*/status`).
+fn held(pgid: i32, wide: &CpuSet) -> (bool, bool) {
+    let (mut stopped_any, mut narrowed) = (false, false);
+    for pid in group(pgid) {
+        stopped_any |= stopped(pid);
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
+        for t in tasks.flatten() {
+            let Ok(s) = std::fs::read_to_string(t.path().join("status")) else { continue };
+            let cpus = s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|v| CpuSet::parse(v.trim()).ok());
+            narrowed |= cpus.is_some_and(|c| c != *wide);
+        }
+    }
+    (stopped_any, narrowed)
+}
+
+/// The inodes of the slot memfds process `pid` holds open (`/proc/PID/fd`).
+fn slots(pid: u32) -> BTreeSet<u64> {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return BTreeSet::new() };
+    fds.flatten()
+        .filter(|f| std::fs::read_link(f.path()).is_ok_and(|l| l.to_string_lossy().starts_with("/memfd:cpumgr-slot")))
+        .filter_map(|f| std::fs::metadata(f.path()).ok().map(|m| m.ino()))
+        .collect()
+}
+
+/// How many descriptors process `pid` has open.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
+}
+
+/// Zombie processes whose parent is one of `parents`.
+fn zombies(parents: &[u32]) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc") else { return 0 };
+    dir.flatten()
+        .filter_map(|e| std::fs::read_to_string(e.path().join("status")).ok())
+        .filter(|s| {
+            let field = |k: &str| s.lines().find_map(|l| l.strip_prefix(k)).map(|v| v.trim().to_string());
+            field("State:").is_some_and(|v| v.starts_with('Z'))
+                && field("PPid:").and_then(|v| v.parse::<u32>().ok()).is_some_and(|p| parents.contains(&p))
+        })
+        .count()
+}
+
+/// Entries of `/dev/shm` that name cpumgr (there should never be any: slots are memfds).
+fn shm_entries() -> usize {
+    std::fs::read_dir("/dev/shm").map_or(0, |d| d.flatten().filter(|e| e.file_name().to_string_lossy().contains("cpumgr")).count())
+}
+
+/// The pids of the programs `status` shows.
+fn pids(s: &StatusReport) -> BTreeSet<i32> {
+    s.programs.iter().map(|p| p.pid).collect()
+}
+
+#[test]
+fn a_restarted_manager_readopts_the_running_programs_with_their_slots() {
+    let mut d = Daemon::start("gang");
+    let a = d.run("a", BUSY);
+    let b = d.run("b", &format!("({BUSY}) & {BUSY}"));
+    wait_for("one of them stopped by gang", || stopped(a) || stopped(b));
+    let before = d.status();
+    let kept: BTreeSet<u64> = d.runs.iter().flat_map(|r| slots(r.id())).collect();
+    assert_eq!(kept.len(), 2, "each supervisor keeps its program's slot");
+    assert_eq!(slots(d.child.id()), kept, "the manager maps the slots its supervisors hold");
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    let all = online();
+    wait_for("both released by their supervisors", || held(a, &all) == (false, false) && held(b, &all) == (false, false));
+    restart(&mut d, "gang", &[]);
+    wait_for("both re-adopted", || try_status(&d).is_some_and(|s| pids(&s) == pids(&before)));
+    assert_eq!(slots(d.child.id()), kept, "the new manager maps the very same slots");
+    for r in &mut d.runs {
+        assert!(r.try_wait().unwrap().is_none(), "no program or supervisor restarted");
+    }
+    let s = d.status();
+    let names: BTreeSet<_> = s.programs.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(names, BTreeSet::from(["a", "b"]));
+    // The new manager enforces again: gang stops them in turns.
+    wait_for("gang again", || stopped(a) || stopped(b));
+    // The same program coming back with its slot to the manager that still has it (its
+    // connection was lost, not the manager) keeps its id; without its slot, it is refused.
+    let id = s.programs.iter().find(|p| p.pid == a).unwrap().id;
+    let c = Conn::connect(&d.socket).unwrap();
+    let (r, fds) = c.call(&Request::OpenSlot { id: Some(id) }).unwrap();
+    assert!(matches!(r, Reply::Slot { .. }), "{r:?}");
+    let reg = Request::Register(cpumgr_proto::Registration { pid: Some(a), ..Default::default() });
+    let bytes = cpumgr_proto::msg::encode(&reg).unwrap();
+    c.send(&bytes, &[std::os::fd::AsFd::as_fd(&fds[0])]).unwrap();
+    let back: Reply = cpumgr_proto::msg::decode(&c.recv().unwrap().bytes).unwrap();
+    assert_eq!(back, Reply::Registered { id });
+    let (r, _) = c.call(&reg).unwrap();
+    assert!(matches!(r, Reply::Error { ref message } if message.contains("already registered")), "{r:?}");
+}
+
+#[test]
+fn programs_killed_at_random_leave_no_cpu_slot_or_zombie_behind() {
+    let kills = size("CPUMGR_SOAK_KILLS", 50);
+    let mut d = Daemon::start("equipartition");
+    let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+    let shm_before = shm_entries();
+    let scripts = [BUSY.to_string(), format!("({BUSY}) & {BUSY}"), format!("sleep 0.01; {BUSY}")];
+    let mut live: Vec<(i32, Child)> = Vec::new();
+    let mut serial = 0;
+    let mut start_one = |d: &mut Daemon, live: &mut Vec<(i32, Child)>, rng: &mut Rng| {
+        serial += 1;
+        let name = format!("p{serial}");
+        let pid = d.run(&name, &scripts[rng.below(scripts.len())]);
+        live.push((pid, d.runs.pop().unwrap()));
+    };
+    for _ in 0..3 {
+        start_one(&mut d, &mut live, &mut rng);
+    }
+    wait_for("the first allocations", || d.status().programs.iter().any(|p| p.count > 0));
+    let fds_at_start = open_fds(d.child.id());
+    let (mut while_stopped, mut late, mut stale, mut held_by_dead) = (0, 0, 0, 0);
+    let began = Instant::now();
+    for k in 0..kills {
+        if k % 10 == 5 {
+            // Half the time under gang, so that kills also hit stopped programs.
+            let policy = if (k / 10) % 2 == 0 { "gang" } else { "equipartition" };
+            assert!(d.cpumgr(&["policy", "set", policy]).status().unwrap().success());
+        }
+        let (pid, mut run) = live.swap_remove(rng.below(live.len()));
+        while_stopped += usize::from(stopped(pid));
+        killpg(Pid::from_raw(pid), Signal::SIGKILL).unwrap();
+        let st = run.wait().unwrap();
+        assert_eq!(st.code(), Some(128 + 9), "cpumgr run reports the kill");
+        std::thread::sleep(QUANTUM);
+        let reclaimed = |s: &StatusReport| !s.programs.iter().any(|p| p.pid == pid);
+        if !reclaimed(&d.status()) {
+            late += 1;
+            wait_for("the killed program to be forgotten", || reclaimed(&d.status()));
+        }
+        start_one(&mut d, &mut live, &mut rng);
+        let s = d.status();
+        let alive: BTreeSet<i32> = live.iter().map(|(p, _)| *p).collect();
+        held_by_dead += s.programs.iter().filter(|p| !alive.contains(&p.pid)).map(|p| p.cpus.len()).sum::<usize>();
+        stale += slots(d.child.id()).len().saturating_sub(s.programs.len());
+    }
+    let elapsed = began.elapsed();
+    // Connections the test just closed may still be open on the manager's side for a moment.
+    let mut fds_at_end = 0;
+    let settled = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < settled {
+        fds_at_end = open_fds(d.child.id());
+        if fds_at_end <= fds_at_start {
+            break;
+        }
+        std::thread::sleep(QUANTUM);
+    }
+    if fds_at_end != fds_at_start {
+        for f in std::fs::read_dir(format!("/proc/{}/fd", d.child.id())).unwrap().flatten() {
+            eprintln!("{:?} -> {:?}", f.path(), std::fs::read_link(f.path()));
+        }
+    }
+    let zombie_count = zombies(&[std::process::id(), d.child.id()]);
+    for (pid, mut run) in live {
+        let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
+        let _ = run.wait();
+    }
+    wait_for("no program left", || d.status().programs.is_empty());
+    let slots_left = slots(d.child.id()).len();
+    println!(
+        "kill soak: {kills} kill -9 in {:.1} s ({while_stopped} of stopped programs); not reclaimed after one quantum: {late}; \
+         CPUs held by dead programs: {held_by_dead}; stale slots: {stale} (after the last program: {slots_left}); \
+         manager fds {fds_at_start} -> {fds_at_end}; zombies: {zombie_count}; /dev/shm cpumgr entries: {} -> {}",
+        elapsed.as_secs_f64(),
+        shm_before,
+        shm_entries()
+    );
+    assert_eq!(held_by_dead, 0);
+    assert_eq!(stale, 0);
+    assert_eq!(slots_left, 0);
+    assert_eq!(zombie_count, 0);
+    assert!(fds_at_end <= fds_at_start, "the same programs, no more descriptors: nothing leaks");
+    assert_eq!(shm_entries(), shm_before);
+}
+
+#[test]
+fn the_manager_killed_mid_gang_leaves_nothing_stopped_or_pinned_and_every_program_is_readopted() {
+    let restarts = size("CPUMGR_SOAK_RESTARTS", 5);
+    let mut d = Daemon::start("gang");
+    let programs = [d.run("one", BUSY), d.run("team", &format!("({BUSY}) & {BUSY}")), d.run("three", BUSY)];
+    let all = online();
+    let (mut left_stopped, mut left_narrowed, mut missing) = (0, 0, 0);
+    let (mut slowest_release, mut slowest_readopt) = (Duration::ZERO, Duration::ZERO);
+    for _ in 0..restarts {
+        wait_for("gang to stop a program", || programs.iter().any(|&p| stopped(p)));
+        d.child.kill().unwrap();
+        let killed = Instant::now();
+        d.child.wait().unwrap();
+        let released = || programs.iter().all(|&p| held(p, &all) == (false, false));
+        while !released() && killed.elapsed() < Duration::from_secs(1) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        left_stopped += programs.iter().filter(|&&p| held(p, &all).0).count();
+        left_narrowed += programs.iter().filter(|&&p| held(p, &all).1).count();
+        wait_for("every program released", released);
+        slowest_release = slowest_release.max(killed.elapsed());
+        let restarted = Instant::now();
+        restart(&mut d, "gang", &[]);
+        let expected: BTreeSet<i32> = programs.into_iter().collect();
+        wait_for("every program re-adopted", || try_status(&d).is_some_and(|s| pids(&s) == expected));
+        slowest_readopt = slowest_readopt.max(restarted.elapsed());
+        missing += expected.len() - pids(&d.status()).intersection(&expected).count();
+    }
+    for r in &mut d.runs {
+        assert!(r.try_wait().unwrap().is_none(), "a supervisor ended");
+    }
+    println!(
+        "manager kill soak: {restarts} SIGKILLs mid-gang; after 1 s: {left_stopped} programs left stopped, {left_narrowed} narrowed; \
+         slowest release {:.0} ms; slowest restart to all re-adopted {:.0} ms; missing from status: {missing}",
+        slowest_release.as_secs_f64() * 1e3,
+        slowest_readopt.as_secs_f64() * 1e3
+    );
+    assert_eq!((left_stopped, left_narrowed, missing), (0, 0, 0));
+}
+
+#[test]
+fn under_chaos_programs_are_never_left_stopped_or_pinned() {
+    let quanta = size("CPUMGR_SOAK_CHAOS", 60);
+    // About three of the six programs killed over the run, the manager dead every 50 quanta.
+    let chaos = |n: usize| format!("seed={n},delay=20ms,drop=0.05,kill={},die=0.02", 3.0 / quanta as f64);
+    let mut d = Daemon::start("gang");
+    let programs: Vec<i32> = (0..6).map(|i| d.run(&format!("c{i}"), BUSY)).collect();
+    // Swap in a manager in chaos mode; the supervisors bring their programs to it.
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    let mut deaths = 0;
+    restart(&mut d, "gang", &["--chaos", &chaos(deaths)]);
+    let end = Instant::now() + QUANTUM * quanta as u32;
+    while Instant::now() < end {
+        // The test is the manager's restarter (as systemd's Restart=always would be).
+        if d.child.try_wait().unwrap().is_some() {
+            deaths += 1;
+            restart(&mut d, "gang", &["--chaos", &chaos(deaths)]);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // A manager that stops cleanly (SIGTERM) releases everything, and so does a dead one
+    // through the supervisors: either way, nothing is left held.
+    let _ = kill(Pid::from_raw(d.child.id() as i32), Signal::SIGTERM);
+    d.child.wait().unwrap();
+    let survivors: BTreeSet<i32> = programs.iter().copied().filter(|&p| !group(p).is_empty()).collect();
+    let all = online();
+    wait_for("every program released", || survivors.iter().all(|&p| held(p, &all) == (false, false)));
+    // A manager without chaos re-adopts every program still running.
+    restart(&mut d, "gang", &[]);
+    wait_for("every program re-adopted", || try_status(&d).is_some_and(|s| pids(&s) == survivors));
+    let ended = d.runs.iter_mut().map(|r| r.try_wait().unwrap().is_some()).filter(|&e| e).count();
+    println!(
+        "chaos soak: {quanta} quanta: the manager died {deaths} times, {} of 6 programs killed, the {} others released and re-adopted",
+        6 - survivors.len(),
+        survivors.len()
+    );
+    assert_eq!(ended, 6 - survivors.len(), "a supervisor ends only with its program");
+}
+
+#[test]
+fn a_bad_chaos_spec_is_refused_with_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .args(["daemon", "--chaos", "drop=2"])
+        .env("CPUMGR_SOCKET", dir.path().join("s.sock"))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("--chaos drop=2: drop=2: not a probability"), "{err}");
+}
