@@ -2,10 +2,11 @@
 //! scheduling decisions for the programs registered with it, talks with them through one
 //! shared-memory slot each, and makes its decisions true on real processes.
 //!
-//! Two threads share one [`State`]: the scheduler thread ticks every quantum (or at once when a
-//! CPU is released or requested), and the socket thread ([`server`]) answers control requests and
-//! watches every program's pidfd. [`Manager`] starts both and, however it ends (shutdown, drop,
-//! panic unwinding), leaves every program continued and unpinned.
+//! Three threads share one [`State`]: the scheduler thread ticks every quantum (or at once when a
+//! CPU is released or requested), the socket thread ([`server`]) answers control requests and
+//! watches every program's pidfd, and the [`worklist`] thread kicks the scheduler when a program
+//! rings its doorbell after releasing CPUs through its slot. [`Manager`] starts them and, however
+//! it ends (shutdown, drop, panic unwinding), leaves every program continued and unpinned.
 
 #![warn(missing_docs)]
 
@@ -18,6 +19,7 @@ pub mod procfs;
 pub mod server;
 pub mod state;
 pub mod team;
+pub mod worklist;
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
@@ -32,7 +34,7 @@ use cpumgr_proto::{Conn, Listener};
 
 pub use state::{default_socket, Settings, State};
 
-/// What the two threads share.
+/// What the manager's threads share.
 pub struct Shared {
     state: Mutex<State>,
     /// Wakes the scheduler thread before its next boundary.
@@ -137,8 +139,13 @@ impl Manager {
             .name("cpumgr-socket".into())
             .spawn(move || server::serve(s2, listener))
             .map_err(io_err(socket))?;
+        let (s3, worklist) = (shared.clone(), shared.lock().worklist());
+        let worklist = std::thread::Builder::new()
+            .name("cpumgr-worklist".into())
+            .spawn(move || worklist::serve(s3, worklist))
+            .map_err(io_err(socket))?;
         tracing::info!(socket = %socket.display(), "manager started");
-        Ok(Manager { shared, threads: vec![scheduler, server], socket: socket.to_path_buf(), _lock: lock })
+        Ok(Manager { shared, threads: vec![scheduler, server, worklist], socket: socket.to_path_buf(), _lock: lock })
     }
 
     /// Serves OpenMetrics at `http://ADDR/metrics` until the manager stops; returns the address
@@ -167,7 +174,7 @@ impl Manager {
         &self.socket
     }
 
-    /// Stops both threads, releases every program (continued, affinity widened back) and removes
+    /// Stops its threads, releases every program (continued, affinity widened back) and removes
     /// the socket.
     pub fn shutdown(self) {
         drop(self)

@@ -7,6 +7,7 @@ use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cpumgr_core::policies;
@@ -21,6 +22,7 @@ use crate::enforce;
 use crate::entry::Entry;
 use crate::procfs;
 use crate::team::TeamGuard;
+use crate::worklist::WorkList;
 
 /// The shortest and longest quantum accepted.
 pub const QUANTUM_RANGE: (Duration, Duration) = (Duration::from_millis(1), Duration::from_secs(10));
@@ -86,6 +88,8 @@ pub struct State {
     /// Events emitted since the socket thread last sent them to `subscribe-events` connections;
     /// `None` while nobody subscribes.
     pub outbox: Option<Vec<Event>>,
+    /// The programs' doorbells, watched by the work-list thread.
+    worklist: Arc<WorkList>,
 }
 
 /// The policy's view of `$state` with `$programs`, built from fields so that the policy itself
@@ -167,6 +171,7 @@ impl State {
             max_programs: s.max_programs,
             kick: false,
             outbox: None,
+            worklist: Arc::new(WorkList::new().map_err(|e| format!("work-list: {e}"))?),
         };
         let start = EventKind::Start {
             source: "live".into(),
@@ -234,6 +239,7 @@ impl State {
         let r = match req {
             Request::Register(reg) => return self.register(peer, reg),
             Request::OpenSlot { id } => return self.open_slot(peer, id),
+            Request::OpenDoorbell { id } => return self.open_doorbell(peer, id),
             Request::Unregister { id } => self.entry_for(peer, id).map(|_| ()).map(|()| {
                 self.remove(ProgramId(id), None);
                 Reply::Ok
@@ -313,6 +319,22 @@ impl State {
         self.policy.on_arrival(&view, id);
         self.kick = true;
         Ok((id, fd))
+    }
+
+    /// The program's doorbell, to whoever may open its slot.
+    fn open_doorbell(&mut self, peer: &PeerCred, id: Option<u64>) -> (Reply, Option<OwnedFd>) {
+        match self.open_slot(peer, id) {
+            (Reply::Slot { id }, Some(_)) => match self.worklist.descriptor(ProgramId(id)) {
+                Ok(fd) => (Reply::Doorbell { id }, Some(fd)),
+                Err(e) => (Reply::Error { message: format!("doorbell: {e}") }, None),
+            },
+            (r, _) => (r, None),
+        }
+    }
+
+    /// The work-list the manager's work-list thread serves.
+    pub fn worklist(&self) -> Arc<WorkList> {
+        self.worklist.clone()
     }
 
     fn open_slot(&mut self, peer: &PeerCred, id: Option<u64>) -> (Reply, Option<OwnedFd>) {
@@ -437,6 +459,7 @@ impl State {
         enforce::release(e.target, &e.original);
         tracing::info!(id = id.0, pid = e.pid, "program gone; CPUs {} reclaimed", e.cpus);
         self.policy.on_exit(id);
+        self.worklist.remove(id);
         self.emit(Some(id), EventKind::Exit { status });
         self.kick = true;
     }

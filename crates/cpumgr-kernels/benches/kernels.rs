@@ -15,6 +15,20 @@
 //!   without it, they are skipped with a note. The ratios against (d) are printed under each
 //!   kernel.
 //!
+//! - `overhead`: the OpenMP adapter's cost per region, EPCC-style (`kernels/epcc.c`: PARALLEL,
+//!   PARALLEL FOR, BARRIER, µs per construct over a reference delay), with 2 threads: plain
+//!   libgomp, the adapter preloaded with no manager (it only checks it is unmanaged), and the
+//!   adapter under `cpumgr run --omp` (managed: the path of every region). The three alternate;
+//!   the deltas against plain libgomp are printed under them.
+//! - `llpc`: paper 001's Table 3 live: a stencil (2 threads, short regions) on a dedicated
+//!   machine and beside `kernels/cycle` (one thread, busy 180 ms / sleep 50 ms: the paper's 18 s /
+//!   5 s scaled down), under time-sharing (libgomp defaults, and OMP_WAIT_POLICY=passive) and with
+//!   the adapter in LLPC mode (`CPUMGR_MODE=llpc`, no manager); slowdown = time beside the
+//!   background / plain dedicated time, and the mean team per region (the paper's threads/loop).
+//!
+//! `overhead` and `llpc` use the release adapter (and `overhead` the release `cpumgr`) as
+//! `contention` does.
+//!
 //! Timings vary with what else runs on the machine: compare figures from one run only.
 
 use std::path::Path;
@@ -40,13 +54,13 @@ fn main() {
                     .filter(|&v: &usize| v > 0)
                     .unwrap_or_else(|| fail("--reps needs a positive integer"));
             }
-            "sizes" | "contention" => parts.push(a.clone()),
+            "sizes" | "contention" | "overhead" | "llpc" => parts.push(a.clone()),
             other if other.starts_with("--") => {} // cargo bench's own flags
-            other => fail(&format!("unknown argument '{other}' (sizes, contention, --reps N)")),
+            other => fail(&format!("unknown argument '{other}' (sizes, contention, overhead, llpc, --reps N)")),
         }
     }
     if parts.is_empty() {
-        parts = vec!["sizes".into(), "contention".into()];
+        parts = vec!["sizes".into(), "contention".into(), "overhead".into(), "llpc".into()];
     }
     let out = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/kernels-bench-gcc");
     let bin = build(&out, "gcc").unwrap_or_else(|e| fail(&e.to_string()));
@@ -56,6 +70,12 @@ fn main() {
     }
     if parts.iter().any(|p| p == "contention") {
         contention(&bin, reps);
+    }
+    if parts.iter().any(|p| p == "overhead") {
+        overhead(&bin, reps);
+    }
+    if parts.iter().any(|p| p == "llpc") {
+        llpc(&bin, reps);
     }
 }
 
@@ -221,7 +241,163 @@ fn contention(bin: &Path, reps: usize) {
             for (i, setup) in setups.iter().enumerate().filter(|(i, _)| *i != m) {
                 println!("{:<9}   {:<46} {:>9.2}x cpumgr's", "", setup.name, median(&times[i]) / ours);
             }
+            // The targets, as ratios of medians.
+            let of = |pred: fn(&Setup) -> bool| setups.iter().position(|s| pred(s)).map(|i| median(&times[i]));
+            let (default, pinned) = (of(|s| !s.pin && !s.passive && s.managed.is_none()), of(|s| s.pin));
+            let (passive, no_omp) = (of(|s| s.passive), of(|s| s.managed == Some("--no-omp")));
+            if let Some(p) = pinned {
+                println!("{:<9}   target: cpumgr run --omp / static partition = {:.2} (<= 1.1)", "", ours / p);
+            }
+            if let Some(d) = default {
+                println!("{:<9}   target: libgomp defaults / cpumgr run --omp = {:.2} (>= 3)", "", d / ours);
+            }
+            if let Some(p) = passive {
+                println!("{:<9}   target: OMP_WAIT_POLICY=passive / cpumgr run --omp = {:.2} (>= 3 for the pipeline)", "", p / ours);
+            }
+            if let (Some(n), Some(p)) = (no_omp, pinned) {
+                println!("{:<9}   target: cpumgr run --no-omp / static partition = {:.2} (<= 1.3)", "", n / p);
+            }
         }
+    }
+}
+
+/// Runs `cmd` to its end and returns its result line; fails the bench on an error.
+fn summary(mut cmd: Command, what: &str) -> cpumgr_kernels::Summary {
+    let out = cmd.stderr(Stdio::inherit()).output().unwrap_or_else(|e| fail(&format!("{what}: {e}")));
+    if !out.status.success() {
+        fail(&format!("{what} exited with {}", out.status));
+    }
+    parse_summary(&String::from_utf8_lossy(&out.stdout)).unwrap_or_else(|e| fail(&format!("{what}: {e}")))
+}
+
+/// A number from a result line's kernel-specific fields.
+fn extra(s: &cpumgr_kernels::Summary, key: &str) -> f64 {
+    s.extra.get(key).and_then(|v| v.parse().ok()).unwrap_or_else(|| fail(&format!("{}: no {key}= in its result line", s.kernel)))
+}
+
+/// EPCC's constructs, as `kernels/epcc` names their figures.
+const CONSTRUCTS: [(&str, &str); 3] = [("PARALLEL", "parallel_us"), ("PARALLEL FOR", "parallel_for_us"), ("BARRIER", "barrier_us")];
+
+fn overhead(bin: &Path, reps: usize) {
+    println!("\n## OpenMP adapter overhead, EPCC-style, 2 threads: microseconds per construct (median [min-max] of {reps} runs, each the median of 50 x 2000)");
+    let Some(cpumgr) = cpumgr_bin() else {
+        println!("(no release cpumgr + libcpumgr_omp.so: skipped; cargo build --release -p cpumgr -p cpumgr-omp)");
+        return;
+    };
+    let adapter = cpumgr.with_file_name("libcpumgr_omp.so");
+    let socket = std::env::temp_dir().join(format!("cpumgr-bench-overhead-{}.sock", std::process::id()));
+    let epcc = || {
+        let mut c = Command::new(bin.join("epcc"));
+        c.args(["-outer", "50", "-inner", "2000"]).env("OMP_NUM_THREADS", "2").stdout(Stdio::piped());
+        c
+    };
+    let configs = ["plain libgomp", "adapter, no manager", "adapter, cpumgr run --omp"];
+    let mut figures = vec![vec![Vec::new(); CONSTRUCTS.len()]; configs.len()];
+    for _ in 0..reps {
+        for (i, _) in configs.iter().enumerate() {
+            let cmd = match i {
+                0 => epcc(),
+                1 => {
+                    let mut c = epcc();
+                    c.env("LD_PRELOAD", &adapter).env("CPUMGR_SOCKET", std::env::temp_dir().join("cpumgr-bench-nobody.sock"));
+                    c.env("CPUMGR_QUIET", "1");
+                    c
+                }
+                _ => {
+                    let mut c = managed(&epcc(), &cpumgr, "--omp", &socket);
+                    c.stdout(Stdio::piped());
+                    c
+                }
+            };
+            let s = summary(cmd, "epcc");
+            for (k, (_, key)) in CONSTRUCTS.iter().enumerate() {
+                figures[i][k].push(extra(&s, key));
+            }
+        }
+    }
+    println!("{:<28} {:>26} {:>26} {:>26}", "", CONSTRUCTS[0].0, CONSTRUCTS[1].0, CONSTRUCTS[2].0);
+    for (i, name) in configs.iter().enumerate() {
+        let cells: Vec<String> = figures[i].iter().map(|v| figure(v, false)).collect();
+        println!("{:<28} {:>26} {:>26} {:>26}", name, cells[0], cells[1], cells[2]);
+    }
+    // A busy machine slows whole runs down (a run's own median moves with it), so the minima,
+    // the runs least disturbed, compare the fork paths best; the medians are printed too.
+    let min = |v: &[f64]| v.iter().copied().fold(f64::INFINITY, f64::min);
+    for (i, name) in configs.iter().enumerate().skip(1) {
+        let deltas: Vec<String> = (0..CONSTRUCTS.len())
+            .map(|k| {
+                let (a, b) = (&figures[i][k], &figures[0][k]);
+                format!("{:+.3} (median {:+.3})", min(a) - min(b), median(a) - median(b))
+            })
+            .collect();
+        println!("{:<28} {:>26} {:>26} {:>26}", format!("  {name} - plain, min"), deltas[0], deltas[1], deltas[2]);
+    }
+}
+
+/// One way of running the stencil in the LLPC experiment.
+struct LlpcSetup {
+    name: &'static str,
+    background: bool,
+    passive: bool,
+    llpc: bool,
+}
+
+const LLPC_SETUPS: [LlpcSetup; 5] = [
+    LlpcSetup { name: "dedicated, libgomp defaults", background: false, passive: false, llpc: false },
+    LlpcSetup { name: "dedicated, LLPC", background: false, passive: false, llpc: true },
+    LlpcSetup { name: "+ background, time-sharing (libgomp defaults)", background: true, passive: false, llpc: false },
+    LlpcSetup { name: "+ background, time-sharing (OMP_WAIT_POLICY=passive)", background: true, passive: true, llpc: false },
+    LlpcSetup { name: "+ background, LLPC", background: true, passive: false, llpc: true },
+];
+
+/// The stencil of the LLPC experiment: 2 threads, 400 regions of 25 sweeps of a 512 x 512 grid
+/// (about 2 s on one CPU here), its region log on.
+const LLPC_STENCIL: [&str; 6] = ["-n", "512", "-iters", "10000", "-regions", "400"];
+
+fn llpc(bin: &Path, reps: usize) {
+    println!("\n## paper 001 Table 3 live: a stencil (2 threads) beside a sequential program (busy 180 ms / sleep 50 ms)");
+    let Some(adapter) = cpumgr_bin().map(|c| c.with_file_name("libcpumgr_omp.so")) else {
+        println!("(no release libcpumgr_omp.so: skipped; cargo build --release -p cpumgr -p cpumgr-omp)");
+        return;
+    };
+    let mut times = vec![Vec::new(); LLPC_SETUPS.len()];
+    let mut teams = vec![Vec::new(); LLPC_SETUPS.len()];
+    for _ in 0..reps {
+        for (i, setup) in LLPC_SETUPS.iter().enumerate() {
+            let mut background = setup.background.then(|| {
+                Command::new(bin.join("cycle"))
+                    .args(["-busy", "180", "-sleep", "50"])
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .unwrap_or_else(|e| fail(&format!("cycle: {e}")))
+            });
+            let mut cmd = Command::new(bin.join("stencil"));
+            cmd.args(LLPC_STENCIL).env("OMP_NUM_THREADS", "2").env("CPUMGR_KERNEL_LOG", "1");
+            if setup.passive {
+                cmd.env("OMP_WAIT_POLICY", "passive");
+            }
+            if setup.llpc {
+                cmd.env("LD_PRELOAD", &adapter).env("CPUMGR_MODE", "llpc");
+            }
+            let out = cmd.output().unwrap_or_else(|e| fail(&format!("stencil: {e}")));
+            if let Some(b) = background.as_mut() {
+                let _ = b.kill();
+                let _ = b.wait();
+            }
+            if !out.status.success() {
+                fail(&format!("stencil exited with {}", out.status));
+            }
+            let s = parse_summary(&String::from_utf8_lossy(&out.stdout)).unwrap_or_else(|e| fail(&format!("stencil: {e}")));
+            let regions = cpumgr_kernels::parse_region_log(&String::from_utf8_lossy(&out.stderr))
+                .unwrap_or_else(|e| fail(&format!("stencil's region log: {e}")));
+            times[i].push(s.seconds);
+            teams[i].push(regions.iter().map(|r| r.threads as f64).sum::<f64>() / regions.len().max(1) as f64);
+        }
+    }
+    let dedicated = median(&times[0]);
+    println!("{:<54} {:>28} {:>9} {:>13}", "setup", "stencil seconds", "slowdown", "threads/loop");
+    for (i, setup) in LLPC_SETUPS.iter().enumerate() {
+        println!("{:<54} {:>28} {:>9.2} {:>13.2}", setup.name, figure(&times[i], false), median(&times[i]) / dedicated, median(&teams[i]));
     }
 }
 

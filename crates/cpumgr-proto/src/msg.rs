@@ -59,6 +59,14 @@ pub enum Request {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<u64>,
     },
+    /// Get the program's work-list doorbell (an `eventfd`, [`crate::Doorbell`]) to ring after it
+    /// releases CPUs through its slot, so the manager schedules at once. Asked like
+    /// [`Request::OpenSlot`], by a process of the program.
+    OpenDoorbell {
+        /// The program; when absent, the program the asking process belongs to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<u64>,
+    },
     /// Describe the manager and its programs.
     Status,
     /// Switch the active policy (`name:key=value,...`).
@@ -113,6 +121,11 @@ pub enum Reply {
     },
     /// A slot descriptor is attached.
     Slot {
+        /// The program.
+        id: u64,
+    },
+    /// The program's doorbell descriptor is attached.
+    Doorbell {
         /// The program.
         id: u64,
     },
@@ -228,6 +241,7 @@ mod tests {
             Request::Register(Registration { pid: Some(12), name: "a".into(), now: Some(2), ..Default::default() }),
             Request::SetRequest { id: 3, now: 1, min: None, max: Some(4) },
             Request::Status,
+            Request::OpenDoorbell { id: Some(4) },
             Request::SetPolicy { spec: "gang:fill=false".into() },
             Request::SetQuantum { ms: 50.0 },
             Request::SubscribeEvents,

@@ -20,7 +20,7 @@ use cpumgr_core::{CpuSet, Request, SpeedupReport};
 pub const MAGIC: u64 = u64::from_le_bytes(*b"CPUMGRS1");
 
 /// The layout version; bumped on any incompatible change to [`Slot`].
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 
 /// Words of the allocation's CPU set: 16 × 64 = 1024 CPUs.
 pub const CPU_WORDS: usize = 16;
@@ -130,6 +130,9 @@ pub struct ManagerFields {
     pub alloc_cpus: [AtomicU64; CPU_WORDS],
     /// "Shrink to N threads at your next safe point"; [`NO_PREEMPT`] when nothing is asked.
     pub preempt_to: AtomicU32,
+    /// Words of [`ManagerFields::alloc_cpus`] the allocation spans (under the allocation's
+    /// seqlock): a reader copies only these, one word on a machine of up to 64 CPUs.
+    pub alloc_words: AtomicU32,
     /// The manager's last tick, `CLOCK_MONOTONIC` nanoseconds.
     pub heartbeat: AtomicU64,
     /// Until when the allocation holds, `CLOCK_MONOTONIC` nanoseconds: past it, a cooperative
@@ -152,8 +155,74 @@ pub struct Slot {
 
 const _: () = assert!(std::mem::size_of::<Slot>() <= SLOT_BYTES);
 
-/// A consistent copy of the manager's allocation.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// A CPU set of at most [`MAX_CPUS`] CPUs held inline (no heap): what a program reads from its
+/// slot on its hot path. Bit `c % 64` of word `c / 64` is CPU `c`, as in [`CpuSet::as_words`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CpuWords {
+    words: [u64; CPU_WORDS],
+    /// Words in use: every word from here on is 0.
+    len: u8,
+}
+
+impl CpuWords {
+    /// The set whose first words are `words` (at most [`CPU_WORDS`] are kept).
+    pub fn from_words(words: &[u64]) -> CpuWords {
+        let mut w = CpuWords::default();
+        let n = words.len().min(CPU_WORDS);
+        w.words[..n].copy_from_slice(&words[..n]);
+        w.len = n as u8;
+        w.trim();
+        w
+    }
+
+    fn trim(&mut self) {
+        while self.len > 0 && self.words[self.len as usize - 1] == 0 {
+            self.len -= 1;
+        }
+    }
+
+    /// The words in use, without trailing zero words (the layout of [`CpuSet::as_words`]).
+    pub fn as_words(&self) -> &[u64] {
+        &self.words[..self.len as usize]
+    }
+
+    /// Whether CPU `cpu` is in the set.
+    pub fn contains(&self, cpu: u32) -> bool {
+        self.words.get(cpu as usize / 64).is_some_and(|w| w & (1 << (cpu % 64)) != 0)
+    }
+
+    /// How many CPUs the set holds.
+    pub fn len(&self) -> usize {
+        self.as_words().iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The CPUs in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.as_words().iter().enumerate().flat_map(|(i, &w)| {
+            (0..64u32).filter(move |b| w & (1 << b) != 0).map(move |b| i as u32 * 64 + b)
+        })
+    }
+
+    /// The same set as a [`CpuSet`] (allocates; for the manager's and tools' side).
+    pub fn to_cpuset(&self) -> CpuSet {
+        CpuSet::from_words(self.as_words())
+    }
+}
+
+impl From<&CpuSet> for CpuWords {
+    fn from(s: &CpuSet) -> CpuWords {
+        CpuWords::from_words(s.as_words())
+    }
+}
+
+/// A consistent copy of the manager's allocation: plain data, no heap, so reading it costs a few
+/// loads (see `cargo bench -p cpumgr-proto --bench slot`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Allocation {
     /// Increases with every publication.
     pub epoch: u64,
@@ -162,7 +231,7 @@ pub struct Allocation {
     /// Whether the program runs this quantum.
     pub running: bool,
     /// Which CPUs.
-    pub cpus: CpuSet,
+    pub cpus: CpuWords,
 }
 
 /// A request as the program wrote it, before validation.
@@ -197,7 +266,8 @@ fn seq_write(seq: &AtomicU64, store: impl FnOnce()) {
 
 /// Reads a multi-word value under a seqlock: `None` when the writer never wrote (sequence 0) or
 /// kept it inconsistent for [`SEQLOCK_RETRIES`] tries.
-fn seq_read<T>(seq: &AtomicU64, load: impl Fn() -> T) -> Option<T> {
+#[inline]
+fn seq_read<T>(seq: &AtomicU64, mut load: impl FnMut() -> T) -> Option<T> {
     for _ in 0..SEQLOCK_RETRIES {
         let s1 = seq.load(Ordering::Acquire);
         if s1 == 0 {
@@ -278,27 +348,39 @@ impl Slot {
         self.set_team(team, now_ns);
     }
 
-    /// Reads the allocation consistently (program); `None` before the first publication.
+    /// Reads the allocation consistently (program); `None` before the first publication or while
+    /// the manager keeps its sequence inconsistent for [`SEQLOCK_RETRIES`] tries. A runtime that
+    /// reads it often keeps one [`Allocation`] and uses [`Slot::read_allocation`] instead: moving
+    /// this 152-byte value costs more than reading it.
+    #[inline]
     pub fn allocation(&self) -> Option<Allocation> {
+        let mut out = Allocation::default();
+        self.read_allocation(&mut out).then_some(out)
+    }
+
+    /// Reads the allocation consistently into `out` (program), copying only the words the
+    /// allocation spans ([`ManagerFields::alloc_words`]: one on a machine of up to 64 CPUs) and
+    /// clearing only those `out` held beyond them: no heap, no system call. False (and `out` left
+    /// holding no consistent value) before the first publication or while the manager keeps its
+    /// sequence inconsistent for [`SEQLOCK_RETRIES`] tries.
+    #[inline]
+    pub fn read_allocation(&self, out: &mut Allocation) -> bool {
         let m = &self.manager;
-        seq_read(&m.alloc_seq, || {
-            let mut words = [0u64; CPU_WORDS];
-            for (w, a) in words.iter_mut().zip(&m.alloc_cpus) {
+        let read = seq_read(&m.alloc_seq, || {
+            out.epoch = m.alloc_epoch.load(Ordering::Relaxed);
+            out.count = m.alloc_count.load(Ordering::Relaxed);
+            out.running = m.alloc_running.load(Ordering::Relaxed) != 0;
+            // Untrusted like every slot value: never more words than the slot has.
+            let n = (m.alloc_words.load(Ordering::Relaxed) as usize).min(CPU_WORDS);
+            for (w, a) in out.cpus.words[..n].iter_mut().zip(&m.alloc_cpus) {
                 *w = a.load(Ordering::Relaxed);
             }
-            (
-                m.alloc_epoch.load(Ordering::Relaxed),
-                m.alloc_count.load(Ordering::Relaxed),
-                m.alloc_running.load(Ordering::Relaxed),
-                words,
-            )
-        })
-        .map(|(epoch, count, running, words)| Allocation {
-            epoch,
-            count,
-            running: running != 0,
-            cpus: CpuSet::from_words(&words),
-        })
+            let held = (out.cpus.len as usize).max(n);
+            out.cpus.words[n..held].fill(0);
+            out.cpus.len = n as u8;
+        });
+        out.cpus.trim();
+        read.is_some()
     }
 
     /// The allocated CPU count alone, one relaxed load: what a runtime reads before each parallel
@@ -319,6 +401,7 @@ impl Slot {
             m.alloc_epoch.store(epoch, Ordering::Relaxed);
             m.alloc_count.store(count, Ordering::Relaxed);
             m.alloc_running.store(running as u32, Ordering::Relaxed);
+            m.alloc_words.store(words.len().min(CPU_WORDS) as u32, Ordering::Relaxed);
             for (i, a) in m.alloc_cpus.iter().enumerate() {
                 a.store(words.get(i).copied().unwrap_or(0), Ordering::Relaxed);
             }
@@ -468,6 +551,7 @@ mod tests {
         assert_eq!(offset_of!(ProgramFields, speedup_bits), 56);
         assert_eq!(offset_of!(ManagerFields, alloc_cpus), 24);
         assert_eq!(offset_of!(ManagerFields, preempt_to), 152);
+        assert_eq!(offset_of!(ManagerFields, alloc_words), 156);
         assert_eq!(offset_of!(ManagerFields, lease_until), 168);
     }
 
@@ -488,10 +572,36 @@ mod tests {
         let cpus = CpuSet::parse("0,5,64-66,1023").unwrap();
         s.publish(3, 6, true, &cpus);
         let a = s.allocation().unwrap();
-        assert_eq!(a, Allocation { epoch: 3, count: 6, running: true, cpus });
+        assert_eq!(a, Allocation { epoch: 3, count: 6, running: true, cpus: CpuWords::from(&cpus) });
+        assert_eq!(a.cpus.to_cpuset(), cpus);
+        assert_eq!(a.cpus.as_words().len(), 16, "CPU 1023 is in the last word");
         assert_eq!(s.allocated_count(), 6);
         s.publish(4, 0, false, &CpuSet::new());
-        assert_eq!(s.allocation().unwrap().cpus, CpuSet::new());
+        assert!(s.allocation().unwrap().cpus.is_empty());
+        // Fewer words than before: the stale high words are neither read nor reported.
+        s.publish(5, 2, true, &CpuSet::parse("1,3").unwrap());
+        let a = s.allocation().unwrap();
+        assert_eq!(a.cpus.as_words(), &[0b1010]);
+        assert_eq!(a.cpus.iter().collect::<Vec<_>>(), vec![1, 3]);
+        assert!(a.cpus.contains(3) && !a.cpus.contains(1023));
+        // An absurd word count written by someone else is bounded by the slot.
+        s.manager.alloc_words.store(u32::MAX, Ordering::Relaxed);
+        assert_eq!(s.allocation().unwrap().cpus.len(), 2);
+    }
+
+    #[test]
+    fn a_reused_allocation_loses_the_words_it_held_beyond_the_new_one() {
+        let s = Slot::default();
+        let mut a = Allocation::default();
+        assert!(!s.read_allocation(&mut a), "nothing published yet");
+        let wide = CpuSet::parse("0,200,1023").unwrap();
+        s.publish(1, 3, true, &wide);
+        assert!(s.read_allocation(&mut a));
+        assert_eq!(a.cpus.to_cpuset(), wide);
+        s.publish(2, 1, false, &CpuSet::parse("5").unwrap());
+        assert!(s.read_allocation(&mut a));
+        assert_eq!(a, Allocation { epoch: 2, count: 1, running: false, cpus: CpuWords::from_words(&[1 << 5]) });
+        assert!(!a.cpus.contains(1023) && !a.cpus.contains(200));
     }
 
     #[test]

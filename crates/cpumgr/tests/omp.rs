@@ -273,3 +273,139 @@ fn gcc_libgomp_regions_timed_by_the_adapter_reach_pdpa_as_a_speedup() {
 fn clang_libomp_regions_timed_by_the_adapter_reach_pdpa_as_a_speedup() {
     under_pdpa_regions_timed_by_the_adapter_give_a_speedup("clang");
 }
+
+/// A manager (`cpumgr daemon`) on a private socket managing CPU 1 only, stopped with SIGTERM
+/// when dropped, with the programs started under it.
+struct OneCpu {
+    daemon: std::process::Child,
+    socket: PathBuf,
+    runs: Vec<std::process::Child>,
+    _dir: tempfile::TempDir,
+}
+
+impl OneCpu {
+    fn start() -> OneCpu {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("cpumgr.sock");
+        let daemon = Command::new(BIN)
+            .args(["daemon", "--policy", "equipartition", "--quantum", "50ms", "--cpus", "1"])
+            .env("CPUMGR_SOCKET", &socket)
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for("the manager to answer", || cpumgr_proto::Conn::connect(&socket).is_ok());
+        OneCpu { daemon, socket, runs: Vec::new(), _dir: dir }
+    }
+}
+
+impl Drop for OneCpu {
+    fn drop(&mut self) {
+        use nix::sys::signal::{kill, SIGTERM};
+        use nix::unistd::Pid;
+        let _ = kill(Pid::from_raw(self.daemon.id() as i32), SIGTERM);
+        let _ = self.daemon.wait();
+        for r in &mut self.runs {
+            let _ = kill(Pid::from_raw(r.id() as i32), SIGTERM);
+            let _ = r.wait();
+        }
+    }
+}
+
+/// `Cpus_allowed_list` of every thread of `pid`.
+fn thread_cpus(pid: i32) -> Vec<cpumgr_core::CpuSet> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .filter_map(|s| {
+            s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|v| cpumgr_core::CpuSet::parse(v.trim()).ok())
+        })
+        .collect()
+}
+
+/// `rigid` keeps 3 spinning threads whatever it is allocated (its `num_threads(3)` clause), on
+/// a manager that has one CPU to give: with `--no-omp` it never reads its slot, with `--omp` it
+/// reads it and keeps its clause. Either way every one of its threads, the OpenMP workers it
+/// creates after it registered included, is held to the manager's CPU.
+fn a_program_with_more_threads_than_cpus_is_held_to_its_cpu_set(flag: &str) {
+    let dir = kernels("gcc");
+    let mut m = OneCpu::start();
+    let rigid = dir.join("rigid");
+    let child = Command::new(BIN)
+        .args(["run", "--name", "rigid", flag, "--", rigid.to_str().unwrap(), "-threads", "3", "-n", "4096", "-iters", "100000000"])
+        .env("CPUMGR_SOCKET", &m.socket)
+        .env("OMP_NUM_THREADS", "3")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    m.runs.push(child);
+    let status = || match cpumgr_proto::Conn::connect(&m.socket).unwrap().call(&cpumgr_proto::Request::Status).unwrap().0 {
+        cpumgr_proto::Reply::Status(s) => s,
+        r => panic!("{r:?}"),
+    };
+    let mut pid = 0;
+    wait_for("rigid to register", || {
+        pid = status().programs.iter().find(|p| p.name == "rigid").map_or(0, |p| p.pid);
+        pid != 0
+    });
+    let cpu1 = cpumgr_core::CpuSet::parse("1").unwrap();
+    wait_for("every thread of rigid (its 3 OpenMP threads at least) on CPU 1", || {
+        let t = thread_cpus(pid);
+        t.len() >= 3 && t.iter().all(|s| *s == cpu1)
+    });
+    let p = status().programs.into_iter().find(|p| p.name == "rigid").unwrap();
+    assert!(p.count <= 1, "one CPU to give: {p:?}");
+}
+
+#[test]
+fn a_program_that_never_reads_its_slot_is_held_to_its_cpu_set() {
+    a_program_with_more_threads_than_cpus_is_held_to_its_cpu_set("--no-omp");
+}
+
+#[test]
+fn a_program_that_keeps_more_threads_than_allocated_is_held_to_its_cpu_set() {
+    adapter_is_built();
+    a_program_with_more_threads_than_cpus_is_held_to_its_cpu_set("--omp");
+}
+
+/// A child process killed and reaped when dropped.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// LLPC mode (paper 001), no manager: an unmodified stencil with the adapter preloaded sizes each
+/// region from the machine's load. Two busy background processes on this 2-CPU machine leave it
+/// no CPU to spare, and its teams shrink to the master alone. (Growing back needs a quiet machine,
+/// which a shared one cannot promise: `cargo bench -p cpumgr-kernels --bench kernels -- llpc`
+/// shows both directions as threads per region, and the LLPC step is unit-tested in
+/// cpumgr-client.)
+#[test]
+fn llpc_mode_shrinks_the_teams_under_a_background_load() {
+    adapter_is_built();
+    let dir = kernels("gcc");
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("stencil.err");
+    let _stencil = Killed(
+        Command::new(dir.join("stencil"))
+            .args(["-n", "64", "-iters", "10000000", "-regions", "1000000"])
+            .env("LD_PRELOAD", Path::new(BIN).with_file_name("libcpumgr_omp.so"))
+            .env("CPUMGR_MODE", "llpc")
+            .env("CPUMGR_KERNEL_LOG", "1")
+            .env("OMP_NUM_THREADS", "2")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    wait_for("the stencil's first regions", || !teams(&log).is_empty());
+    let _hogs: Vec<Killed> = (0..2).map(|_| Killed(Command::new("sh").args(["-c", BUSY]).spawn().unwrap())).collect();
+    let n = teams(&log).len();
+    wait_teams(&log, n, 1, "teams of 1 beside two busy processes");
+    assert!(teams(&log).iter().all(|&t| (1..=2).contains(&t)));
+}

@@ -1,0 +1,52 @@
+//! The work-list on real processes: a CPU released through a slot reaches the waiting program
+//! when the releasing program rings its doorbell, long before the next quantum boundary, and
+//! not before the boundary when it does not ring.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use cpumgr_core::CpuSet;
+use cpumgr_daemon::Settings;
+use support::{state_of, Live, Sleepers};
+
+/// The quantum of these tests: any tick seen well before it was not a boundary's.
+const QUANTUM: Duration = Duration::from_secs(5);
+
+#[test]
+fn a_cpu_released_through_the_slot_reaches_the_waiting_program_at_once_when_the_doorbell_rings() {
+    let kids = Sleepers::spawn(2);
+    let settings = Settings {
+        policy: "equipartition".into(),
+        quantum: QUANTUM,
+        cpus: Some(CpuSet::parse("0").unwrap()),
+        ..Default::default()
+    };
+    let live = Live::start(&settings);
+    let pids = kids.pids();
+    let (a, a_slot) = live.register(pids[0], 1);
+    let (b, _b_slot) = live.register(pids[1], 1);
+    let bell = live.doorbell(a);
+    // Registrations schedule at once: the one CPU goes to the first program, the other waits.
+    live.wait_status("a running, b stopped", |s| {
+        state_of(s, a) == ("running".into(), 1) && state_of(s, b) == ("stopped".into(), 0)
+    });
+    let ticks = live.status().ticks;
+
+    // Released in the slot alone: nothing happens until the boundary, 5 s away.
+    a_slot.slot().set_request(0, 0, 1);
+    std::thread::sleep(Duration::from_millis(300));
+    let s = live.status();
+    assert_eq!(s.ticks, ticks, "no tick without a ring, well before the boundary: {s:?}");
+    assert_eq!(state_of(&s, b), ("stopped".into(), 0), "b still waits for the boundary");
+
+    // The ring makes the manager schedule now: b runs on the released CPU.
+    let rang = Instant::now();
+    bell.ring();
+    let s = live.wait_status("b running on the released CPU", |s| state_of(s, b) == ("running".into(), 1));
+    let took = rang.elapsed();
+    assert!(took < QUANTUM / 5, "the release took {took:?}, as if it waited for the boundary");
+    assert_eq!(s.ticks, ticks + 1, "exactly one tick, the kicked one: {s:?}");
+    assert_eq!(state_of(&s, a), ("stopped".into(), 0));
+    assert_eq!(s.programs.iter().find(|p| p.id == b).unwrap().cpus, CpuSet::parse("0").unwrap());
+}
