@@ -17,6 +17,7 @@ use cpumgr_proto::transport::TransportError;
 use cpumgr_proto::{Conn, Listener, PeerCred};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
+use crate::ratelimit::{Bucket, Limiter};
 use crate::Shared;
 
 /// Most client connections at once; more are refused with an error reply.
@@ -32,6 +33,8 @@ struct Client {
     registered: bool,
     /// Receives every trace event (`subscribe-events`).
     subscriber: bool,
+    /// Its request budget ([`crate::ratelimit`]).
+    bucket: Bucket,
 }
 
 /// How long sending an event to a subscriber may block; one that does not keep up is dropped.
@@ -51,6 +54,7 @@ fn reply(conn: &Conn, r: &Reply, fd: Option<&std::os::fd::OwnedFd>) {
 /// Runs the loop until the manager shuts down.
 pub fn serve(shared: Arc<Shared>, listener: Listener) {
     let mut clients: Vec<Client> = Vec::new();
+    let mut limiter = Limiter::new(shared.lock().rates());
     // This thread's own copies of the programs' pidfds, so it can poll them unlocked.
     let mut pidfds: BTreeMap<ProgramId, OwnedFd> = BTreeMap::new();
     while !shared.shutdown.load(Ordering::Acquire) {
@@ -76,7 +80,13 @@ pub fn serve(shared: Arc<Shared>, listener: Listener) {
         {
             let mut fds: Vec<PollFd> = Vec::with_capacity(1 + clients.len() + pidfds.len());
             fds.push(PollFd::new(listener.as_fd(), PollFlags::POLLIN));
-            fds.extend(clients.iter().map(|c| PollFd::new(c.conn.as_fd(), PollFlags::POLLIN)));
+            // A connection whose request budget is spent is not read until it refills (hang-ups
+            // are still reported).
+            let now = Instant::now();
+            let ready: Vec<bool> = clients.iter_mut().map(|c| limiter.ready(&mut c.bucket, c.peer.uid, now)).collect();
+            fds.extend(clients.iter().zip(ready).map(|(c, r)| {
+                PollFd::new(c.conn.as_fd(), if r { PollFlags::POLLIN } else { PollFlags::empty() })
+            }));
             fds.extend(pidfds.values().map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN)));
             if let Err(e) = poll(&mut fds, PollTimeout::from(50u16)) {
                 if e != nix::errno::Errno::EINTR {
@@ -108,6 +118,7 @@ pub fn serve(shared: Arc<Shared>, listener: Listener) {
         let mut keep = vec![true; clients.len()];
         for (i, c) in clients.iter_mut().enumerate() {
             if readable[i] {
+                limiter.take(&mut c.bucket, c.peer.uid);
                 keep[i] = serve_one(&shared, c);
             } else if hangup[i] {
                 keep[i] = false;
@@ -120,12 +131,12 @@ pub fn serve(shared: Arc<Shared>, listener: Listener) {
         clients.retain(|_| k.next().unwrap_or(false));
         publish_events(&shared, &mut clients);
         if accept {
-            accept_all(&listener, &mut clients);
+            accept_all(&listener, &mut clients, &limiter);
         }
     }
 }
 
-fn accept_all(listener: &Listener, clients: &mut Vec<Client>) {
+fn accept_all(listener: &Listener, clients: &mut Vec<Client>, limiter: &Limiter) {
     loop {
         match listener.accept() {
             Ok(Some(conn)) => {
@@ -136,7 +147,13 @@ fn accept_all(listener: &Listener, clients: &mut Vec<Client>) {
                     reply(&conn, &Reply::Error { message: "too many connections".into() }, None);
                     continue;
                 }
-                clients.push(Client { conn, peer, last: Instant::now(), registered: false, subscriber: false });
+                if let Err(message) = limiter.admit_connection(peer.uid, clients.iter().map(|c| c.peer.uid)) {
+                    tracing::warn!(pid = peer.pid, "connection refused: {message}");
+                    reply(&conn, &Reply::Error { message }, None);
+                    continue;
+                }
+                let bucket = limiter.connection_bucket(Instant::now());
+                clients.push(Client { conn, peer, last: Instant::now(), registered: false, subscriber: false, bucket });
             }
             Ok(None) => return,
             Err(e) => {

@@ -20,6 +20,8 @@ use cpumgr_proto::{PeerCred, Segment};
 
 use crate::enforce;
 use crate::entry::Entry;
+use crate::limits::{clean_name, share_between_users, Share, UserLimits};
+use crate::ratelimit::Rates;
 use crate::procfs;
 use crate::team::TeamGuard;
 use crate::worklist::WorkList;
@@ -44,6 +46,12 @@ pub struct Settings {
     pub trace: Option<PathBuf>,
     /// Faults to inject (`--chaos`, tests only).
     pub chaos: Option<crate::chaos::Spec>,
+    /// Between programs or between users first (`share = "user"`).
+    pub share: Share,
+    /// What each user may register.
+    pub user_limits: UserLimits,
+    /// Request rates and connections allowed per connection and per user.
+    pub rates: Rates,
 }
 
 impl Default for Settings {
@@ -56,6 +64,9 @@ impl Default for Settings {
             max_programs: 4096,
             trace: None,
             chaos: None,
+            share: Share::default(),
+            user_limits: UserLimits::default(),
+            rates: Rates::default(),
         }
     }
 }
@@ -82,6 +93,9 @@ pub struct State {
     ticks_per_sec: u64,
     owner_uid: u32,
     max_programs: usize,
+    share: Share,
+    user_limits: UserLimits,
+    rates: Rates,
     /// Set when something changed that should be scheduled now, not at the next boundary (a CPU
     /// was released or requested: paper 000's work-list).
     pub kick: bool,
@@ -130,6 +144,8 @@ impl State {
     pub fn new(s: &Settings) -> Result<State, String> {
         let policy = policies::build(&s.policy).map_err(|e| e.to_string())?;
         check_quantum(s.quantum)?;
+        s.user_limits.check()?;
+        s.rates.check()?;
         let topology = host_topology()?;
         let allowed = enforce::affinity(0).map_err(|e| format!("cannot read this process's CPUs: {e}"))?;
         let managed = match &s.cpus {
@@ -169,6 +185,9 @@ impl State {
             ticks_per_sec: procfs::ticks_per_sec(),
             owner_uid: nix::unistd::geteuid().as_raw(),
             max_programs: s.max_programs,
+            share: s.share,
+            user_limits: s.user_limits.clone(),
+            rates: s.rates,
             kick: false,
             outbox: None,
             worklist: Arc::new(WorkList::new().map_err(|e| format!("work-list: {e}"))?),
@@ -186,6 +205,11 @@ impl State {
     /// The current quantum.
     pub fn quantum(&self) -> Duration {
         self.quantum
+    }
+
+    /// The request rates and connection caps the socket thread enforces.
+    pub fn rates(&self) -> Rates {
+        self.rates
     }
 
     /// How many programs are registered.
@@ -276,10 +300,8 @@ impl State {
         if self.entries.len() >= self.max_programs {
             return Err(format!("the manager already has its limit of {} programs", self.max_programs));
         }
-        let weight = reg.weight.unwrap_or(1.0);
-        if !(weight.is_finite() && weight > 0.0 && weight <= 1e6) {
-            return Err(format!("weight {weight} is not in (0, 1e6]"));
-        }
+        self.user_limits.admit(uid, self.entries.values().filter(|e| e.uid == uid).count())?;
+        let weight = self.user_limits.weight(reg.weight)?;
         let n = self.managed.len() as u32;
         let (kind, raw) = match reg.rigid {
             Some(0) => return Err("rigid 0: a rigid program needs at least 1 CPU".into()),
@@ -308,7 +330,7 @@ impl State {
         };
         let fd = segment.fd().try_clone_to_owned().map_err(|e| format!("slot descriptor: {e}"))?;
         self.next_id += 1;
-        let name = if reg.name.is_empty() { format!("pid{pid}") } else { reg.name.chars().take(64).collect() };
+        let name = if reg.name.is_empty() { format!("pid{pid}") } else { clean_name(&reg.name) };
         let arrival = self.now();
         let entry = Entry::new(id, pid, uid, name.clone(), kind, weight, arrival, request, segment, pidfd, original);
         tracing::info!(id = id.0, pid, name = %name, request = request.now, "registered");
@@ -542,6 +564,10 @@ impl State {
             self.policy.decide(&view, &mut decision);
         }
         let oversubscribe = self.policy.oversubscribes();
+        if self.share == Share::User && !oversubscribe {
+            let uids: Vec<u32> = self.entries.values().map(|e| e.uid).collect();
+            share_between_users(n, &programs, &uids, &mut decision);
+        }
         let mut sets = std::mem::take(&mut self.sets);
         // What the policy meant each program to have: a squeezed cooperative program runs as a
         // gang of its current team, but is told this count, to size its next region to.

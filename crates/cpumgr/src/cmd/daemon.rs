@@ -52,6 +52,10 @@ pub struct Args {
     /// Allow `--metrics` on a non-loopback address.
     #[arg(long)]
     pub metrics_allow_remote: bool,
+    /// Share the CPUs between programs (`program`) or between users first (`user`: each user an
+    /// equal share whatever the number of programs it runs) [default: program].
+    #[arg(long, env = "CPUMGR_SHARE")]
+    pub share: Option<String>,
     /// Test mode that injects faults: `seed=N,delay=30ms,drop=P,kill=P,die=P` (delayed quanta,
     /// lost messages, programs and the manager itself killed at random; docs/RELIABILITY.md).
     #[arg(long, env = "CPUMGR_CHAOS")]
@@ -127,6 +131,9 @@ impl Args {
                 grace: pick(("--grace", self.grace.as_deref()), &file, "grace", c.grace.as_ref(), duration)?,
                 cpus: pick(("--cpus", self.cpus.as_deref()), &file, "cpus", c.cpus.as_ref(), cpus)?,
                 trace: path(&self.trace, &c.trace),
+                share: pick(("--share", self.share.as_deref()), &file, "share", c.share.as_ref(), str::parse)?.unwrap_or_default(),
+                user_limits: file.user_limits()?,
+                rates: file.rates()?,
                 chaos: pick(("--chaos", self.chaos.as_deref()), &file, "chaos", None, str::parse)?,
                 ..defaults
             },
