@@ -10,8 +10,9 @@
 //! work it did per second in the last quantum, for the CPUs it held), its CPU set, whether it ran,
 //! and its thread count. It then runs the policy and the [`Placer`] — the same code as the live
 //! manager — and sets every job's progress rate from its speedup model and the
-//! [`CostModel`]. An `os` policy ([`cpumgr_core::Policy::oversubscribes`]) is not placed:
-//! every job runs its threads on every CPU and gets a share proportional to its threads.
+//! [`CostModel`]. An `os` policy ([`cpumgr_core::Policy::oversubscribes`]) is not placed and
+//! not ticked: every job runs its threads on every CPU, shared in proportion to its threads, and
+//! the run goes to a processor-sharing model with virtual clocks (`sharing.rs`).
 //!
 //! **Fast-forward.** Long traces span months at a 100 ms quantum. When the schedule repeats —
 //! the same decision (counts, running flags and CPU sets) with period `p ≤ 32` quanta, three
@@ -145,11 +146,9 @@ struct Live {
     rate: f64,
     stall: f64,
     done_at: Nanos,
-    /// CPUs held (a share of the machine under `os`).
+    /// CPUs held.
     share: f64,
     threads: f64,
-    /// Whether its oversubscription is with other programs (`os`).
-    shared: bool,
     team: Option<u32>,
     first_run: Option<Nanos>,
     ran_last: bool,
@@ -245,6 +244,8 @@ struct Engine<'a, 'o> {
     next_id: u64,
     queue: VecDeque<(ProgramId, JobSpec)>,
     programs: Vec<Program>,
+    // Boxed on purpose: removing finished jobs from a long backlog moves pointers, not records.
+    #[allow(clippy::vec_box)]
     live: Vec<Box<Live>>,
     /// Per job, [`Live::idle`], kept beside the boxes so that the tick's walks over a long
     /// backlog read one dense array.
@@ -290,6 +291,13 @@ pub fn run(
     let managed = topology.cpus().clone();
     let cpus = managed.len() as u32;
     let trace = obs.wants_events();
+    if trace {
+        let kind = EventKind::Start { source: "sim".into(), cpus: managed.clone(), policy: spec.to_string(), quantum };
+        obs.event(&Event { t: 0, program: None, kind });
+    }
+    if policy.oversubscribes() {
+        return crate::sharing::run(managed, spec, quantum, jobs, cfg, obs, started);
+    }
     let mut e = Engine {
         topology,
         managed,
@@ -328,10 +336,6 @@ pub fn run(
         first_arrival: None,
         last_end: 0,
     };
-    if e.trace {
-        let kind = EventKind::Start { source: "sim".into(), cpus: e.managed.clone(), policy: e.spec.clone(), quantum };
-        e.obs.event(&Event { t: 0, program: None, kind });
-    }
     let mut pending = jobs.into_iter().peekable();
     loop {
         if let Some(j) = pending.peek() {
@@ -435,8 +439,8 @@ impl Engine<'_, '_> {
             l.viewed = false;
             self.idle[i] = false;
             let after = l.spec.request_in(l.phase).now;
-            let (share, threads, shared) = (l.share, l.threads, l.shared);
-            self.set_rate(i, share, threads, shared);
+            let (share, threads) = (l.share, l.threads);
+            self.set_rate(i, share, threads);
             self.live[i].set_done_at(now);
             self.push_end(i);
             self.programs[i].request = self.live[i].spec.request_in(self.live[i].phase);
@@ -482,26 +486,8 @@ impl Engine<'_, '_> {
         self.policy.on_exit(p.id);
         let end = self.now;
         self.last_end = self.last_end.max(end);
-        let secs = |ns: Nanos| ns as f64 / NS;
-        let arrival = p.arrival;
-        let turnaround = secs(end - arrival);
-        let start = l.first_run.unwrap_or(end);
-        let dedicated = l.dedicated;
-        let record = JobRecord {
-            id: p.id.0,
-            name: l.spec.name.clone(),
-            class: l.spec.class.clone(),
-            arrival: secs(arrival),
-            response: secs(start - arrival),
-            wait: (turnaround - secs(l.run_ns)).max(0.0),
-            run: secs(end - start),
-            turnaround,
-            dedicated,
-            slowdown: if dedicated > 0.0 { turnaround / dedicated } else { 1.0 },
-            bounded_slowdown: (turnaround / dedicated.max(BOUNDED_SLOWDOWN_TAU)).max(1.0),
-            cpu_seconds: l.busy,
-            moves: l.moves,
-        };
+        let ran = Ran { first_run: l.first_run, run_ns: l.run_ns, busy: l.busy, moves: l.moves, dedicated: l.dedicated };
+        let record = ran.record(p.id.0, &l.spec, p.arrival, end);
         let id = p.id;
         if self.trace {
             self.emit(Some(id), EventKind::Exit { status: Some(0) });
@@ -532,7 +518,7 @@ impl Engine<'_, '_> {
         while !self.queue.is_empty() && (self.limit == 0 || self.live.len() < self.limit as usize) {
             let (id, spec) = self.queue.pop_front().expect("not empty");
             self.changed();
-            let dedicated = self.dedicated_time(&spec);
+            let dedicated = dedicated_time(&self.cfg.cost, self.cpus, &spec);
             let mut p = Program::new(id.0, spec.name.clone(), spec.request);
             p.kind = spec.kind;
             p.request = spec.request_in(0);
@@ -546,7 +532,6 @@ impl Engine<'_, '_> {
                 spec,
                 alive: true,
                 at: self.now,
-                shared: false,
                 phase: 0,
                 remaining,
                 rate: 0.0,
@@ -578,30 +563,13 @@ impl Engine<'_, '_> {
         }
     }
 
-    /// The job's run time alone on the machine with its request.
-    fn dedicated_time(&self, spec: &JobSpec) -> f64 {
-        (0..spec.phases.len())
-            .map(|k| {
-                let ph = &spec.phases[k];
-                let t = spec.natural_threads(k).min(self.cpus) as f64;
-                let r = self.cfg.cost.rate(&ph.speedup, ph.request as f64, t, t, spec.sync, false);
-                if ph.work <= 0.0 {
-                    0.0
-                } else {
-                    ph.work / r
-                }
-            })
-            .sum()
-    }
-
     /// Sets job `i`'s rate for holding `share` CPUs with `threads` threads.
-    fn set_rate(&mut self, i: usize, share: f64, threads: f64, shared: bool) {
+    fn set_rate(&mut self, i: usize, share: f64, threads: f64) {
         let l = &mut self.live[i];
         l.share = share;
         l.threads = threads;
-        l.shared = shared;
         let ph = &l.spec.phases[l.phase];
-        l.rate = self.cfg.cost.rate(&ph.speedup, ph.request as f64, share, threads, l.spec.sync, shared);
+        l.rate = self.cfg.cost.rate(&ph.speedup, ph.request as f64, share, threads, l.spec.sync, false);
     }
 
     /// One scheduler step: build the view, decide, place, and set every job's rate.
@@ -617,7 +585,6 @@ impl Engine<'_, '_> {
         }
         self.compact();
         self.admit();
-        let os = self.policy.oversubscribes();
         let now = self.now;
         // The view, as the live manager builds it.
         for ((p, l), idle) in self.programs.iter_mut().zip(&mut self.live).zip(&mut self.idle) {
@@ -633,14 +600,10 @@ impl Engine<'_, '_> {
             if l.spec.reports_speedup && l.q_time > 0.0 && l.share > 0.0 && l.phase().request > 1 {
                 p.speedup = Some(SpeedupReport { cpus: l.share.round() as u32, speedup: l.q_work / l.q_time });
             }
-            p.threads = if os {
-                Some(l.spec.natural_threads(l.phase))
-            } else {
-                match l.spec.kind {
-                    Kind::Rigid(n) => Some(n),
-                    Kind::Moldable => l.team,
-                    Kind::Malleable | Kind::Evolving => l.first_run.map(|_| l.share.round() as u32),
-                }
+            p.threads = match l.spec.kind {
+                Kind::Rigid(n) => Some(n),
+                Kind::Moldable => l.team,
+                Kind::Malleable | Kind::Evolving => l.first_run.map(|_| l.share.round() as u32),
             };
             l.q_work = 0.0;
             l.q_time = 0.0;
@@ -665,12 +628,8 @@ impl Engine<'_, '_> {
                 }
             }
         }
-        let mut sig = 0x9e37_79b9_7f4a_7c15u64;
-        if os {
-            self.apply_os(&mut sig);
-        } else {
-            self.apply_placed(&mut sig)?;
-        }
+        let mut sig = 0;
+        self.apply_placed(&mut sig)?;
         let mut progressing = false;
         self.held = 0.0;
         self.unserved = 0;
@@ -717,11 +676,8 @@ impl Engine<'_, '_> {
                 // Every running program keeps the CPUs it holds: the placer would return them.
                 let count = if a.running { a.count } else { 0 };
                 let running = count > 0;
-                mix(sig, self.programs[i].id.0 ^ ((count as u64) << 32) ^ ((running as u64) << 63));
                 if running {
-                    for w in self.programs[i].cpus.as_words() {
-                        mix(sig, *w);
-                    }
+                    *sig = sig.wrapping_add(signature(self.programs[i].id, count, &self.programs[i].cpus));
                 }
                 if running || !self.idle[i] {
                     self.keep(i, running, count);
@@ -730,7 +686,6 @@ impl Engine<'_, '_> {
             }
             let running = a.running && !self.sets[i].is_empty();
             let count = if running { self.sets[i].len() as u32 } else { 0 };
-            mix(sig, self.programs[i].id.0 ^ ((count as u64) << 32) ^ ((running as u64) << 63));
             if !running && self.idle[i] {
                 continue;
             }
@@ -738,9 +693,7 @@ impl Engine<'_, '_> {
             l.progress(self.now);
             let p = &mut self.programs[i];
             if running {
-                for w in self.sets[i].as_words() {
-                    mix(sig, *w);
-                }
+                *sig = sig.wrapping_add(signature(p.id, count, &self.sets[i]));
                 let moved: u32 = if p.cpus.is_empty() {
                     0
                 } else {
@@ -806,36 +759,7 @@ impl Engine<'_, '_> {
             Kind::Moldable => l.team.unwrap_or(count),
             Kind::Malleable | Kind::Evolving => count,
         };
-        self.set_rate(i, count as f64, threads as f64, false);
-    }
-
-    /// Applies the `os` baseline: every job's threads on every CPU, shares by thread count.
-    fn apply_os(&mut self, sig: &mut u64) {
-        let threads: Vec<u32> =
-            (0..self.programs.len()).map(|i| if self.decision.allocations[i].running { self.decision.allocations[i].count.max(1) } else { 0 }).collect();
-        let total: u64 = threads.iter().map(|&t| t as u64).sum();
-        let over = total > self.cpus as u64;
-        for (i, &t) in threads.iter().enumerate() {
-            mix(sig, self.programs[i].id.0 ^ ((t as u64) << 32));
-            let share = if over { t as f64 * self.cpus as f64 / total as f64 } else { t as f64 };
-            let running = t > 0;
-            let l = &mut self.live[i];
-            if !running && self.idle[i] {
-                continue;
-            }
-            l.progress(self.now);
-            if running && l.first_run.is_none() {
-                l.first_run = Some(self.now);
-                self.idle[i] = false;
-                self.programs[i].cpus = self.managed.clone();
-                if self.trace {
-                    let id = self.programs[i].id;
-                    self.emit(Some(id), EventKind::Allocate { count: t, cpus: self.managed.clone(), running: true });
-                }
-            }
-            self.live[i].ran_last = running;
-            self.set_rate(i, share, t as f64, over);
-        }
+        self.set_rate(i, count as f64, threads as f64);
     }
 
     /// Jumps over whole periods of a repeating schedule (module documentation).
@@ -858,8 +782,9 @@ impl Engine<'_, '_> {
             return;
         }
         let cycle = p as u64 * self.quantum;
+        // Idle jobs (never run) have no progress to add and nothing to reschedule.
         let mut n = Nanos::MAX;
-        for l in &self.live {
+        for (l, _) in self.live.iter().zip(&self.idle).filter(|(_, &idle)| !idle) {
             let (now, then) = l.period_ends(p);
             let d = now.done - then.done;
             if d > 1e-12 {
@@ -878,7 +803,7 @@ impl Engine<'_, '_> {
         let g = self.global_hist.len();
         let (gb, gf) = (self.global_hist[g - 1].0 - self.global_hist[g - 1 - p].0, self.global_hist[g - 1].1 - self.global_hist[g - 1 - p].1);
         let k = n as f64;
-        for l in &mut self.live {
+        for (l, _) in self.live.iter_mut().zip(&self.idle).filter(|(_, &idle)| !idle) {
             let (now, then) = l.period_ends(p);
             let d = now.done - then.done;
             l.remaining -= k * d;
@@ -898,15 +823,81 @@ impl Engine<'_, '_> {
         let now = self.now;
         self.ends.clear();
         for i in 0..self.live.len() {
-            self.live[i].at = now;
-            self.live[i].set_done_at(now);
-            self.push_end(i);
+            if !self.idle[i] {
+                self.live[i].at = now;
+                self.live[i].set_done_at(now);
+                self.push_end(i);
+            }
         }
         self.changed();
     }
 }
 
-/// Mixes `x` into a running hash (a multiply-rotate mix; collisions only cost a missed skip).
-fn mix(h: &mut u64, x: u64) {
-    *h = (h.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+/// The run time of `spec` alone on a machine of `cpus` CPUs with its request.
+pub(crate) fn dedicated_time(cost: &CostModel, cpus: u32, spec: &JobSpec) -> f64 {
+    spec.phases
+        .iter()
+        .enumerate()
+        .map(|(k, ph)| {
+            let t = spec.natural_threads(k).min(cpus) as f64;
+            if ph.work <= 0.0 {
+                0.0
+            } else {
+                ph.work / cost.rate(&ph.speedup, ph.request as f64, t, t, spec.sync, false)
+            }
+        })
+        .sum()
+}
+
+/// What a job received over its life, for its [`JobRecord`].
+pub(crate) struct Ran {
+    /// When it first ran.
+    pub first_run: Option<Nanos>,
+    /// Time it held CPUs.
+    pub run_ns: Nanos,
+    /// CPU-seconds it held.
+    pub busy: f64,
+    /// CPUs it gained that it had not held.
+    pub moves: u64,
+    /// Its run time alone on the machine, seconds.
+    pub dedicated: f64,
+}
+
+impl Ran {
+    /// The record of job `id` (`spec`, arrived at `arrival`) that ended at `end`.
+    pub fn record(&self, id: u64, spec: &JobSpec, arrival: Nanos, end: Nanos) -> JobRecord {
+        let secs = |ns: Nanos| ns as f64 / NS;
+        let turnaround = secs(end - arrival);
+        let start = self.first_run.unwrap_or(end);
+        let dedicated = self.dedicated;
+        JobRecord {
+            id,
+            name: spec.name.clone(),
+            class: spec.class.clone(),
+            arrival: secs(arrival),
+            response: secs(start - arrival),
+            wait: (turnaround - secs(self.run_ns)).max(0.0),
+            run: secs(end - start),
+            turnaround,
+            dedicated,
+            slowdown: if dedicated > 0.0 { turnaround / dedicated } else { 1.0 },
+            bounded_slowdown: (turnaround / dedicated.max(BOUNDED_SLOWDOWN_TAU)).max(1.0),
+            cpu_seconds: self.busy,
+            moves: self.moves,
+        }
+    }
+}
+
+/// A running program's part of a schedule's signature, a hash of its id, count and CPUs. The
+/// signature is the wrapping sum of the running programs' parts: the same schedule gives the
+/// same sum whatever the order, and programs that do not run (a long backlog) cost nothing.
+/// Collisions only cost a missed skip.
+fn signature(id: ProgramId, count: u32, cpus: &CpuSet) -> u64 {
+    let mut h = 0x9e37_79b9_7f4a_7c15u64;
+    let mut mix = |x: u64| h = (h.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+    mix(id.0 ^ ((count as u64) << 32));
+    for w in cpus.as_words() {
+        mix(*w);
+    }
+    h
 }

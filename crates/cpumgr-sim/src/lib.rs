@@ -6,6 +6,7 @@
 //! - [`cost`]: the documented cost-of-sharing model (oversubscription, CPU moves, resumed gangs);
 //! - [`limits`]: the largest machine, time and quantum the simulator accepts;
 //! - [`engine`]: the event loop that builds the policy's `View` exactly as the live manager does;
+//!   the unmanaged `os` baseline runs as processor sharing on virtual clocks (`sharing.rs`);
 //! - [`metrics`]: per-job and per-run figures, streamed so memory stays flat in finished jobs;
 //! - [`workload`], [`swf`], [`generate`], [`presets`]: where jobs come from.
 //!
@@ -22,6 +23,7 @@ pub mod job;
 pub mod limits;
 pub mod metrics;
 pub mod presets;
+mod sharing;
 pub mod speedup;
 pub mod swf;
 pub mod workload;

@@ -61,6 +61,40 @@ fn os_pays_for_oversubscription() {
 }
 
 #[test]
+fn os_shares_by_threads_on_shared_and_own_clocks() {
+    // 4 CPUs, 100 ms quantum, no sharing cost. `lin` (linear: a shared clock) and `amd` (Amdahl
+    // 0.5: a rate of its own), 4 threads each, from 0 s; `late` (linear, another synchronisation
+    // intensity: a second shared clock), 4 threads, from 1 s. Shares change at the tick after
+    // each arrival or end; no end falls on a tick.
+    let lin = JobSpec::rigid("lin", 0, 4, 8.0, SpeedupModel::LINEAR).with_sync(0.0);
+    let amd = JobSpec::rigid("amd", 0, 4, 8.0, SpeedupModel::Amdahl { serial: 0.5 }).with_sync(0.0);
+    let late = JobSpec::rigid("late", S, 4, 2.2, SpeedupModel::LINEAR).with_sync(1.0);
+    let w = sized(4, vec![lin, amd, late]);
+    let amdahl = |p: f64| 1.0 / (0.5 + 0.5 / p);
+    for fast_forward in [true, false] {
+        let cfg = SimConfig { fast_forward, ..free() };
+        let (s, recs) = run_workload(&w, "os", &cfg);
+        let rec = |n: &str| recs.iter().find(|r| r.name == n).unwrap().clone();
+        assert_eq!(s.skipped_quanta == 0, !fast_forward, "only the exact run ticks every quantum");
+        // 0–1 s: 8 threads, 2 CPUs per job. 1 s on: 12 threads, 4/3 CPUs per job; late's 2.2
+        // CPU-s end at 2.65 s, and the 2.7 s tick gives the others 2 CPUs each again.
+        let late = rec("late");
+        assert!(close(late.turnaround, 1.65, 1e-6), "{late:?}");
+        assert!(close(late.cpu_seconds, 2.2, 1e-6), "a linear job's CPU time is its work: {late:?}");
+        // lin: 2 + 1.7 × 4/3 by 2.7 s, the rest at 2 per second; it ends before the 4.6 s tick.
+        let lin = rec("lin");
+        let lin_end = 2.7 + (8.0 - 2.0 - 1.7 * 4.0 / 3.0) / 2.0;
+        assert!(close(lin.turnaround, lin_end, 1e-6), "{lin:?}");
+        assert!(close(lin.cpu_seconds, 8.0, 1e-6), "{lin:?}");
+        // amd: S(2) to 1 s, S(4/3) to 2.7 s, S(2) to the 4.6 s tick, then alone, S(4).
+        let done = amdahl(2.0) + 1.7 * amdahl(4.0 / 3.0) + 1.9 * amdahl(2.0);
+        let amd = rec("amd");
+        assert!(close(amd.turnaround, 4.6 + (8.0 - done) / amdahl(4.0), 1e-6), "{amd:?}");
+        assert!(close(amd.cpu_seconds, 2.0 + 1.7 * 4.0 / 3.0 + 1.9 * 2.0 + 4.0 * (amd.turnaround - 4.6), 1e-6), "{amd:?}");
+    }
+}
+
+#[test]
 fn a_rigid_job_squeezed_by_itself_pays_the_self_rate() {
     // 8 processes: under SCS with mpl=2 it starts on 4 CPUs of a machine it shares with a
     // waiting job, so it never grows: f = 2, loss 1 + 0.05 × 1 × 1.
