@@ -104,6 +104,8 @@ pub struct State {
     pub outbox: Option<Vec<Event>>,
     /// The programs' doorbells, watched by the work-list thread.
     worklist: Arc<WorkList>,
+    /// When the scheduler last walked `/proc` (see [`State::tick`]).
+    last_walk: Option<Instant>,
 }
 
 /// The policy's view of `$state` with `$programs`, built from fields so that the policy itself
@@ -191,6 +193,7 @@ impl State {
             kick: false,
             outbox: None,
             worklist: Arc::new(WorkList::new().map_err(|e| format!("work-list: {e}"))?),
+            last_walk: None,
         };
         let start = EventKind::Start {
             source: "live".into(),
@@ -550,7 +553,17 @@ impl State {
         self.kick = false;
         let n = self.managed.len() as u32;
         let targets: Vec<procfs::Target> = self.entries.values().map(|e| e.target).collect();
-        let mut samples = procfs::scan(&targets);
+        // The walk reads every process on the machine: most of a step's cost (docs/LIVE.md). A
+        // kicked step within half a quantum of the last walk reuses its samples, so a released CPU
+        // reaches a waiting program in well under a millisecond; a new program is sampled at once.
+        let walk = self.last_walk.is_none_or(|t| now.duration_since(t) >= self.quantum / 2)
+            || self.entries.values().any(|e| e.ticks_start.is_none());
+        let mut samples = if walk {
+            self.last_walk = Some(now);
+            procfs::scan(&targets)
+        } else {
+            Default::default()
+        };
         let mono = monotonic_ns();
         let serial_after = self.quantum.as_nanos() as u64;
         for e in self.entries.values_mut() {

@@ -1,0 +1,64 @@
+//! The manager's CPU use per quantum: one scheduler step (`State::tick`: the `/proc` walk, the
+//! slots, the policy, the team guard, the placer, publication and enforcement) with 64 and 1024
+//! registered programs, each a real sleeping process, on this machine's CPUs:
+//! - *boundary*: a step at a quantum boundary, which walks `/proc` (every process on the machine);
+//! - *kicked*: a step the work-list or a request triggers within half a quantum of the last walk,
+//!   which reuses its samples;
+//! - the `/proc` walk alone.
+//!
+//! `cargo bench -p cpumgr-daemon --bench tick`
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use std::time::Duration;
+
+use cpumgr_daemon::limits::UserLimits;
+use cpumgr_daemon::procfs::{self, Target};
+use cpumgr_daemon::{Settings, State};
+use cpumgr_proto::{PeerCred, Registration, Reply, Request};
+use criterion::{criterion_group, criterion_main, Criterion};
+use support::Sleepers;
+
+/// A manager state with every sleeper registered (asking for every CPU), stepped once so the
+/// programs that get no CPU are already stopped. A 1 ms quantum makes every step walk `/proc`;
+/// a 10 s one makes every later step a kicked one.
+fn state(kids: &Sleepers, quantum: Duration) -> State {
+    let settings = Settings {
+        quantum,
+        user_limits: UserLimits { max_programs: 4096, ..Default::default() },
+        ..Default::default()
+    };
+    let mut state = State::new(&settings).expect("manager state");
+    let peer = PeerCred {
+        pid: std::process::id() as i32,
+        uid: nix::unistd::geteuid().as_raw(),
+        gid: nix::unistd::getegid().as_raw(),
+    };
+    for pid in kids.pids() {
+        let reg = Registration { pid: Some(pid), name: format!("s{pid}"), ..Default::default() };
+        let (r, _) = state.handle(&peer, Request::Register(reg));
+        assert!(matches!(r, Reply::Registered { .. }), "{r:?}");
+    }
+    state.tick();
+    state
+}
+
+fn tick(c: &mut Criterion) {
+    let mut g = c.benchmark_group("tick");
+    g.sample_size(20);
+    for n in [64usize, 1024] {
+        let kids = Sleepers::spawn(n);
+        for (mode, quantum) in [("boundary", Duration::from_millis(1)), ("kicked", Duration::from_secs(10))] {
+            let mut state = state(&kids, quantum);
+            g.bench_function(format!("{mode} step, {n} programs"), |b| b.iter(|| state.tick()));
+            state.release_all();
+        }
+        let targets: Vec<Target> = kids.pids().into_iter().map(Target::of).collect();
+        g.bench_function(format!("the /proc walk alone, {n} programs"), |b| b.iter(|| procfs::scan(&targets)));
+    }
+    g.finish();
+}
+
+criterion_group!(benches, tick);
+criterion_main!(benches);
