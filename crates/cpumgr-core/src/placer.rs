@@ -88,10 +88,21 @@ impl Placer {
         self.free.clear();
         self.free.resize(n.div_ceil(64), 0);
         self.free_in.clear();
-        self.free_in.resize(topology.domains().len(), 0);
-        for cpu in managed.iter() {
-            if let Some(p) = topology.position(cpu) {
-                self.set_free(topology, p, true);
+        if managed == topology.cpus() {
+            // Every CPU is managed (the usual case): every position is free and every domain
+            // (a contiguous range of positions) is wholly free, with no walk over the CPUs.
+            let full = n / 64;
+            self.free[..full].fill(u64::MAX);
+            if !n.is_multiple_of(64) {
+                self.free[full] = (1u64 << (n % 64)) - 1;
+            }
+            self.free_in.extend(topology.domains().iter().map(|d| d.end - d.first));
+        } else {
+            self.free_in.resize(topology.domains().len(), 0);
+            for cpu in managed.iter() {
+                if let Some(p) = topology.position(cpu) {
+                    self.set_free(topology, p, true);
+                }
             }
         }
         sets.clear();
@@ -150,7 +161,7 @@ impl Placer {
                 }
             }
         }
-        for (i, positions) in kept.iter().enumerate() {
+        for (i, positions) in kept.iter().enumerate().filter(|(_, k)| !k.is_empty()) {
             sets[i] = positions.iter().map(|&p| topology.cpu_at(p)).collect();
         }
     }
@@ -248,9 +259,9 @@ pub fn validate(managed: &CpuSet, decision: &Decision, sets: &[CpuSet]) -> Resul
     if total > managed.len() as u64 {
         return Err(PlacementError::Oversubscribed { total, managed: managed.len() });
     }
-    // Owner of each managed CPU so far, by CPU id (usize::MAX: none); a flat table, since this
-    // runs every quantum.
-    let mut owner = vec![usize::MAX; managed.last().map_or(0, |c| c as usize + 1)];
+    // The CPUs given so far, one bit each (this runs every quantum: a bitset stays small on
+    // large machines); the first holder of a CPU given twice is searched only then.
+    let mut given = vec![0u64; managed.as_words().len()];
     for (i, set) in sets.iter().enumerate() {
         let a = decision.allocations[i];
         let count = if a.running { a.count } else { 0 };
@@ -261,10 +272,12 @@ pub fn validate(managed: &CpuSet, decision: &Decision, sets: &[CpuSet]) -> Resul
             if !managed.contains(cpu) {
                 return Err(PlacementError::Unmanaged { program: i, cpu });
             }
-            let first = std::mem::replace(&mut owner[cpu as usize], i);
-            if first != usize::MAX {
+            let (word, bit) = (cpu as usize / 64, 1u64 << (cpu % 64));
+            if given[word] & bit != 0 {
+                let first = sets.iter().position(|s| s.contains(cpu)).expect("a CPU given before has a holder");
                 return Err(PlacementError::Shared { cpu, first, second: i });
             }
+            given[word] |= bit;
         }
     }
     Ok(())
@@ -341,6 +354,22 @@ mod tests {
         assert!(sets[0].is_empty());
         assert_eq!(sets[1].len(), 4);
         validate(t.cpus(), &d, &sets).unwrap();
+    }
+
+    #[test]
+    fn only_managed_cpus_are_handed_out() {
+        // One package of two managed: the general free map (not every CPU managed).
+        let t = server();
+        let managed = CpuSet::parse("0-3,8-11").unwrap();
+        let progs = vec![Program::new(1, "a", 4), Program::new(2, "b", 2)];
+        let d = decision(&[4, 2]);
+        let mut sets = Vec::new();
+        Placer::new().place(&t, &managed, &progs, &d, &mut sets);
+        validate(&managed, &d, &sets).unwrap();
+        assert_eq!(sets[0].to_string(), "0-1,8-9", "a whole L3 of the managed package");
+        assert_eq!(sets[1].to_string(), "2,10");
+        assert!(validate(&CpuSet::parse("0-1,8-9").unwrap(), &decision(&[4]), &sets[..1]).is_ok());
+        assert!(matches!(validate(&CpuSet::parse("0-1,8,12").unwrap(), &decision(&[4]), &sets[..1]), Err(PlacementError::Unmanaged { cpu: 9, .. })));
     }
 
     #[test]
