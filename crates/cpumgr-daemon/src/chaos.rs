@@ -138,7 +138,7 @@ impl Chaos {
 /// What chaos does after a quantum has been enforced: maybe kill a random program, maybe the
 /// manager itself (with no cleanup: `SIGKILL`).
 pub fn strike(chaos: &Chaos, state: &State) {
-    let targets: Vec<Target> = state.targets().collect();
+    let targets: Vec<Target> = state.originals().map(|(t, _)| t).collect();
     if let Some(t) = chaos.victim(&targets) {
         let _ = enforce::signal(t, nix::sys::signal::Signal::SIGKILL);
     }

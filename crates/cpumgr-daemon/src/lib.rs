@@ -21,6 +21,7 @@ pub mod ratelimit;
 pub mod server;
 pub mod state;
 pub mod team;
+pub mod watchdog;
 pub mod worklist;
 
 use std::fs::{File, OpenOptions};
@@ -49,6 +50,8 @@ pub struct Shared {
     pub registrations: AtomicU64,
     /// The fault injector, in chaos mode (`--chaos`).
     pub chaos: Option<chaos::Chaos>,
+    /// The process that releases every program if this one dies ([`watchdog`]).
+    pub watchdog: Option<watchdog::Watchdog>,
 }
 
 impl Shared {
@@ -119,6 +122,9 @@ impl Manager {
             std::fs::remove_file(socket).map_err(io_err(socket))?;
         }
         let state = State::new(settings).map_err(StartError::Settings)?;
+        let watchdog = watchdog::Watchdog::spawn(settings.max_programs)
+            .inspect_err(|e| tracing::error!("no watchdog ({e}): if this manager is killed, programs without a supervisor stay as it left them"))
+            .ok();
         let listener = Listener::bind(socket).map_err(io_err(socket))?;
         // Everyone may connect; every request is checked against the peer's credentials.
         use std::os::unix::fs::PermissionsExt;
@@ -130,6 +136,7 @@ impl Manager {
             tick_durations: metrics::TickHistogram::default(),
             registrations: AtomicU64::new(0),
             chaos: settings.chaos.clone().map(chaos::Chaos::new),
+            watchdog,
         });
         let s1 = shared.clone();
         let scheduler = std::thread::Builder::new()
@@ -209,6 +216,10 @@ fn schedule(shared: Arc<Shared>) {
             drop(state);
             std::thread::sleep(chaos.quantum_delay());
             state = shared.lock();
+        }
+        // Listed before the tick that may stop or pin them.
+        if let Some(w) = &shared.watchdog {
+            w.publish(state.originals());
         }
         let began = Instant::now();
         state.tick();

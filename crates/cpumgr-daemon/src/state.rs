@@ -495,9 +495,10 @@ impl State {
         self.entries.values().map(|e| (e.id, e.pidfd.as_fd()))
     }
 
-    /// Every program's process target (for chaos mode's random kills).
-    pub fn targets(&self) -> impl Iterator<Item = procfs::Target> + '_ {
-        self.entries.values().map(|e| e.target)
+    /// Every program's process target and its affinity at registration: what to release if the
+    /// manager dies (the watchdog's board), and whom chaos mode may kill.
+    pub fn originals(&self) -> impl Iterator<Item = (procfs::Target, &CpuSet)> + '_ {
+        self.entries.values().map(|e| (e.target, &e.original))
     }
 
     /// Re-registers a program whose supervisor kept its slot (`slot`) after losing its manager

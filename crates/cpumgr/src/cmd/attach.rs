@@ -46,8 +46,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
     let mut session = Session::open(&args.manager)?;
     if let Err(message) = session.register(args.program.registration(pid, comm.trim())) {
-        session.close();
-        anyhow::bail!("the manager refused process {pid}: {message}");
+        if !session.pending() {
+            session.close();
+            anyhow::bail!("the manager refused process {pid}: {message}");
+        }
+        tracing::warn!(pid, "not registered yet: {message}");
     }
     tracing::info!(pid, ?target, "attached");
     while alive(pid) {

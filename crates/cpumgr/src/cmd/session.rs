@@ -148,6 +148,12 @@ impl Session {
         }
     }
 
+    /// Whether a registration is kept to be sent again: it was refused by no manager, only lost
+    /// with its connection (or the program is registered).
+    pub fn pending(&self) -> bool {
+        self.kept.is_some()
+    }
+
     /// A caught signal not yet taken, if any.
     pub fn take_signal(&self) -> Option<Signal> {
         self.flags

@@ -1,0 +1,346 @@
+//! The manager's watchdog: a tiny process forked when the manager starts, that outlives it by
+//! exactly as long as it takes to release what the manager held.
+//!
+//! The manager publishes, after every quantum, the list of its programs (target and the affinity
+//! each had at registration) on a board: a shared anonymous mapping, double-buffered so that a
+//! manager killed in the middle of a write leaves the previous complete list in force. The
+//! watchdog blocks in `read` on a pipe whose write end only the manager holds; the kernel closes
+//! it when the manager dies, however it dies, and the read returns. The watchdog then continues
+//! every listed program and widens every thread of it back, and exits. A manager that stops
+//! cleanly releases its programs itself, empties the board, closes the pipe and reaps the
+//! watchdog.
+//!
+//! This covers the programs no supervisor watches (registered by the client library or by a raw
+//! `register`): with it, a SIGKILLed manager leaves nothing stopped or pinned, whoever registered.
+//!
+//! The watchdog is forked from a process that may have other threads, so between `fork` and its
+//! exit it does nothing but system calls: no allocation, no lock, no standard library I/O. It
+//! closes every inherited descriptor but its end of the pipe (it must not keep the manager's lock,
+//! socket or other processes' pipes open), leaves the terminal's process group (an interrupt
+//! meant for the manager is not for it), and names itself `cpumgr-watchdog`.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cpumgr_core::CpuSet;
+
+use crate::procfs::Target;
+
+/// Words of a CPU mask on the board (1024 CPUs, as in a slot).
+const MASK_WORDS: usize = 16;
+/// Words per program on the board: pid and kind, then the mask.
+const RECORD: usize = 1 + MASK_WORDS;
+/// Board header: the active buffer (0 or 1), then each buffer's length.
+const HEADER: usize = 3;
+/// A record's kind bit: the pid is a process group.
+const GROUP: u64 = 1 << 32;
+
+/// The manager's side of its watchdog.
+pub struct Watchdog {
+    board: *mut AtomicU64,
+    words: usize,
+    capacity: usize,
+    pipe: Option<OwnedFd>,
+    pid: libc::pid_t,
+}
+
+// SAFETY: the board is only touched through atomics; the manager publishes from one thread at a
+// time (under the state lock).
+unsafe impl Send for Watchdog {}
+// SAFETY: as above.
+unsafe impl Sync for Watchdog {}
+
+impl Watchdog {
+    /// Forks the watchdog, with a board for up to `capacity` programs.
+    pub fn spawn(capacity: usize) -> io::Result<Watchdog> {
+        let words = HEADER + 2 * capacity * RECORD;
+        let bytes = words * std::mem::size_of::<u64>();
+        // SAFETY: a fresh anonymous shared mapping; checked for failure below.
+        let map = unsafe {
+            libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
+        };
+        if map == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let board = map as *mut AtomicU64;
+        let mut fds = [0 as RawFd; 2];
+        // SAFETY: pipe2 fills the two descriptors.
+        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            let e = io::Error::last_os_error();
+            // SAFETY: the mapping made above, unused.
+            unsafe { libc::munmap(map, bytes) };
+            return Err(e);
+        }
+        // SAFETY: the kernel just created both; we own them.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        // SAFETY: the child runs `watch`, which makes system calls only, and never returns.
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            // SAFETY: in the child, see above.
+            unsafe { watch(read.as_raw_fd(), board, capacity) }
+        }
+        drop(read);
+        if pid < 0 {
+            let e = io::Error::last_os_error();
+            // SAFETY: the mapping made above, unused.
+            unsafe { libc::munmap(map, bytes) };
+            return Err(e);
+        }
+        Ok(Watchdog { board, words, capacity, pipe: Some(write), pid })
+    }
+
+    /// The watchdog's process id.
+    pub fn pid(&self) -> i32 {
+        self.pid
+    }
+
+    fn word(&self, i: usize) -> &AtomicU64 {
+        assert!(i < self.words);
+        // SAFETY: i is inside the mapping, which lives as long as self; AtomicU64 has the
+        // alignment and size of u64 and the mapping is page-aligned.
+        unsafe { &*self.board.add(i) }
+    }
+
+    /// Publishes the programs to release if the manager dies: each one's target and the
+    /// affinity to widen its threads back to. Programs past the board's capacity are left out
+    /// (with a warning): the manager refuses registrations past the same limit.
+    pub fn publish<'a>(&self, programs: impl Iterator<Item = (Target, &'a CpuSet)>) {
+        let active = self.word(0).load(Ordering::Relaxed) as usize & 1;
+        let spare = 1 - active;
+        let base = HEADER + spare * self.capacity * RECORD;
+        let mut n = 0;
+        for (target, cpus) in programs {
+            if n == self.capacity {
+                tracing::warn!(capacity = self.capacity, "watchdog board full; later programs not covered");
+                break;
+            }
+            let r = base + n * RECORD;
+            let (pid, kind) = match target {
+                Target::Group(g) => (g, GROUP),
+                Target::Process(p) => (p, 0),
+            };
+            self.word(r).store(kind | pid as u32 as u64, Ordering::Relaxed);
+            let mut mask = [0u64; MASK_WORDS];
+            for c in cpus.iter().filter(|&c| (c as usize) < MASK_WORDS * 64) {
+                mask[c as usize / 64] |= 1 << (c % 64);
+            }
+            for (w, m) in mask.iter().enumerate() {
+                self.word(r + 1 + w).store(*m, Ordering::Relaxed);
+            }
+            n += 1;
+        }
+        self.word(1 + spare).store(n as u64, Ordering::Relaxed);
+        self.word(0).store(spare as u64, Ordering::Release);
+    }
+
+    /// Ends the watchdog with nothing to release (the manager released its programs itself).
+    pub fn stop(&mut self) {
+        if self.pipe.is_none() {
+            return;
+        }
+        self.publish(std::iter::empty());
+        self.pipe = None;
+        // SAFETY: waits for our own child.
+        unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.stop();
+        // SAFETY: the mapping made in spawn, no longer used.
+        unsafe { libc::munmap(self.board as *mut libc::c_void, self.words * std::mem::size_of::<u64>()) };
+    }
+}
+
+/// The watchdog process: waits for the manager's end, releases what the board lists, exits.
+///
+/// # Safety
+/// Only in the child of `fork`, with `pipe` the read end and `board` the shared mapping.
+unsafe fn watch(pipe: RawFd, board: *mut AtomicU64, capacity: usize) -> ! {
+    // Keep only the pipe: move it to 3, close everything else.
+    if pipe != 3 {
+        libc::dup2(pipe, 3);
+    }
+    if libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) != 0 {
+        // Before Linux 5.9: one by one, up to the usual limit.
+        for fd in 4..65536 {
+            libc::close(fd);
+        }
+    }
+    for fd in 0..3 {
+        libc::close(fd);
+    }
+    libc::setpgid(0, 0);
+    libc::prctl(libc::PR_SET_NAME, c"cpumgr-watchdog".as_ptr());
+    let mut byte = 0u8;
+    loop {
+        let n = libc::read(3, (&mut byte as *mut u8).cast(), 1);
+        if n == 0 || (n < 0 && *libc::__errno_location() != libc::EINTR) {
+            break;
+        }
+    }
+    let word = |i: usize| (*board.add(i)).load(Ordering::Acquire);
+    let active = word(0) as usize & 1;
+    let len = (word(1 + active) as usize).min(capacity);
+    let base = HEADER + active * capacity * RECORD;
+    for k in 0..len {
+        let r = base + k * RECORD;
+        let head = word(r);
+        let pid = head as u32 as i32;
+        let mut mask: libc::cpu_set_t = std::mem::zeroed();
+        for w in 0..MASK_WORDS {
+            let bits = word(r + 1 + w);
+            for b in 0..64 {
+                if bits & (1 << b) != 0 {
+                    libc::CPU_SET(w * 64 + b, &mut mask);
+                }
+            }
+        }
+        if pid <= 0 {
+            continue;
+        }
+        if head & GROUP != 0 {
+            libc::kill(-pid, libc::SIGCONT);
+            each_number(b"/proc\0", |p| {
+                if group_of(p) == Some(pid) {
+                    widen(p, &mask)
+                }
+            });
+        } else {
+            libc::kill(pid, libc::SIGCONT);
+            widen(pid, &mask);
+        }
+    }
+    libc::_exit(0)
+}
+
+/// Calls `f` with each numeric entry of directory `path` (a NUL-terminated path).
+///
+/// # Safety
+/// System calls only; `path` must end in NUL.
+unsafe fn each_number(path: &[u8], mut f: impl FnMut(i32)) {
+    let dir = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC);
+    if dir < 0 {
+        return;
+    }
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = libc::syscall(libc::SYS_getdents64, dir, buf.as_mut_ptr(), buf.len());
+        if n <= 0 {
+            break;
+        }
+        let mut at = 0usize;
+        while at < n as usize {
+            // struct linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, char name[].
+            let reclen = u16::from_ne_bytes([buf[at + 16], buf[at + 17]]) as usize;
+            let name = &buf[at + 19..at + reclen];
+            let mut v: i32 = 0;
+            let mut digits = 0;
+            for &c in name.iter().take_while(|&&c| c != 0) {
+                if !c.is_ascii_digit() || digits > 9 {
+                    digits = 0;
+                    break;
+                }
+                v = v * 10 + (c - b'0') as i32;
+                digits += 1;
+            }
+            if digits > 0 {
+                f(v);
+            }
+            at += reclen;
+        }
+    }
+    libc::close(dir);
+}
+
+/// Writes `/proc/<pid><suffix>\0` into `out`; the bytes written.
+fn proc_path(out: &mut [u8; 64], pid: i32, suffix: &[u8]) -> usize {
+    let mut n = 0;
+    for &c in b"/proc/" {
+        out[n] = c;
+        n += 1;
+    }
+    let mut digits = [0u8; 10];
+    let (mut v, mut d) = (pid as u32, 0);
+    loop {
+        digits[d] = b'0' + (v % 10) as u8;
+        d += 1;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    for i in (0..d).rev() {
+        out[n] = digits[i];
+        n += 1;
+    }
+    for &c in suffix {
+        out[n] = c;
+        n += 1;
+    }
+    out[n] = 0;
+    n + 1
+}
+
+/// The process group of `pid`, from `/proc/PID/stat` (the fifth field, counted after the last
+/// `)`), with system calls only.
+fn group_of(pid: i32) -> Option<i32> {
+    let mut path = [0u8; 64];
+    proc_path(&mut path, pid, b"/stat");
+    let mut buf = [0u8; 512];
+    // SAFETY: open/read/close on a NUL-terminated path and a stack buffer.
+    let n = unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return None;
+        }
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        n
+    };
+    let text = buf.get(..usize::try_from(n).ok()?)?;
+    let close = text.iter().rposition(|&c| c == b')')?;
+    // After ") ": state, ppid, pgrp.
+    let mut fields = text[close + 1..].split(|&c| c == b' ').filter(|f| !f.is_empty());
+    let pgrp = fields.nth(2)?;
+    let mut v: i32 = 0;
+    for &c in pgrp {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        v = v.checked_mul(10)?.checked_add((c - b'0') as i32)?;
+    }
+    Some(v)
+}
+
+/// Sets every thread of `pid` to `mask`.
+fn widen(pid: i32, mask: &libc::cpu_set_t) {
+    let mut path = [0u8; 64];
+    proc_path(&mut path, pid, b"/task");
+    // SAFETY: system calls on a NUL-terminated path; the mask is a valid cpu_set_t.
+    unsafe {
+        each_number(&path, |tid| {
+            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), mask);
+        })
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_paths_and_groups_are_read_without_the_standard_library() {
+        let mut p = [0u8; 64];
+        let n = proc_path(&mut p, 4_194_304, b"/task");
+        assert_eq!(&p[..n], b"/proc/4194304/task\0");
+        let me = std::process::id() as i32;
+        assert_eq!(group_of(me), Some(nix::unistd::getpgrp().as_raw()));
+        let mut seen = Vec::new();
+        // SAFETY: a NUL-terminated path.
+        unsafe { each_number(b"/proc/self/task\0", |t| seen.push(t)) };
+        assert!(seen.contains(&(nix::unistd::gettid().as_raw())), "{seen:?}");
+    }
+}
