@@ -60,6 +60,10 @@ pub struct Entry {
     pub applied: Option<CpuSet>,
     /// Since when a shrink of its CPUs has been published but not yet forced.
     pub shrink_since: Option<Instant>,
+    /// When it first ran under this manager (continued, not waiting): its affinity is left as it
+    /// was until its runtime attaches to the slot or it has run a grace period, see
+    /// [`Entry::may_pin`].
+    pub first_ran: Option<Instant>,
     /// Runnable-thread counts of the last quanta it ran in.
     team_window: [u32; TEAM_WINDOW],
     team_at: usize,
@@ -111,6 +115,7 @@ impl Entry {
             stopped: false,
             applied: None,
             shrink_since: None,
+            first_ran: None,
             team_window: [0; TEAM_WINDOW],
             team_at: 0,
             sample: Sample::default(),
@@ -161,6 +166,19 @@ impl Entry {
     /// Whether the program cooperates: its runtime beats in its slot.
     pub fn cooperative(&self) -> bool {
         self.segment.slot().raw_heartbeat() != 0
+    }
+
+    /// Whether its affinity may be narrowed yet. An OpenMP runtime counts the CPUs of its initial
+    /// mask once, at start, and libgomp then throttles its spin-waiting for good whenever its team
+    /// outnumbers that count: a program pinned to one CPU before its runtime started barriers like
+    /// a passive one (a futex wake per barrier) even after it is given more CPUs, three times
+    /// slower for a barrier-heavy stencil on this machine. So a new program keeps the CPUs it was
+    /// started with until its runtime attaches to the slot (the OpenMP adapter does so at its
+    /// first parallel region, after the runtime started; it sizes that team to its allocation) or
+    /// until it has run `grace`, after which an unmodified program is pinned as usual.
+    pub fn may_pin(&mut self, now: Instant, grace: std::time::Duration) -> bool {
+        let since = *self.first_ran.get_or_insert(now);
+        self.cooperative() || now.duration_since(since) >= grace
     }
 
     /// The team it needs at once: what its runtime reports when it cooperates, else the most

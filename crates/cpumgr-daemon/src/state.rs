@@ -650,6 +650,9 @@ impl State {
             e.shrink_since = None;
         }
         for e in self.entries.values_mut().filter(|e| e.running) {
+            if !e.may_pin(now, grace) {
+                continue;
+            }
             let shrinks = e.applied.as_ref().is_some_and(|old| !old.is_subset(&e.cpus));
             let set = if shrinks && e.cooperative() && !grace.is_zero() {
                 let since = *e.shrink_since.get_or_insert(now);

@@ -26,6 +26,24 @@ fn equipartition_gives_two_programs_one_cpu_each() {
 }
 
 #[test]
+fn a_new_program_keeps_its_cpus_until_its_runtime_attaches_or_a_grace_has_passed() {
+    // A runtime counts the CPUs it starts with once (libgomp throttles its spinning for good when
+    // its team outnumbers them), so a new program is pinned only after its start-up grace.
+    let mut d = Daemon::start_with("equipartition", &["--grace", "5s"]);
+    let a = d.run("a", BUSY);
+    let b = d.run("b", BUSY);
+    wait_for("one CPU each in the decision", || {
+        let s = d.status();
+        s.programs.len() == 2 && s.programs.iter().all(|p| p.count == 1 && p.state == "running")
+    });
+    assert_eq!(allowed(b), Some(CpuSet::parse("0-1").unwrap()), "b was pinned inside its start-up grace");
+    wait_for("one CPU each, disjoint, once the grace has passed", || match (allowed(a), allowed(b)) {
+        (Some(x), Some(y)) => x.len() == 1 && y.len() == 1 && x.is_disjoint(&y),
+        _ => false,
+    });
+}
+
+#[test]
 fn gang_makes_two_programs_alternate() {
     let mut d = Daemon::start("equipartition");
     let a = d.run("a", BUSY);

@@ -29,10 +29,16 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(policy: &str) -> Daemon {
+        Daemon::start_with(policy, &[])
+    }
+
+    /// A manager with `extra` daemon flags after the usual ones.
+    pub fn start_with(policy: &str, extra: &[&str]) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("cpumgr.sock");
         let child = Command::new(BIN)
             .args(["daemon", "--policy", policy, "--quantum", "50ms", "--cpus", "0-1"])
+            .args(extra)
             .env("CPUMGR_SOCKET", &socket)
             .stderr(Stdio::null())
             .spawn()
