@@ -24,6 +24,8 @@ const KERNEL_SOURCES: &[(&str, &str)] = &[
     ("ltomcatv.c", include_str!("../../../../kernels/ltomcatv.c")),
     ("pipeline.c", include_str!("../../../../kernels/pipeline.c")),
     ("rigid.c", include_str!("../../../../kernels/rigid.c")),
+    ("epcc.c", include_str!("../../../../kernels/epcc.c")),
+    ("cycle.c", include_str!("../../../../kernels/cycle.c")),
 ];
 
 /// The demo's workload.
@@ -95,4 +97,20 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         no_omp: false,
     };
     launch(&launch_args, WORKLOAD)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_binary_carries_every_file_of_kernels() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels");
+        let mut on_disk: Vec<String> =
+            std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+        let mut carried: Vec<String> = KERNEL_SOURCES.iter().map(|(n, _)| n.to_string()).collect();
+        on_disk.sort();
+        carried.sort();
+        assert_eq!(carried, on_disk, "KERNEL_SOURCES must list every file the kernels' Makefile may need");
+    }
 }
