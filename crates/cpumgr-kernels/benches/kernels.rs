@@ -1,11 +1,12 @@
 //! Times the kernels (built with gcc and libgomp) and prints medians with min–max.
 //!
-//! `cargo bench -p cpumgr-kernels --bench kernels -- [sizes] [contention] [--reps N]`
+//! `cargo bench -p cpumgr-kernels --bench kernels -- [sizes] [contention] [overhead] [llpc] [--reps N]
+//! [--size test|bench]`
 //!
 //! - `sizes`: every kernel at 1 and 2 threads, at test and at benchmark size; the figure is the
 //!   kernel's own timed part (`seconds=`), the two thread counts alternating run by run.
-//! - `contention`: for stencil and pipeline at test size, the makespan of two copies started
-//!   together, (a) 2 threads each with libgomp defaults, (b) 1 thread each pinned by taskset to
+//! - `contention`: for stencil and pipeline at test size (`--size bench`: benchmark size), the
+//!   makespan of two copies started together, (a) 2 threads each with libgomp defaults, (b) 1 thread each pinned by taskset to
 //!   CPUs 0 and 1, (c) 2 threads each with OMP_WAIT_POLICY=passive, (d) 2 threads each under
 //!   `cpumgr run --omp` (one embedded manager, equipartition, the OpenMP adapter preloaded), (e)
 //!   the same with `--no-omp` (no cooperation: the manager can only hold the teams by affinity
@@ -43,10 +44,18 @@ const TIMEOUT: Duration = Duration::from_secs(60);
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mut reps = 3;
+    let mut size = Size::Test;
     let mut parts = Vec::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
+            "--size" => {
+                size = match it.next().map(String::as_str) {
+                    Some("test") => Size::Test,
+                    Some("bench") => Size::Bench,
+                    _ => fail("--size needs test or bench"),
+                }
+            }
             "--reps" => {
                 reps = it
                     .next()
@@ -56,7 +65,7 @@ fn main() {
             }
             "sizes" | "contention" | "overhead" | "llpc" => parts.push(a.clone()),
             other if other.starts_with("--") => {} // cargo bench's own flags
-            other => fail(&format!("unknown argument '{other}' (sizes, contention, overhead, llpc, --reps N)")),
+            other => fail(&format!("unknown argument '{other}' (sizes, contention, overhead, llpc, --reps N, --size test|bench)")),
         }
     }
     if parts.is_empty() {
@@ -69,7 +78,7 @@ fn main() {
         sizes(&bin, reps);
     }
     if parts.iter().any(|p| p == "contention") {
-        contention(&bin, reps);
+        contention(&bin, size, reps);
     }
     if parts.iter().any(|p| p == "overhead") {
         overhead(&bin, reps);
@@ -151,8 +160,15 @@ fn cpumgr_bin() -> Option<std::path::PathBuf> {
 
 /// `cmd` run by `cpumgr run FLAG` with a manager shared through `socket`.
 fn managed(cmd: &Command, cpumgr: &Path, flag: &str, socket: &Path) -> Command {
-    let mut c = Command::new(cpumgr);
-    c.args(["run", flag, "--"]).arg(cmd.get_program()).args(cmd.get_args()).env("CPUMGR_SOCKET", socket);
+    let mut c = wrapped(cmd, cpumgr.as_os_str(), &["run", flag, "--"]);
+    c.env("CPUMGR_SOCKET", socket);
+    c
+}
+
+/// `cmd` run by `launcher ARGS...`, with `cmd`'s environment.
+fn wrapped(cmd: &Command, launcher: &std::ffi::OsStr, args: &[&str]) -> Command {
+    let mut c = Command::new(launcher);
+    c.args(args).arg(cmd.get_program()).args(cmd.get_args());
     for (k, v) in cmd.get_envs() {
         match v {
             Some(v) => c.env(k, v),
@@ -163,19 +179,15 @@ fn managed(cmd: &Command, cpumgr: &Path, flag: &str, socket: &Path) -> Command {
 }
 
 /// Starts two copies as `setup` says and returns the makespan, and whether it hit the timeout.
-fn pair(kernel: &Kernel, bin: &Path, setup: &Setup, cpumgr: Option<&Path>) -> (f64, bool) {
+fn pair(kernel: &Kernel, bin: &Path, size: Size, setup: &Setup, cpumgr: Option<&Path>) -> (f64, bool) {
     let socket = std::env::temp_dir().join(format!("cpumgr-bench-{}.sock", std::process::id()));
     let start = Instant::now();
     let mut children: Vec<Child> = (0..2)
         .map(|copy| {
-            let mut cmd = if setup.pin {
-                let mut c = Command::new("taskset");
-                c.arg("-c").arg(copy.to_string()).arg(bin.join(kernel.name));
-                c.env("OMP_NUM_THREADS", setup.threads.to_string());
-                c
-            } else {
-                kernel.command(bin, Size::Test, setup.threads)
-            };
+            let mut cmd = kernel.command(bin, size, setup.threads);
+            if setup.pin {
+                cmd = wrapped(&cmd, "taskset".as_ref(), &["-c", &copy.to_string()]);
+            }
             if setup.passive {
                 cmd.env("OMP_WAIT_POLICY", "passive");
             }
@@ -203,8 +215,7 @@ fn pair(kernel: &Kernel, bin: &Path, setup: &Setup, cpumgr: Option<&Path>) -> (f
         if start.elapsed() >= TIMEOUT && done.iter().any(|d| !d) {
             for (i, child) in children.iter_mut().enumerate() {
                 if !done[i] {
-                    let _ = child.kill();
-                    let _ = child.wait();
+                    end(child);
                 }
             }
             timed_out = true;
@@ -215,8 +226,26 @@ fn pair(kernel: &Kernel, bin: &Path, setup: &Setup, cpumgr: Option<&Path>) -> (f
     (start.elapsed().as_secs_f64(), timed_out)
 }
 
-fn contention(bin: &Path, reps: usize) {
-    println!("\n## two copies at once, test size: makespan, seconds (median [min-max]; >= hit the {}s cap)", TIMEOUT.as_secs());
+/// Ends a copy that ran past the cap: SIGTERM first, which `cpumgr run` forwards to the kernel
+/// (a SIGKILL would end `cpumgr run` alone and leave its kernel running, and loading the
+/// figures that follow), then SIGKILL if it is still there after a few seconds.
+fn end(child: &mut Child) {
+    // SAFETY: kill(2) on our own child's pid, which is not reaped yet.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn contention(bin: &Path, size: Size, reps: usize) {
+    let size_name = if size == Size::Test { "test" } else { "bench" };
+    println!("\n## two copies at once, {size_name} size: makespan, seconds (median [min-max]; >= hit the {}s cap)", TIMEOUT.as_secs());
     let cpumgr = cpumgr_bin();
     if cpumgr.is_none() {
         println!("(no release cpumgr + libcpumgr_omp.so: `cpumgr run` setups skipped; cargo build --release -p cpumgr -p cpumgr-omp)");
@@ -228,7 +257,7 @@ fn contention(bin: &Path, reps: usize) {
         let mut capped = vec![false; setups.len()];
         for _ in 0..reps {
             for (i, setup) in setups.iter().enumerate() {
-                let (t, hit) = pair(kernel, bin, setup, cpumgr.as_deref());
+                let (t, hit) = pair(kernel, bin, size, setup, cpumgr.as_deref());
                 times[i].push(t);
                 capped[i] |= hit;
             }
