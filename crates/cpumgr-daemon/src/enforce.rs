@@ -1,18 +1,100 @@
-//! Making decisions true on real processes: CPU affinity of every thread
-//! (`sched_setaffinity`), and stopping or continuing a program (`SIGSTOP`/`SIGCONT` to its process
-//! group). [`release`] undoes both, and is what the manager runs for every program when it exits,
-//! and what `cpumgr run` runs as a supervisor when its manager disappears.
+//! Making decisions true on real processes: confining a program to its CPUs through a
+//! [`Backend`] (the cgroup cpuset tree when the manager may write it, else CPU affinity of every
+//! thread, `sched_setaffinity`), and stopping or continuing a program (`SIGSTOP`/`SIGCONT` to its
+//! process group). [`release`] undoes both, and is what the manager runs for every program when it
+//! exits, and what `cpumgr run` runs as a supervisor when its manager disappears.
 
 use std::io;
 
-use cpumgr_core::CpuSet;
+use cpumgr_core::{CpuSet, ProgramId};
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 
-use crate::procfs::{self, Target};
+use crate::cpuset::{self, Cpusets};
+use crate::procfs::{self, Sample, Target};
 
-/// The enforcement backend's name, as `status` reports it.
-pub const BACKEND: &str = "affinity";
+/// Which backend the manager asks for (`backend` setting).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Choice {
+    /// The cpuset tree when it can be written, else affinity.
+    #[default]
+    Auto,
+    /// Per-thread CPU affinity only.
+    Affinity,
+    /// The cpuset tree, or refuse to start.
+    Cpuset,
+}
+
+impl std::str::FromStr for Choice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Choice, String> {
+        match s {
+            "auto" => Ok(Choice::Auto),
+            "affinity" => Ok(Choice::Affinity),
+            "cpuset" => Ok(Choice::Cpuset),
+            other => Err(format!("backend {other:?} is not one of auto, affinity, cpuset")),
+        }
+    }
+}
+
+/// How a program is confined to its CPUs.
+#[derive(Debug)]
+pub enum Backend {
+    /// Every thread's affinity, re-applied every quantum to catch new threads.
+    Affinity,
+    /// The program's processes in a cgroup of the manager's cpuset tree.
+    Cpuset(Cpusets),
+}
+
+impl Backend {
+    /// The backend `choice` gives on `managed` CPUs: with [`Choice::Auto`], affinity when the
+    /// cpuset tree cannot be written (logged, with why).
+    pub fn new(choice: Choice, managed: &CpuSet) -> Result<Backend, String> {
+        match choice {
+            Choice::Affinity => Ok(Backend::Affinity),
+            Choice::Cpuset => Cpusets::open(managed).map(Backend::Cpuset).map_err(|e| format!("cpuset backend: {e}")),
+            Choice::Auto => Ok(match Cpusets::open(managed) {
+                Ok(c) => Backend::Cpuset(c),
+                Err(e) => {
+                    tracing::info!("cpuset backend unavailable ({e}); using affinity");
+                    Backend::Affinity
+                }
+            }),
+        }
+    }
+
+    /// `affinity`, `cpuset-v1` or `cpuset-v2`, as `status` reports it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Backend::Affinity => "affinity",
+            Backend::Cpuset(c) => c.name(),
+        }
+    }
+
+    /// Confines program `id` (leader `leader`, as last sampled) to `cpus`; false when the system
+    /// refused part of it.
+    pub fn confine(&mut self, id: ProgramId, leader: i32, sample: &Sample, cpus: &CpuSet) -> bool {
+        match self {
+            Backend::Affinity => pin(&sample.tids, cpus) == 0,
+            Backend::Cpuset(c) => match c.apply(id, leader, &sample.pids, cpus) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(id = id.0, "cpuset: {e}");
+                    false
+                }
+            },
+        }
+    }
+
+    /// Leaves program `id` as if no manager had touched it: out of any cgroup of the manager's,
+    /// continued, every thread's affinity back to `wide`.
+    pub fn release(&mut self, id: ProgramId, target: Target, wide: &CpuSet) {
+        if let Backend::Cpuset(c) = self {
+            c.release(id);
+        }
+        release(target, wide);
+    }
+}
 
 /// Sets the CPU affinity of one thread. A thread that is gone is not an error.
 pub fn set_affinity(tid: i32, cpus: &CpuSet) -> io::Result<()> {
@@ -76,13 +158,17 @@ pub fn cont(target: Target) -> io::Result<()> {
     signal(target, Signal::SIGCONT)
 }
 
-/// Leaves a program as if no manager had touched it: continued, and every thread's affinity set
-/// back to `wide`. Safe to call on a program that is gone or was never touched.
+/// Leaves a program as if no manager had touched it: continued, out of any manager's cpuset
+/// cgroup (one a manager that died left it in), and every thread's affinity set back to `wide`.
+/// Safe to call on a program that is gone or was never touched.
 pub fn release(target: Target, wide: &CpuSet) {
     if let Err(e) = cont(target) {
         tracing::warn!(?target, "cannot continue: {e}");
     }
     if let Some(s) = procfs::scan(&[target]).remove(&target) {
+        for &pid in &s.pids {
+            cpuset::escape(pid);
+        }
         let failed = pin(&s.tids, wide);
         if failed > 0 {
             tracing::warn!(?target, failed, "cannot widen the affinity of some threads");

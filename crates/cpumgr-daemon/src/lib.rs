@@ -12,6 +12,7 @@
 
 pub mod adopt;
 pub mod chaos;
+pub mod cpuset;
 pub mod enforce;
 pub mod entry;
 pub mod limits;

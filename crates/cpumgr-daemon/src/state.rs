@@ -44,6 +44,9 @@ pub struct Settings {
     pub max_programs: usize,
     /// Where to write trace events (JSON lines), if anywhere.
     pub trace: Option<PathBuf>,
+    /// How programs are confined to their CPUs: `auto` (the cpuset tree when the manager may
+    /// write it, else affinity), `affinity`, or `cpuset` (refuse to start without it).
+    pub backend: enforce::Choice,
     /// Faults to inject (`--chaos`, tests only).
     pub chaos: Option<crate::chaos::Spec>,
     /// Between programs or between users first (`share = "user"`).
@@ -63,6 +66,7 @@ impl Default for Settings {
             cpus: None,
             max_programs: 4096,
             trace: None,
+            backend: enforce::Choice::default(),
             chaos: None,
             share: Share::default(),
             user_limits: UserLimits::default(),
@@ -106,6 +110,8 @@ pub struct State {
     worklist: Arc<WorkList>,
     /// When the scheduler last walked `/proc` (see [`State::tick`]).
     last_walk: Option<Instant>,
+    /// How programs are confined to their CPUs.
+    backend: enforce::Backend,
 }
 
 /// The policy's view of `$state` with `$programs`, built from fields so that the policy itself
@@ -167,6 +173,7 @@ impl State {
             Some(p) => Some(BufWriter::new(File::create(p).map_err(|e| format!("{}: {e}", p.display()))?)),
             None => None,
         };
+        let backend = enforce::Backend::new(s.backend, &managed)?;
         let mut st = State {
             policy_spec: s.policy.clone(),
             policy,
@@ -194,6 +201,7 @@ impl State {
             outbox: None,
             worklist: Arc::new(WorkList::new().map_err(|e| format!("work-list: {e}"))?),
             last_walk: None,
+            backend,
         };
         let start = EventKind::Start {
             source: "live".into(),
@@ -453,7 +461,7 @@ impl State {
         StatusReport {
             policy: self.policy_spec.clone(),
             quantum_ms: self.quantum.as_secs_f64() * 1000.0,
-            backend: enforce::BACKEND.into(),
+            backend: self.backend.name().into(),
             cpus: self.managed.clone(),
             pid: std::process::id() as i32,
             ticks: self.ticks,
@@ -481,7 +489,7 @@ impl State {
     /// away at once. `status` is its exit status when it ended.
     pub fn remove(&mut self, id: ProgramId, status: Option<i32>) {
         let Some(e) = self.entries.remove(&id) else { return };
-        enforce::release(e.target, &e.original);
+        self.backend.release(e.id, e.target, &e.original);
         tracing::info!(id = id.0, pid = e.pid, "program gone; CPUs {} reclaimed", e.cpus);
         self.policy.on_exit(id);
         self.worklist.remove(id);
@@ -531,7 +539,7 @@ impl State {
     /// Releases every program: continued, affinity widened back. The manager's last act.
     pub fn release_all(&mut self) {
         for e in self.entries.values_mut() {
-            enforce::release(e.target, &e.original);
+            self.backend.release(e.id, e.target, &e.original);
             e.stopped = false;
             e.applied = None;
             e.segment.slot().beat(monotonic_ns(), 0);
@@ -626,7 +634,7 @@ impl State {
         if oversubscribe {
             for e in self.entries.values_mut() {
                 if e.stopped || e.applied.is_some() {
-                    enforce::release(e.target, &e.original);
+                    self.backend.release(e.id, e.target, &e.original);
                     e.stopped = false;
                     e.applied = None;
                 }
@@ -668,9 +676,8 @@ impl State {
                 e.cpus.clone()
             };
             // Every quantum, to catch threads started since the last one.
-            let failed = enforce::pin(&e.sample.tids, &set);
-            if failed > 0 {
-                tracing::warn!(id = e.id.0, failed, "cannot set the affinity of some threads");
+            if !self.backend.confine(e.id, e.pid, &e.sample, &set) {
+                tracing::warn!(id = e.id.0, "cannot confine some of its processes to {set}");
             }
             e.applied = Some(set);
         }

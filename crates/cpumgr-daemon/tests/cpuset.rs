@@ -1,0 +1,153 @@
+//! The cpuset backend on real processes: each program's processes in a cgroup of the manager's
+//! whose `cpuset.cpus` is its allocation, children born inside, and nothing left in a cgroup the
+//! manager created after a program leaves, after the manager stops, or after it dies outright.
+//! Skipped, saying why, where the cgroup tree cannot be written.
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use cpumgr_core::{CpuSet, ProgramId};
+use cpumgr_daemon::cpuset::Cpusets;
+use cpumgr_daemon::enforce::{self, Choice};
+use cpumgr_daemon::procfs::{self, Target};
+use cpumgr_daemon::Settings;
+use support::{Live, Sleepers};
+
+/// Whether the tree can be written here; prints why not.
+fn writable() -> bool {
+    match Cpusets::open(&CpuSet::parse("0").unwrap()) {
+        Ok(_) => true,
+        Err(e) => {
+            eprintln!("skipped: the cpuset tree cannot be written here ({e})");
+            false
+        }
+    }
+}
+
+/// The cpuset cgroup path of `pid` (v1 line naming `cpuset`, else the v2 line).
+fn cgroup_of(pid: i32) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap();
+    let field = |want: &dyn Fn(&str) -> bool| {
+        text.lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, c, p) = (f.next()?, f.next()?, f.next()?);
+            want(c).then(|| p.to_string())
+        })
+    };
+    field(&|c| c.split(',').any(|c| c == "cpuset")).or_else(|| field(&|c| c.is_empty())).unwrap()
+}
+
+fn affinity(pid: i32) -> CpuSet {
+    enforce::affinity(pid).unwrap()
+}
+
+#[test]
+fn programs_live_in_cgroups_of_their_cpus_and_leave_nothing_behind() {
+    if !writable() {
+        return;
+    }
+    // A: a shell that forks a child once confined; B: a sleeper.
+    let kids = Sleepers::spawn(1);
+    let mut a_cmd = Command::new("sh");
+    std::os::unix::process::CommandExt::process_group(&mut a_cmd, 0);
+    let mut a_proc = a_cmd.args(["-c", "read x; sleep 600 & wait"]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+    let (a_pid, b_pid) = (a_proc.id() as i32, kids.pids()[0]);
+    let home = cgroup_of(b_pid);
+    let wide = affinity(b_pid);
+    let settings = Settings {
+        policy: "equipartition".into(),
+        cpus: Some(CpuSet::parse("0-1").unwrap()),
+        backend: Choice::Cpuset,
+        ..Default::default()
+    };
+    let live = Live::start(&settings);
+    let (a, _sa) = live.register(a_pid, 1);
+    let (b, _sb) = live.register(b_pid, 1);
+    let s = live.wait_status("one CPU each", |s| s.programs.iter().all(|p| p.count == 1));
+    assert!(s.backend.starts_with("cpuset-v"), "{}", s.backend);
+    let dir_of = |pid: i32| cgroup_of(pid);
+    for (id, pid) in [(a, a_pid), (b, b_pid)] {
+        // A program is confined once its allocation is enforced (a step after it is published).
+        live.wait_status("confinement", |_| dir_of(pid).ends_with(&format!("/prog-{id}")));
+        let cg = dir_of(pid);
+        assert!(cg.contains(&format!("/cpumgr-{}-", std::process::id())) && cg.ends_with(&format!("/prog-{id}")), "{cg}");
+        let cpus = s.programs.iter().find(|p| p.id == id).unwrap().cpus.clone();
+        assert_eq!(affinity(pid), cpus, "the kernel holds program {id} to its cpuset");
+    }
+    // A child A forks now is born in A's cgroup, before any quantum sees it.
+    use std::io::Write;
+    a_proc.stdin.as_mut().unwrap().write_all(b"go\n").unwrap();
+    let child = loop {
+        let s = procfs::scan(&[Target::Group(a_pid)]).remove(&Target::Group(a_pid)).unwrap_or_default();
+        if let Some(&c) = s.pids.iter().find(|&&p| p != a_pid) {
+            break c;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    };
+    assert_eq!(dir_of(child), dir_of(a_pid), "the child is born inside its program's cgroup");
+
+    // Unregistered: back home, widened, the program's cgroup gone.
+    let b_cg = dir_of(b_pid);
+    live.conn.call(&cpumgr_proto::Request::Unregister { id: b }).unwrap();
+    live.wait_status("b forgotten", |s| s.programs.len() == 1);
+    assert_eq!(dir_of(b_pid), home);
+    assert_eq!(affinity(b_pid), wide);
+    let b_dir = mounted(&b_cg);
+    assert!(!b_dir.exists(), "{} removed", b_dir.display());
+
+    // The manager stops: A and its child go home too, and the manager's directory goes.
+    let a_cg = dir_of(a_pid);
+    drop(live);
+    for pid in [a_pid, child] {
+        assert_eq!(dir_of(pid), home, "process {pid} back where it came from");
+        assert_eq!(affinity(pid), wide);
+    }
+    let manager_dir = mounted(&a_cg);
+    assert!(!manager_dir.parent().unwrap().exists(), "{} removed", manager_dir.parent().unwrap().display());
+    let _ = a_proc.kill();
+    let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(a_pid), nix::sys::signal::SIGKILL);
+    let _ = a_proc.wait();
+}
+
+#[test]
+fn a_dead_managers_cgroups_are_escaped_by_supervisors_and_removed_by_the_next_manager() {
+    if !writable() {
+        return;
+    }
+    let kids = Sleepers::spawn(1);
+    let pid = kids.pids()[0];
+    let home = cgroup_of(pid);
+    let wide = affinity(pid);
+    // A manager that dies outright: its tree stays as it was (no drop runs).
+    let mut dead = Cpusets::open(&CpuSet::parse("0-1").unwrap()).unwrap();
+    dead.apply(ProgramId(1), pid, &[pid], &CpuSet::parse("1").unwrap()).unwrap();
+    let dead_dir: PathBuf = dead.dir().to_path_buf();
+    std::mem::forget(dead);
+    assert_eq!(affinity(pid), CpuSet::parse("1").unwrap());
+    // Its supervisor releases the program: out of the dead manager's cgroup, widened back.
+    enforce::release(Target::Group(pid), &wide);
+    assert_eq!(cgroup_of(pid), home);
+    assert_eq!(affinity(pid), wide);
+    assert!(dead_dir.exists(), "a live process's manager directory is not stale");
+    // A directory of a manager whose process is gone is removed by the next manager.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let gone_pid = gone.id();
+    gone.wait().unwrap();
+    let stale = dead_dir.with_file_name(format!("cpumgr-{gone_pid}-0"));
+    std::fs::rename(&dead_dir, &stale).unwrap();
+    let next = Cpusets::open(&CpuSet::parse("0-1").unwrap()).unwrap();
+    assert!(!stale.exists(), "{} removed", stale.display());
+    drop(next);
+}
+
+/// Where the cgroup path `cg` of a test process lies in the mounted tree.
+fn mounted(cg: &str) -> PathBuf {
+    let probe = Cpusets::open(&CpuSet::parse("0").unwrap()).unwrap();
+    // The probe's own directory is `<own>/cpumgr-...`; the test's cgroups are below the same root.
+    let own = probe.dir().parent().unwrap().to_path_buf();
+    let own_cg = cgroup_of(0_i32.max(std::process::id() as i32));
+    let rel = cg.strip_prefix(own_cg.trim_end_matches('/')).unwrap_or(cg);
+    own.join(rel.trim_start_matches('/'))
+}
