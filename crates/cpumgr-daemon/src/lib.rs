@@ -224,7 +224,8 @@ fn schedule(shared: Arc<Shared>) {
         }
         let began = Instant::now();
         state.tick();
-        shared.tick_durations.observe(began.elapsed());
+        let took = began.elapsed();
+        shared.tick_durations.observe(took);
         if let Some(chaos) = &shared.chaos {
             chaos::strike(chaos, &state);
         }
@@ -233,12 +234,17 @@ fn schedule(shared: Arc<Shared>) {
         if next < now {
             next = now + state.quantum();
         }
-        while !state.kick && !shared.shutdown.load(Ordering::Acquire) {
+        // A kick (a CPU freed or asked for) is served at once, but no sooner than one step's
+        // duration after the last step: under a storm of registrations the scheduler holds the
+        // state at most half the time, and the socket thread gets the rest.
+        let earliest = now + took;
+        while !shared.shutdown.load(Ordering::Acquire) {
             let now = Instant::now();
-            if now >= next {
+            if now >= next || (state.kick && now >= earliest) {
                 break;
             }
-            state = shared.wake.wait_timeout(state, (next - now).min(Duration::from_secs(1))).map(|r| r.0).unwrap_or_else(|e| e.into_inner().0);
+            let until = if state.kick { earliest.min(next) } else { next };
+            state = shared.wake.wait_timeout(state, (until - now).min(Duration::from_secs(1))).map(|r| r.0).unwrap_or_else(|e| e.into_inner().0);
         }
     }
 }

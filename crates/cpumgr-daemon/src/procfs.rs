@@ -82,9 +82,14 @@ pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
         targets.iter().filter_map(|t| if let Target::Group(g) = t { Some((*g, *t)) } else { None }).collect();
     let singles: HashMap<i32, Target> =
         targets.iter().filter_map(|t| if let Target::Process(p) = t { Some((*p, *t)) } else { None }).collect();
-    let Ok(dir) = fs::read_dir("/proc") else { return out };
-    for entry in dir.flatten() {
-        let Some(pid) = entry.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+    // Single processes alone need no walk of all of /proc (releasing one is then a few reads).
+    let pids: Vec<i32> = if groups.is_empty() {
+        singles.keys().copied().collect()
+    } else {
+        let Ok(dir) = fs::read_dir("/proc") else { return out };
+        dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())).collect()
+    };
+    for pid in pids {
         let Some(stat) = fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|t| parse_stat(&t)) else {
             continue;
         };

@@ -60,7 +60,7 @@ pub fn serve(shared: Arc<Shared>, listener: Listener) {
     while !shared.shutdown.load(Ordering::Acquire) {
         {
             let state = shared.lock();
-            let live: Vec<ProgramId> = state.pidfds().map(|(id, _)| id).collect();
+            let live: std::collections::BTreeSet<ProgramId> = state.pidfds().map(|(id, _)| id).collect();
             pidfds.retain(|id, _| live.contains(id));
             for (id, fd) in state.pidfds() {
                 if let std::collections::btree_map::Entry::Vacant(slot) = pidfds.entry(id) {
