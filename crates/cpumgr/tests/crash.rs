@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! CPUMGR_SOAK_KILLS=1000 CPUMGR_SOAK_RESTARTS=100 CPUMGR_SOAK_CHAOS=1000 \
-//!     cargo test -p cpumgr --release --test crash -- --nocapture --test-threads 1
+//!     cargo test -p cpumgr --test crash -- --nocapture --test-threads 1
 //! ```
 //!
 //! Every wait polls for the expected state with a generous deadline; what must happen "within one
@@ -103,6 +103,11 @@ fn slots(pid: u32) -> BTreeSet<u64> {
         .filter(|f| std::fs::read_link(f.path()).is_ok_and(|l| l.to_string_lossy().starts_with("/memfd:cpumgr-slot")))
         .filter_map(|f| std::fs::metadata(f.path()).ok().map(|m| m.ino()))
         .collect()
+}
+
+/// The resident memory of process `pid`, in kB (`VmRSS`).
+fn rss_kb(pid: u32) -> u64 {
+    status_field(pid as i32, "VmRSS").and_then(|v| v.trim_end_matches("kB").trim().parse().ok()).unwrap_or(0)
 }
 
 /// How many descriptors process `pid` has open.
@@ -212,6 +217,7 @@ fn programs_killed_at_random_leave_no_cpu_slot_or_zombie_behind() {
     }
     wait_for("the first allocations", || d.status().programs.iter().any(|p| p.count > 0));
     let fds_at_start = open_fds(d.child.id());
+    let rss_at_start = rss_kb(d.child.id());
     let (mut while_stopped, mut holding, mut in_region) = (0, 0, 0);
     let (mut late, mut stale, mut held_by_dead) = (0, 0, 0);
     let began = Instant::now();
@@ -264,11 +270,12 @@ fn programs_killed_at_random_leave_no_cpu_slot_or_zombie_behind() {
     }
     wait_for("no program left", || d.status().programs.is_empty());
     let slots_left = slots(d.child.id()).len();
+    let rss_at_end = rss_kb(d.child.id());
     println!(
         "kill soak: {kills} kill -9 in {:.1} s ({while_stopped} of stopped programs, {holding} holding CPUs, {in_region} of them \
          OpenMP stencils in a region); not reclaimed after one quantum: {late}; \
          CPUs held by dead programs: {held_by_dead}; stale slots: {stale} (after the last program: {slots_left}); \
-         manager fds {fds_at_start} -> {fds_at_end}; zombies: {zombie_count}; /dev/shm cpumgr entries: {} -> {}",
+         manager fds {fds_at_start} -> {fds_at_end}, resident memory {rss_at_start} -> {rss_at_end} kB; zombies: {zombie_count}; /dev/shm cpumgr entries: {} -> {}",
         elapsed.as_secs_f64(),
         shm_before,
         shm_entries()
