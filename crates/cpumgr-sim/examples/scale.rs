@@ -1,9 +1,12 @@
-//! Scale benchmark: generated Lublin jobs (up to 1 024 CPUs each) streamed through the simulator
-//! on a large flat machine; prints the wall time, events per second and the peak resident memory,
-//! and a progress line every `jobs / 10` finished jobs (to show memory stays flat as jobs finish).
+//! Scale benchmark: generated jobs streamed through the simulator on a large flat machine; prints
+//! the wall time, events per second and the peak resident memory, and a progress line every
+//! `jobs / 10` finished jobs (to show memory stays flat as jobs finish).
 //!
-//! `cargo run --release -p cpumgr-sim --example scale -- [JOBS] [CPUS] [POLICY]`
-//! (defaults: 1 000 000 jobs, 100 000 CPUs, equipartition). Figures: docs/EXPERIMENTS.md, Speed.
+//! `cargo run --release -p cpumgr-sim --example scale -- [JOBS] [CPUS] [POLICY] [MODEL]`
+//! (defaults: 1 000 000 jobs, 100 000 CPUs, equipartition, `poisson`). `poisson`: sizes powers of
+//! two up to 1 024 CPUs, exponential run times of mean 60 s, load 0.7; `lublin`: the Lublin
+//! model's sizes (up to the machine) and run times, whose arrivals for 1 M jobs on 100 000 CPUs
+//! pass the simulator's 10⁹ s limit. Figures: docs/EXPERIMENTS.md, Speed.
 
 use std::time::Instant;
 
@@ -21,6 +24,13 @@ fn peak_rss_mib() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
+/// CPU time this (single-threaded) process has run, in seconds (`/proc/self/schedstat`): on a
+/// machine shared with other work, the figure an idle machine's wall time would approach.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/schedstat").unwrap_or_default();
+    stat.split_whitespace().next().and_then(|ns| ns.parse::<f64>().ok()).map_or(f64::NAN, |ns| ns / 1e9)
+}
+
 /// Prints a progress line every `every` finished jobs.
 struct Progress {
     started: Instant,
@@ -31,7 +41,7 @@ struct Progress {
 impl Observer for Progress {
     fn job(&mut self, _record: &JobRecord) {
         self.done += 1;
-        if self.done % self.every == 0 {
+        if self.done.is_multiple_of(self.every) {
             println!("  {:>9} jobs finished  {:>8.1} s  peak RSS {:.0} MiB", self.done, self.started.elapsed().as_secs_f64(), peak_rss_mib());
         }
     }
@@ -42,19 +52,27 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let jobs: u64 = args.first().map_or(Ok(1_000_000), |s| s.parse())?;
     let cpus: u32 = args.get(1).map_or(Ok(100_000), |s| s.parse())?;
     let policy = args.get(2).map_or("equipartition", String::as_str);
-    let mut g = Generator::new(Model::Lublin, jobs, cpus);
+    let model = match args.get(3).map_or("poisson", String::as_str) {
+        "poisson" => Model::Poisson,
+        "lublin" => Model::Lublin,
+        other => return Err(format!("model {other:?}: poisson or lublin").into()),
+    };
+    let mut g = Generator::new(model, jobs, cpus);
     g.max_size = 1024.min(cpus);
     let t = Topology::flat(cpus);
-    println!("scale: {jobs} Lublin jobs on {cpus} CPUs under {policy}; machine built, peak RSS {:.0} MiB", peak_rss_mib());
+    println!("scale: {jobs} {model:?} jobs on {cpus} CPUs under {policy}; machine built, peak RSS {:.0} MiB", peak_rss_mib());
     let started = Instant::now();
+    let cpu0 = cpu_seconds();
     let mut obs = Progress { started, every: (jobs / 10).max(1), done: 0 };
     let s = run(&t, policy, policies::build(policy)?, g.iter(), &SimConfig::default(), &mut obs)?;
     let wall = started.elapsed().as_secs_f64();
+    let cpu = cpu_seconds() - cpu0;
     println!(
-        "scale: {} jobs, {} events in {wall:.1} s = {:.3} M events/s, {} quanta skipped, makespan {:.3e} s, utilisation {:.3}, peak RSS {:.0} MiB",
+        "scale: {} jobs, {} events in {wall:.2} s wall, {cpu:.2} s CPU = {:.3} M events/s ({:.3} M per CPU second), {} quanta skipped, makespan {:.3e} s, utilisation {:.3}, peak RSS {:.0} MiB",
         s.jobs,
         s.events,
         s.events as f64 / wall / 1e6,
+        s.events as f64 / cpu / 1e6,
         s.skipped_quanta,
         s.makespan,
         s.utilization,

@@ -24,7 +24,8 @@
 //! in [`RunSummary::skipped_quanta`]; with [`SimConfig::fast_forward`] off every quantum ticks).
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
 
 use cpumgr_core::trace::{Event, EventKind};
@@ -38,6 +39,30 @@ use crate::metrics::{Accumulator, RunSummary, RunTotals};
 use crate::speedup::SpeedupModel;
 
 const NS: f64 = 1e9;
+
+/// Hashes a job id (unique, handed out in order) with one multiplication: the job table is looked
+/// up several times per event, and nothing iterates it (order never matters).
+#[derive(Default)]
+struct IdHash(u64);
+
+impl Hasher for IdHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, id: u64) {
+        self.0 = id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
+/// The jobs in the system by id.
+type JobTable = HashMap<u64, Job, BuildHasherDefault<IdHash>>;
 
 /// How a job's progress is kept.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -112,7 +137,7 @@ struct Sharing<'o> {
     last_tick: Option<Nanos>,
     next_id: u64,
     queue: VecDeque<(ProgramId, JobSpec)>,
-    jobs: BTreeMap<u64, Job>,
+    jobs: JobTable,
     /// Jobs whose threads may differ from those counted (admitted or changed phase).
     dirty: Vec<u64>,
     /// Jobs on a rate of their own.
@@ -166,7 +191,7 @@ pub(crate) fn run(
         last_tick: None,
         next_id: 1,
         queue: VecDeque::new(),
-        jobs: BTreeMap::new(),
+        jobs: JobTable::default(),
         dirty: Vec::new(),
         own: BTreeSet::new(),
         own_ends: BinaryHeap::new(),
