@@ -40,15 +40,23 @@ struct Client {
 /// How long sending an event to a subscriber may block; one that does not keep up is dropped.
 pub const SUBSCRIBER_SEND_TIMEOUT: Duration = Duration::from_millis(10);
 
-fn reply(conn: &Conn, r: &Reply, fd: Option<&std::os::fd::OwnedFd>) {
+/// How long sending a reply may block. A client waits for each reply, so its queue never fills;
+/// one that sends without reading would otherwise stall this thread, and every other client and
+/// program exit with it, for as long as the send blocks. It is dropped instead.
+pub const REPLY_SEND_TIMEOUT: Duration = Duration::from_millis(10);
+
+/// Sends a reply; false when it could not be delivered (the connection should be closed).
+fn reply(conn: &Conn, r: &Reply, fd: Option<&std::os::fd::OwnedFd>) -> bool {
     let bytes = match msg::encode(r) {
         Ok(b) => b,
         Err(e) => msg::encode(&Reply::Error { message: e.to_string() }).unwrap_or_default(),
     };
     let fds: Vec<_> = fd.iter().map(|f| f.as_fd()).collect();
     if let Err(e) = conn.send(&bytes, &fds) {
-        tracing::debug!("reply not delivered: {e}");
+        tracing::info!("reply not delivered, closing the connection: {e}");
+        return false;
     }
+    true
 }
 
 /// Runs the loop until the manager shuts down.
@@ -140,7 +148,7 @@ fn accept_all(listener: &Listener, clients: &mut Vec<Client>, limiter: &Limiter)
     loop {
         match listener.accept() {
             Ok(Some(conn)) => {
-                let _ = conn.set_timeout(Some(Duration::from_secs(1)));
+                let _ = conn.set_timeout(Some(REPLY_SEND_TIMEOUT));
                 let Ok(peer) = conn.peer() else { continue };
                 if clients.len() >= MAX_CONNECTIONS {
                     tracing::warn!(pid = peer.pid, "connection refused: {MAX_CONNECTIONS} clients already");
@@ -200,8 +208,7 @@ fn serve_one(shared: &Shared, c: &mut Client) -> bool {
         Err(TransportError::Closed) => return false,
         Err(TransportError::TooLong) => {
             tracing::warn!(pid = c.peer.pid, "oversized message refused");
-            reply(&c.conn, &Reply::Error { message: format!("message longer than {} bytes", msg::MAX_MESSAGE) }, None);
-            return true;
+            return reply(&c.conn, &Reply::Error { message: format!("message longer than {} bytes", msg::MAX_MESSAGE) }, None);
         }
         Err(e) => {
             tracing::warn!(pid = c.peer.pid, "receive failed: {e}");
@@ -218,8 +225,7 @@ fn serve_one(shared: &Shared, c: &mut Client) -> bool {
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(pid = peer.pid, "bad message: {e}");
-            reply(&c.conn, &Reply::Error { message: e.to_string() }, None);
-            return true;
+            return reply(&c.conn, &Reply::Error { message: e.to_string() }, None);
         }
     };
     let subscribing = req == Request::SubscribeEvents;
@@ -250,6 +256,5 @@ fn serve_one(shared: &Shared, c: &mut Client) -> bool {
         c.registered = true;
         shared.registrations.fetch_add(1, Ordering::Relaxed);
     }
-    reply(&c.conn, &r, fd.as_ref());
-    true
+    reply(&c.conn, &r, fd.as_ref())
 }

@@ -468,3 +468,39 @@ fn a_socket_flood_is_held_to_its_rate_and_other_users_are_served() {
     assert!(answered as f64 <= bound, "{answered} answers in {elapsed:.2} s at {RATE}/s");
     assert!(answered >= RATE, "the burst was served: {answered}");
 }
+
+#[test]
+fn a_client_that_never_reads_its_replies_is_dropped_and_stalls_no_one() {
+    use cpumgr_proto::transport::TransportError;
+    const SENT: usize = 3000;
+    let m = Shared::start("requests_per_second = 100000\nuser_requests_per_second = 100000\n");
+    let flooder = Conn::connect(&m.socket).unwrap();
+    flooder.set_timeout(Some(Duration::from_millis(200))).unwrap();
+    let bytes = cpumgr_proto::msg::encode(&Request::Status).unwrap();
+    // Requests without reading a reply, until the manager hangs up or all are sent.
+    let mut sent = 0;
+    let deadline = Instant::now() + DEADLINE;
+    while sent < SENT && Instant::now() < deadline {
+        match flooder.send(&bytes, &[]) {
+            Ok(()) => sent += 1,
+            Err(TransportError::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+            Err(_) => break,
+        }
+    }
+    // Meanwhile the others are served.
+    for _ in 0..20 {
+        assert!(!m.status().cpus.is_empty());
+    }
+    // The replies that fit in its queue are there; then the manager closed the connection
+    // rather than wait for it to read.
+    let mut answered = 0;
+    let end = loop {
+        match flooder.recv() {
+            Ok(_) => answered += 1,
+            Err(e) => break e,
+        }
+    };
+    assert!(matches!(end, TransportError::Closed), "{end:?} after {answered} replies of {sent} requests");
+    assert!(answered < SENT, "every reply was delivered");
+    eprintln!("a client that did not read: {sent} requests sent, {answered} replies queued, then closed");
+}
