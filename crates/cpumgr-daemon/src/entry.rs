@@ -73,7 +73,7 @@ pub struct Entry {
     pub ticks_start: Option<u64>,
     /// CPU ticks used so far, as of the last sample.
     pub ticks_used: u64,
-    /// What validation changed in its slot last time, to log each change once.
+    /// What validation changed in its slot last time, to log each kind of change once.
     pub last_clamps: Vec<Clamp>,
 }
 
@@ -155,7 +155,11 @@ impl Entry {
         if let Some(raw) = slot.raw_speedup() {
             self.speedup = validate_speedup(raw, managed, &mut clamps);
         }
-        if clamps != self.last_clamps {
+        // Logged when the kinds of rejection change, not their values: a runtime whose measured
+        // speedup is a little superlinear, or a program writing a new bad value every quantum,
+        // gets one line, not one per quantum.
+        let kinds = |c: &[Clamp]| c.iter().map(std::mem::discriminant).collect::<Vec<_>>();
+        if kinds(&clamps) != kinds(&self.last_clamps) {
             for c in &clamps {
                 tracing::warn!(program = self.id.0, pid = self.pid, "slot value rejected: {c}");
             }
