@@ -176,6 +176,17 @@ fn a_restarted_manager_readopts_the_running_programs_with_their_slots() {
     assert_eq!(back, Reply::Registered { id });
     let (r, _) = c.call(&reg).unwrap();
     assert!(matches!(r, Reply::Error { ref message } if message.contains("already registered")), "{r:?}");
+    // A descriptor that is not a slot (here a plain file, which anyone could truncate under the
+    // manager's mapping) is refused, and the manager keeps serving.
+    let file = tempfile::tempfile().unwrap();
+    file.set_len(4096).unwrap();
+    let other = Command::new("sleep").arg("60").spawn().unwrap();
+    let other_reg = Request::Register(cpumgr_proto::Registration { pid: Some(other.id() as i32), ..Default::default() });
+    d.runs.push(other);
+    c.send(&cpumgr_proto::msg::encode(&other_reg).unwrap(), &[std::os::fd::AsFd::as_fd(&file)]).unwrap();
+    let refused: Reply = cpumgr_proto::msg::decode(&c.recv().unwrap().bytes).unwrap();
+    assert!(matches!(refused, Reply::Error { ref message } if message.contains("cannot be sealed")), "{refused:?}");
+    assert_eq!(pids(&d.status()), pids(&before));
 }
 
 #[test]
