@@ -327,7 +327,11 @@ fn the_manager_killed_mid_gang_leaves_nothing_stopped_or_pinned_and_every_progra
         let expected: BTreeSet<i32> = programs.into_iter().collect();
         wait_for("every program re-adopted", || try_status(&d).is_some_and(|s| pids(&s) == expected));
         slowest_readopt = slowest_readopt.max(restarted.elapsed());
-        missing += expected.len() - pids(&d.status()).intersection(&expected).count();
+        // What an administrator sees: `cpumgr status --json`.
+        let out = d.cpumgr(&["status", "--json"]).output().unwrap();
+        assert!(out.status.success());
+        let shown: StatusReport = serde_json::from_slice(&out.stdout).unwrap();
+        missing += expected.len() - pids(&shown).intersection(&expected).count();
     }
     for r in &mut d.runs {
         assert!(r.try_wait().unwrap().is_none(), "a supervisor ended");
