@@ -5,6 +5,7 @@
 //! exits, and what `cpumgr run` runs as a supervisor when its manager disappears.
 
 use std::io;
+use std::path::{Path, PathBuf};
 
 use cpumgr_core::{CpuSet, ProgramId};
 use nix::sys::signal::{kill, killpg, Signal};
@@ -68,6 +69,15 @@ impl Backend {
         match self {
             Backend::Affinity => "affinity",
             Backend::Cpuset(c) => c.name(),
+        }
+    }
+
+    /// The cgroup above the manager's cpuset tree (where a process leaves it to); `None` with
+    /// affinity.
+    pub fn cgroup_exit(&self) -> Option<PathBuf> {
+        match self {
+            Backend::Affinity => None,
+            Backend::Cpuset(c) => c.dir().parent().map(Path::to_path_buf),
         }
     }
 

@@ -26,7 +26,7 @@ pub mod watchdog;
 pub mod worklist;
 
 use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -123,7 +123,8 @@ impl Manager {
             std::fs::remove_file(socket).map_err(io_err(socket))?;
         }
         let state = State::new(settings).map_err(StartError::Settings)?;
-        let watchdog = watchdog::Watchdog::spawn(settings.max_programs)
+        let escape = state.cgroup_exit().and_then(|d| OpenOptions::new().write(true).open(d.join("cgroup.procs")).ok());
+        let watchdog = watchdog::Watchdog::spawn(settings.max_programs, escape.map(OwnedFd::from))
             .inspect_err(|e| tracing::error!("no watchdog ({e}): if this manager is killed, programs without a supervisor stay as it left them"))
             .ok();
         let listener = Listener::bind(socket).map_err(io_err(socket))?;

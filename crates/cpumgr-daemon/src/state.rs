@@ -365,6 +365,12 @@ impl State {
         }
     }
 
+    /// The cgroup a process leaves the manager's cpuset tree to, when the backend has one (for the
+    /// watchdog).
+    pub fn cgroup_exit(&self) -> Option<PathBuf> {
+        self.backend.cgroup_exit()
+    }
+
     /// The work-list the manager's work-list thread serves.
     pub fn worklist(&self) -> Arc<WorkList> {
         self.worklist.clone()

@@ -52,8 +52,10 @@ unsafe impl Send for Watchdog {}
 unsafe impl Sync for Watchdog {}
 
 impl Watchdog {
-    /// Forks the watchdog, with a board for up to `capacity` programs.
-    pub fn spawn(capacity: usize) -> io::Result<Watchdog> {
+    /// Forks the watchdog, with a board for up to `capacity` programs. `escape`, when the manager
+    /// confines programs in cpuset cgroups, is the `cgroup.procs` of the cgroup above its tree:
+    /// the watchdog moves every released process there first, or it could not widen them.
+    pub fn spawn(capacity: usize, escape: Option<OwnedFd>) -> io::Result<Watchdog> {
         let words = HEADER + 2 * capacity * RECORD;
         let bytes = words * std::mem::size_of::<u64>();
         // SAFETY: a fresh anonymous shared mapping; checked for failure below.
@@ -78,7 +80,7 @@ impl Watchdog {
         let pid = unsafe { libc::fork() };
         if pid == 0 {
             // SAFETY: in the child, see above.
-            unsafe { watch(read.as_raw_fd(), board, capacity) }
+            unsafe { watch(read.as_raw_fd(), escape.as_ref().map_or(-1, |e| e.as_raw_fd()), board, capacity) }
         }
         drop(read);
         if pid < 0 {
@@ -158,14 +160,16 @@ impl Drop for Watchdog {
 ///
 /// # Safety
 /// Only in the child of `fork`, with `pipe` the read end and `board` the shared mapping.
-unsafe fn watch(pipe: RawFd, board: *mut AtomicU64, capacity: usize) -> ! {
-    // Keep only the pipe: move it to 3, close everything else.
+unsafe fn watch(pipe: RawFd, escape: RawFd, board: *mut AtomicU64, capacity: usize) -> ! {
+    // Keep only the pipe (moved to 3) and the escape (moved to 4, -1 without); close the rest.
+    let escape = if escape >= 0 { libc::fcntl(escape, libc::F_DUPFD, 10) } else { -1 };
     if pipe != 3 {
         libc::dup2(pipe, 3);
     }
-    if libc::syscall(libc::SYS_close_range, 4u32, u32::MAX, 0u32) != 0 {
+    let escape = if escape >= 0 && libc::dup2(escape, 4) == 4 { 4 } else { -1 };
+    if libc::syscall(libc::SYS_close_range, 5u32, u32::MAX, 0u32) != 0 {
         // Before Linux 5.9: one by one, up to the usual limit.
-        for fd in 4..65536 {
+        for fd in 5..65536 {
             libc::close(fd);
         }
     }
@@ -205,11 +209,13 @@ unsafe fn watch(pipe: RawFd, board: *mut AtomicU64, capacity: usize) -> ! {
             libc::kill(-pid, libc::SIGCONT);
             each_number(b"/proc\0", |p| {
                 if group_of(p) == Some(pid) {
+                    leave_cpuset(escape, p);
                     widen(p, &mask)
                 }
             });
         } else {
             libc::kill(pid, libc::SIGCONT);
+            leave_cpuset(escape, pid);
             widen(pid, &mask);
         }
     }
@@ -313,6 +319,19 @@ fn group_of(pid: i32) -> Option<i32> {
         v = v.checked_mul(10)?.checked_add((c - b'0') as i32)?;
     }
     Some(v)
+}
+
+/// Moves process `pid` to the cgroup whose `cgroup.procs` is open as `escape` (-1: nothing to do),
+/// out of the dead manager's cpuset cgroups.
+fn leave_cpuset(escape: RawFd, pid: i32) {
+    if escape < 0 {
+        return;
+    }
+    let mut path = [0u8; 64];
+    // "/proc/<pid>" less its prefix and NUL is the pid in decimal.
+    let n = proc_path(&mut path, pid, b"");
+    // SAFETY: a write of a stack buffer to a descriptor this process owns.
+    unsafe { libc::write(escape, path[6..n - 1].as_ptr().cast(), n - 7) };
 }
 
 /// Sets every thread of `pid` to `mask`.

@@ -151,3 +151,85 @@ fn mounted(cg: &str) -> PathBuf {
     let rel = cg.strip_prefix(own_cg.trim_end_matches('/')).unwrap_or(cg);
     own.join(rel.trim_start_matches('/'))
 }
+
+/// Environment variables naming the socket [`manager_process`] serves and the cgroup it runs in.
+const MANAGER_SOCKET: &str = "CPUMGR_TEST_MANAGER_SOCKET";
+const MANAGER_CGROUP: &str = "CPUMGR_TEST_MANAGER_CGROUP";
+
+/// Not a test: the manager process of the next test, run as this test binary in a child process
+/// (so that it can be SIGKILLed), moved into the cgroup named in [`MANAGER_CGROUP`] and serving
+/// the socket named in [`MANAGER_SOCKET`] until killed.
+#[test]
+#[ignore = "the manager process of a_killed_managers_watchdog_takes_programs_out_of_its_cgroups, started by it"]
+fn manager_process() {
+    let (Some(socket), Some(cgroup)) = (std::env::var_os(MANAGER_SOCKET), std::env::var_os(MANAGER_CGROUP)) else {
+        return;
+    };
+    std::fs::write(PathBuf::from(cgroup).join("cgroup.procs"), std::process::id().to_string()).unwrap();
+    let settings = Settings { cpus: Some(CpuSet::parse("0-1").unwrap()), backend: Choice::Cpuset, ..Default::default() };
+    let _manager = cpumgr_daemon::Manager::start(std::path::Path::new(&socket), &settings).unwrap();
+    loop {
+        std::thread::park();
+    }
+}
+
+#[test]
+fn a_killed_managers_watchdog_takes_programs_out_of_its_cgroups() {
+    if !writable() {
+        return;
+    }
+    let kids = Sleepers::spawn(2);
+    let pids = kids.pids();
+    let wide = affinity(pids[0]);
+    // The manager runs in a cgroup of this test's (named as a live manager's, so no other
+    // manager starting meanwhile takes it for a dead one's and cleans up in the watchdog's place).
+    let probe = Cpusets::open(&CpuSet::parse("0").unwrap()).unwrap();
+    let own = probe.dir().parent().unwrap().to_path_buf();
+    drop(probe);
+    let private = own.join(format!("cpumgr-{}-watchdog-test", std::process::id()));
+    std::fs::create_dir(&private).unwrap();
+    for f in ["cpuset.mems", "cpuset.cpus"] {
+        std::fs::write(private.join(f), std::fs::read_to_string(own.join(f)).unwrap().trim()).unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("cpumgr.sock");
+    let mut manager = Command::new(std::env::current_exe().unwrap())
+        .args(["manager_process", "--exact", "--ignored", "--nocapture"])
+        .env(MANAGER_SOCKET, &socket)
+        .env(MANAGER_CGROUP, &private)
+        .spawn()
+        .unwrap();
+    let conn = loop {
+        if let Ok(c) = cpumgr_proto::Conn::connect(&socket) {
+            break c;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    // Registered raw: no supervisor watches these programs, only the manager's watchdog.
+    for &pid in &pids {
+        let reg = cpumgr_proto::Registration { pid: Some(pid), now: Some(1), max: Some(1), ..Default::default() };
+        let (r, _) = conn.call(&cpumgr_proto::Request::Register(reg)).unwrap();
+        assert!(matches!(r, cpumgr_proto::Reply::Registered { .. }), "{r:?}");
+    }
+    let tree = format!("/cpumgr-{}-", manager.id());
+    support::wait_for("both confined to one CPU each", || pids.iter().all(|&p| cgroup_of(p).contains(&tree) && affinity(p).len() == 1));
+    let dead_dir = std::fs::read_dir(&private).unwrap().flatten().find(|e| e.file_name().to_string_lossy().starts_with(&tree[1..])).unwrap().path();
+    manager.kill().unwrap();
+    manager.wait().unwrap();
+    // The watchdog moves them up to the manager's own cgroup, and widens them.
+    let own_cg = cgroup_of(std::process::id() as i32);
+    let private_cg = format!("{}/{}", own_cg.trim_end_matches('/'), private.file_name().unwrap().to_string_lossy());
+    support::wait_for("both out of the dead manager's cgroups and widened", || {
+        pids.iter().all(|&p| cgroup_of(p) == private_cg && affinity(p) == wide)
+    });
+    assert!(dead_dir.exists(), "the watchdog did it: nobody removed the dead manager's tree yet");
+    // The next manager in that cgroup would remove the tree; here the test does, and its cgroup.
+    for &p in &pids {
+        std::fs::write(own.join("cgroup.procs"), p.to_string()).unwrap();
+    }
+    for d in std::fs::read_dir(&dead_dir).unwrap().flatten().filter(|e| e.path().is_dir()) {
+        std::fs::remove_dir(d.path()).unwrap();
+    }
+    std::fs::remove_dir(&dead_dir).unwrap();
+    std::fs::remove_dir(&private).unwrap();
+}

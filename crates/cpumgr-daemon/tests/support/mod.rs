@@ -106,3 +106,12 @@ pub fn state_of(s: &StatusReport, id: u64) -> (String, u32) {
     let p = s.programs.iter().find(|p| p.id == id).expect("program listed");
     (p.state.clone(), p.count)
 }
+
+/// Waits (up to 20 s, a bound for something stuck, not a timing) until `cond` holds.
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !cond() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
