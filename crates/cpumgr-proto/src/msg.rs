@@ -152,7 +152,7 @@ pub struct StatusReport {
     pub policy: String,
     /// The quantum in milliseconds.
     pub quantum_ms: f64,
-    /// The enforcement backend (`affinity`).
+    /// The enforcement backend: `affinity`, `cpuset-v1` or `cpuset-v2`.
     pub backend: String,
     /// The managed CPUs.
     pub cpus: CpuSet,
