@@ -167,6 +167,11 @@ unsafe fn watch(pipe: RawFd, escape: RawFd, board: *mut AtomicU64, capacity: usi
         libc::dup2(pipe, 3);
     }
     let escape = if escape >= 0 && libc::dup2(escape, 4) == 4 { 4 } else { -1 };
+    if escape < 0 {
+        // Whatever 4 was (the write end of this very pipe, say) must not stay open here: the
+        // watchdog would never see the manager's end, and a clean stop would wait for it forever.
+        libc::close(4);
+    }
     if libc::syscall(libc::SYS_close_range, 5u32, u32::MAX, 0u32) != 0 {
         // Before Linux 5.9: one by one, up to the usual limit.
         for fd in 5..65536 {
