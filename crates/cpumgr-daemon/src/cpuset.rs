@@ -80,6 +80,14 @@ impl Hierarchy {
     }
 }
 
+/// The CPUs or memory nodes (`what`: `cpus`, `mems`) the cgroup at `dir` really has: v1's
+/// `cpuset.effective_X`, v2's `cpuset.X.effective`.
+fn effective(dir: &Path, what: &str) -> io::Result<String> {
+    fs::read_to_string(dir.join(format!("cpuset.effective_{what}")))
+        .or_else(|_| fs::read_to_string(dir.join(format!("cpuset.{what}.effective"))))
+        .map(|s| s.trim().to_string())
+}
+
 /// Moves process `pid` into the cgroup at `dir` (a process that is gone is not an error).
 fn attach(dir: &Path, pid: i32) -> io::Result<()> {
     match fs::write(dir.join("cgroup.procs"), pid.to_string()) {
@@ -142,16 +150,18 @@ pub struct Cpusets {
 }
 
 impl Cpusets {
-    /// Builds the manager's tree for `managed` CPUs in the first hierarchy that accepts it (v2,
-    /// then v1); why none does otherwise.
-    pub fn open(managed: &CpuSet) -> Result<Cpusets, String> {
+    /// Builds the manager's tree in the first hierarchy that accepts it (v2, then v1); why none
+    /// does otherwise. The manager's directory gets every CPU and memory node of the manager's own
+    /// cgroup, so a program's cgroup can hold any of them (a new program may keep the CPUs it
+    /// started with for a while, managed or not).
+    pub fn open() -> Result<Cpusets, String> {
         let mut why = Vec::new();
         for flavour in [Flavour::V2, Flavour::V1] {
             let Some(h) = Hierarchy::find(flavour) else {
                 why.push(format!("{flavour:?}: no hierarchy with the cpuset controller"));
                 continue;
             };
-            match Self::open_in(h, managed) {
+            match Self::open_in(h) {
                 Ok(c) => return Ok(c),
                 Err(e) => why.push(format!("{flavour:?}: {e}")),
             }
@@ -159,7 +169,7 @@ impl Cpusets {
         Err(why.join("; "))
     }
 
-    fn open_in(h: Hierarchy, managed: &CpuSet) -> io::Result<Cpusets> {
+    fn open_in(h: Hierarchy) -> io::Result<Cpusets> {
         let own = h.dir_of(0).ok_or_else(|| io::Error::other("this process is in no cgroup of it"))?;
         if h.flavour == Flavour::V2 {
             let controllers = fs::read_to_string(own.join("cgroup.controllers"))?;
@@ -174,13 +184,12 @@ impl Cpusets {
         let dir = own.join(format!("{PREFIX}{}-{n}", std::process::id()));
         fs::create_dir(&dir)?;
         let setup = || -> io::Result<String> {
-            let mems = fs::read_to_string(own.join("cpuset.effective_mems")).or_else(|_| fs::read_to_string(own.join("cpuset.mems")))?;
-            let mems = mems.trim().to_string();
+            let mems = effective(&own, "mems")?;
             if h.flavour == Flavour::V2 {
                 fs::write(dir.join("cgroup.subtree_control"), "+cpuset")?;
             }
             fs::write(dir.join("cpuset.mems"), &mems)?;
-            fs::write(dir.join("cpuset.cpus"), managed.to_string())?;
+            fs::write(dir.join("cpuset.cpus"), effective(&own, "cpus")?)?;
             Ok(mems)
         };
         match setup() {

@@ -48,13 +48,13 @@ pub enum Backend {
 }
 
 impl Backend {
-    /// The backend `choice` gives on `managed` CPUs: with [`Choice::Auto`], affinity when the
-    /// cpuset tree cannot be written (logged, with why).
-    pub fn new(choice: Choice, managed: &CpuSet) -> Result<Backend, String> {
+    /// The backend `choice` gives: with [`Choice::Auto`], affinity when the cpuset tree cannot
+    /// be written (logged, with why).
+    pub fn new(choice: Choice) -> Result<Backend, String> {
         match choice {
             Choice::Affinity => Ok(Backend::Affinity),
-            Choice::Cpuset => Cpusets::open(managed).map(Backend::Cpuset).map_err(|e| format!("cpuset backend: {e}")),
-            Choice::Auto => Ok(match Cpusets::open(managed) {
+            Choice::Cpuset => Cpusets::open().map(Backend::Cpuset).map_err(|e| format!("cpuset backend: {e}")),
+            Choice::Auto => Ok(match Cpusets::open() {
                 Ok(c) => Backend::Cpuset(c),
                 Err(e) => {
                     tracing::info!("cpuset backend unavailable ({e}); using affinity");

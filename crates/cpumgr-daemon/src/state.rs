@@ -173,7 +173,7 @@ impl State {
             Some(p) => Some(BufWriter::new(File::create(p).map_err(|e| format!("{}: {e}", p.display()))?)),
             None => None,
         };
-        let backend = enforce::Backend::new(s.backend, &managed)?;
+        let backend = enforce::Backend::new(s.backend)?;
         let mut st = State {
             policy_spec: s.policy.clone(),
             policy,

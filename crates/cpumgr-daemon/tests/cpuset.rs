@@ -17,7 +17,7 @@ use support::{Live, Sleepers};
 
 /// Whether the tree can be written here; prints why not.
 fn writable() -> bool {
-    match Cpusets::open(&CpuSet::parse("0").unwrap()) {
+    match Cpusets::open() {
         Ok(_) => true,
         Err(e) => {
             eprintln!("skipped: the cpuset tree cannot be written here ({e})");
@@ -69,12 +69,14 @@ fn programs_live_in_cgroups_of_their_cpus_and_leave_nothing_behind() {
     assert!(s.backend.starts_with("cpuset-v"), "{}", s.backend);
     let dir_of = |pid: i32| cgroup_of(pid);
     for (id, pid) in [(a, a_pid), (b, b_pid)] {
-        // A program is confined once its allocation is enforced (a step after it is published).
-        live.wait_status("confinement", |_| dir_of(pid).ends_with(&format!("/prog-{id}")));
-        let cg = dir_of(pid);
-        assert!(cg.contains(&format!("/cpumgr-{}-", std::process::id())) && cg.ends_with(&format!("/prog-{id}")), "{cg}");
+        // A program is confined once its allocation is enforced (a new one keeps the CPUs it
+        // started with for a grace period): the kernel then holds it to its cgroup's cpuset.
         let cpus = s.programs.iter().find(|p| p.id == id).unwrap().cpus.clone();
-        assert_eq!(affinity(pid), cpus, "the kernel holds program {id} to its cpuset");
+        live.wait_status("confinement", |_| dir_of(pid).ends_with(&format!("/prog-{id}")) && affinity(pid) == cpus);
+        let cg = dir_of(pid);
+        assert!(cg.contains(&format!("/cpumgr-{}-", std::process::id())), "{cg}");
+        let written = std::fs::read_to_string(mounted(&cg).join("cpuset.cpus")).unwrap();
+        assert_eq!(CpuSet::parse(written.trim()).unwrap(), cpus, "its cgroup holds its CPUs");
     }
     // A child A forks now is born in A's cgroup, before any quantum sees it.
     use std::io::Write;
@@ -121,7 +123,7 @@ fn a_dead_managers_cgroups_are_escaped_by_supervisors_and_removed_by_the_next_ma
     let home = cgroup_of(pid);
     let wide = affinity(pid);
     // A manager that dies outright: its tree stays as it was (no drop runs).
-    let mut dead = Cpusets::open(&CpuSet::parse("0-1").unwrap()).unwrap();
+    let mut dead = Cpusets::open().unwrap();
     dead.apply(ProgramId(1), pid, &[pid], &CpuSet::parse("1").unwrap()).unwrap();
     let dead_dir: PathBuf = dead.dir().to_path_buf();
     std::mem::forget(dead);
@@ -137,14 +139,14 @@ fn a_dead_managers_cgroups_are_escaped_by_supervisors_and_removed_by_the_next_ma
     gone.wait().unwrap();
     let stale = dead_dir.with_file_name(format!("cpumgr-{gone_pid}-0"));
     std::fs::rename(&dead_dir, &stale).unwrap();
-    let next = Cpusets::open(&CpuSet::parse("0-1").unwrap()).unwrap();
+    let next = Cpusets::open().unwrap();
     assert!(!stale.exists(), "{} removed", stale.display());
     drop(next);
 }
 
 /// Where the cgroup path `cg` of a test process lies in the mounted tree.
 fn mounted(cg: &str) -> PathBuf {
-    let probe = Cpusets::open(&CpuSet::parse("0").unwrap()).unwrap();
+    let probe = Cpusets::open().unwrap();
     // The probe's own directory is `<own>/cpumgr-...`; the test's cgroups are below the same root.
     let own = probe.dir().parent().unwrap().to_path_buf();
     let own_cg = cgroup_of(0_i32.max(std::process::id() as i32));
@@ -183,7 +185,7 @@ fn a_killed_managers_watchdog_takes_programs_out_of_its_cgroups() {
     let wide = affinity(pids[0]);
     // The manager runs in a cgroup of this test's (named as a live manager's, so no other
     // manager starting meanwhile takes it for a dead one's and cleans up in the watchdog's place).
-    let probe = Cpusets::open(&CpuSet::parse("0").unwrap()).unwrap();
+    let probe = Cpusets::open().unwrap();
     let own = probe.dir().parent().unwrap().to_path_buf();
     drop(probe);
     let private = own.join(format!("cpumgr-{}-watchdog-test", std::process::id()));
