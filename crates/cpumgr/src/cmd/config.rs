@@ -37,6 +37,8 @@ pub struct Config {
     pub metrics: Option<Spanned<String>>,
     /// Serve metrics on a non-loopback address too.
     pub metrics_allow_remote: Option<bool>,
+    /// How programs are confined to their CPUs (`"auto"`, `"affinity"`, `"cpuset"`).
+    pub backend: Option<Spanned<String>>,
     /// Share the CPUs between programs (`"program"`, the default) or between users first
     /// (`"user"`: each user an equal share, whatever the number of programs it runs).
     pub share: Option<Spanned<String>>,

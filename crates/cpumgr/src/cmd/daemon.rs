@@ -60,6 +60,11 @@ pub struct Args {
     /// lost messages, programs and the manager itself killed at random; docs/RELIABILITY.md).
     #[arg(long, env = "CPUMGR_CHAOS")]
     pub chaos: Option<String>,
+    /// How programs are confined to their CPUs: `auto` (the cgroup cpuset tree when the manager
+    /// may write it, else affinity), `affinity`, or `cpuset` (refuse to start without it)
+    /// [default: auto].
+    #[arg(long, env = "CPUMGR_BACKEND")]
+    pub backend: Option<String>,
 }
 
 /// What the arguments and the config file describe together.
@@ -135,6 +140,8 @@ impl Args {
                 user_limits: file.user_limits()?,
                 rates: file.rates()?,
                 chaos: pick(("--chaos", self.chaos.as_deref()), &file, "chaos", None, str::parse)?,
+                backend: pick(("--backend", self.backend.as_deref()), &file, "backend", c.backend.as_ref(), str::parse)?
+                    .unwrap_or_default(),
                 ..defaults
             },
             socket: socket_path(path(&self.socket, &c.socket).as_deref()),
