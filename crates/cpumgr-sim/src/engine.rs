@@ -250,6 +250,11 @@ struct Engine<'a, 'o> {
     /// Per job, [`Live::idle`], kept beside the boxes so that the tick's walks over a long
     /// backlog read one dense array.
     idle: Vec<bool>,
+    /// The indices of the jobs that are not idle, in order, when `active_stale` is false: the
+    /// tick's walks go through these only, not through a long backlog's flags.
+    active: Vec<usize>,
+    /// Whether an idle flag or the job list changed since `active` was built.
+    active_stale: bool,
     placer: Placer,
     decision: Decision,
     sets: Vec<CpuSet>,
@@ -317,6 +322,8 @@ pub fn run(
         programs: Vec::new(),
         live: Vec::new(),
         idle: Vec::new(),
+        active: Vec::new(),
+        active_stale: false,
         placer: Placer::new(),
         decision: Decision::default(),
         sets: Vec::new(),
@@ -437,7 +444,10 @@ impl Engine<'_, '_> {
             }
             l.remaining = l.spec.phases[l.phase].work;
             l.viewed = false;
-            self.idle[i] = false;
+            if self.idle[i] {
+                self.idle[i] = false;
+                self.active_stale = true;
+            }
             let after = l.spec.request_in(l.phase).now;
             let (share, threads) = (l.share, l.threads);
             self.set_rate(i, share, threads);
@@ -448,6 +458,15 @@ impl Engine<'_, '_> {
                 let id = self.programs[i].id;
                 self.emit(Some(id), EventKind::Request { now: after });
             }
+        }
+    }
+
+    /// Rebuilds the list of non-idle jobs if it is stale.
+    fn refresh_active(&mut self) {
+        if self.active_stale {
+            self.active.clear();
+            self.active.extend(self.idle.iter().enumerate().filter(|(_, &idle)| !idle).map(|(i, _)| i));
+            self.active_stale = false;
         }
     }
 
@@ -469,6 +488,7 @@ impl Engine<'_, '_> {
         self.programs.retain(|_| *keep.next().expect("parallel to live"));
         let mut keep = alive.iter();
         self.idle.retain(|_| *keep.next().expect("parallel to live"));
+        self.active_stale = true;
         self.live.retain(|l| l.alive);
         self.dead = 0;
     }
@@ -528,6 +548,7 @@ impl Engine<'_, '_> {
             self.programs.push(p);
             self.unserved += 1;
             self.idle.push(false);
+            self.active_stale = true;
             self.live.push(Box::new(Live {
                 spec,
                 alive: true,
@@ -587,12 +608,14 @@ impl Engine<'_, '_> {
         self.admit();
         let now = self.now;
         // The view, as the live manager builds it.
-        for ((p, l), idle) in self.programs.iter_mut().zip(&mut self.live).zip(&mut self.idle) {
-            if *idle {
-                continue;
-            }
+        self.refresh_active();
+        for &i in &self.active {
+            let (p, l) = (&mut self.programs[i], &mut self.live[i]);
             l.viewed = true;
-            *idle = l.idle();
+            if l.idle() {
+                self.idle[i] = true;
+                self.active_stale = true;
+            }
             l.progress(now);
             p.request = l.spec.request_in(l.phase.min(l.spec.phases.len() - 1));
             p.cpu_time = (l.busy * NS) as Nanos;
@@ -634,11 +657,10 @@ impl Engine<'_, '_> {
         self.held = 0.0;
         self.unserved = 0;
         self.ends.clear();
-        for i in 0..self.live.len() {
-            if self.idle[i] {
-                self.unserved += 1;
-                continue;
-            }
+        self.refresh_active();
+        self.unserved = self.live.len() - self.active.len();
+        for k in 0..self.active.len() {
+            let i = self.active[k];
             let l = &mut self.live[i];
             l.set_done_at(now);
             progressing |= l.rate > 0.0;
@@ -670,20 +692,24 @@ impl Engine<'_, '_> {
                     .map_err(|error| SimError::Placement { at: self.now as f64 / NS, error })?;
             }
         }
-        for i in 0..self.programs.len() {
-            let a = self.decision.allocations[i];
-            if held {
-                // Every running program keeps the CPUs it holds: the placer would return them.
+        if held {
+            // Every running program keeps the CPUs it holds: the placer would return them. A
+            // running program ran last quantum, so it is not idle: the idle ones need nothing.
+            self.refresh_active();
+            for k in 0..self.active.len() {
+                let i = self.active[k];
+                let a = self.decision.allocations[i];
                 let count = if a.running { a.count } else { 0 };
                 let running = count > 0;
                 if running {
                     *sig = sig.wrapping_add(signature(self.programs[i].id, count, &self.programs[i].cpus));
                 }
-                if running || !self.idle[i] {
-                    self.keep(i, running, count);
-                }
-                continue;
+                self.keep(i, running, count);
             }
+            return Ok(());
+        }
+        for i in 0..self.programs.len() {
+            let a = self.decision.allocations[i];
             let running = a.running && !self.sets[i].is_empty();
             let count = if running { self.sets[i].len() as u32 } else { 0 };
             if !running && self.idle[i] {
@@ -706,7 +732,10 @@ impl Engine<'_, '_> {
                     l.stall += self.cfg.cost.resume_ms * 1e-3;
                 }
                 l.first_run.get_or_insert(self.now);
-                self.idle[i] = false;
+                if self.idle[i] {
+                    self.idle[i] = false;
+                    self.active_stale = true;
+                }
                 if l.spec.kind == Kind::Moldable && l.team.is_none() {
                     l.team = Some(count);
                 }
@@ -899,5 +928,31 @@ fn signature(id: ProgramId, count: u32, cpus: &CpuSet) -> u64 {
     for w in cpus.as_words() {
         mix(*w);
     }
-    h
+    // A full avalanche (MurmurHash3's finaliser) before summing: the multiply-xor steps alone
+    // are nearly linear, and sums of them collide (two programs on complementary CPU sets
+    // summed like two others on a different split).
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    h ^= h >> 33;
+    h = h.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    h ^ (h >> 33)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_of_different_schedules_differ() {
+        // Two gang rows of pdpa-ltomcatv on 64 CPUs whose sums collided before the finaliser:
+        // programs 8 and 9 on complementary sets, then 6 and 7 on another split.
+        let set = |s: &str| CpuSet::parse(s).unwrap();
+        let sum = |a: (u64, &str), b: (u64, &str)| {
+            signature(ProgramId(a.0), 32, &set(a.1)).wrapping_add(signature(ProgramId(b.0), 32, &set(b.1)))
+        };
+        let one = sum((8, "2,33-63"), (9, "0-1,3-32"));
+        assert_ne!(one, sum((6, "0,33-63"), (7, "1-32")));
+        assert_eq!(one, sum((9, "0-1,3-32"), (8, "2,33-63")), "the order of the programs does not matter");
+        assert_ne!(signature(ProgramId(1), 2, &set("0-1")), signature(ProgramId(1), 2, &set("2-3")), "the CPUs count");
+    }
 }
