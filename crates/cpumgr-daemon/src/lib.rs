@@ -17,6 +17,7 @@ pub mod enforce;
 pub mod entry;
 pub mod limits;
 pub mod metrics;
+pub mod outside;
 pub mod procfs;
 pub mod ratelimit;
 pub mod server;

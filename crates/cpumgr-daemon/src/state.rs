@@ -22,6 +22,7 @@ use crate::enforce;
 use crate::entry::Entry;
 use crate::limits::{clean_name, share_between_users, Share, UserLimits};
 use crate::ratelimit::Rates;
+use crate::outside::{self, OutsideLoad};
 use crate::procfs;
 use crate::team::TeamGuard;
 use crate::worklist::WorkList;
@@ -55,6 +56,8 @@ pub struct Settings {
     pub user_limits: UserLimits,
     /// Request rates and connections allowed per connection and per user.
     pub rates: Rates,
+    /// Offer the policy only the CPUs that unmanaged processes leave (module [`crate::outside`]).
+    pub yield_outside: bool,
 }
 
 impl Default for Settings {
@@ -71,6 +74,7 @@ impl Default for Settings {
             share: Share::default(),
             user_limits: UserLimits::default(),
             rates: Rates::default(),
+            yield_outside: false,
         }
     }
 }
@@ -112,6 +116,12 @@ pub struct State {
     last_walk: Option<Instant>,
     /// How programs are confined to their CPUs.
     backend: enforce::Backend,
+    /// The load from unmanaged processes, when the manager yields to it.
+    outside: Option<OutsideLoad>,
+    /// The manager's own CPU ticks at the last walk.
+    own_ticks: u64,
+    /// The managed CPUs offered to the policy: all of them, less those the outside keeps.
+    offered: CpuSet,
 }
 
 /// The policy's view of `$state` with `$programs`, built from fields so that the policy itself
@@ -122,7 +132,7 @@ macro_rules! view {
             now: $state.start.elapsed().as_nanos() as Nanos,
             quantum: $state.quantum.as_nanos() as Nanos,
             topology: &$state.topology,
-            cpus: $state.managed.len() as u32,
+            cpus: $state.offered.len() as u32,
             programs: $programs,
         }
     };
@@ -180,6 +190,7 @@ impl State {
             quantum: s.quantum,
             grace: s.grace,
             topology,
+            offered: managed.clone(),
             managed,
             entries: BTreeMap::new(),
             next_id: 1,
@@ -202,6 +213,8 @@ impl State {
             worklist: Arc::new(WorkList::new().map_err(|e| format!("work-list: {e}"))?),
             last_walk: None,
             backend,
+            outside: s.yield_outside.then(OutsideLoad::new),
+            own_ticks: 0,
         };
         let start = EventKind::Start {
             source: "live".into(),
@@ -561,6 +574,21 @@ impl State {
     }
 
 
+    /// With `--yield-outside`, takes in one walk's CPU time (the programs' `inside` ticks, the
+    /// manager's own, the managed CPUs' counters) and sets the CPUs offered to the policy.
+    fn measure_outside(&mut self, inside: u64) {
+        let Some(load) = &mut self.outside else { return };
+        let own = std::fs::read_to_string("/proc/self/stat").ok().and_then(|t| procfs::parse_stat(&t)).map_or(0, |s| s.ticks);
+        let inside = inside + own.saturating_sub(std::mem::replace(&mut self.own_ticks, own));
+        let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+        let before = load.reserved();
+        let reserved = load.sample(&outside::cpu_ticks(&stat, &self.managed), inside);
+        if reserved != before {
+            tracing::info!(reserved, "CPUs left to unmanaged processes");
+        }
+        self.offered = outside::offered(&self.managed, reserved);
+    }
+
     /// One scheduler step.
     pub fn tick(&mut self) {
         let now = Instant::now();
@@ -581,8 +609,14 @@ impl State {
         };
         let mono = monotonic_ns();
         let serial_after = self.quantum.as_nanos() as u64;
+        let mut inside = 0;
         for e in self.entries.values_mut() {
+            let before = e.ticks_used;
             e.refresh(samples.remove(&e.target), n, mono, serial_after);
+            inside += e.ticks_used.saturating_sub(before);
+        }
+        if walk {
+            self.measure_outside(inside);
         }
         let programs = self.programs();
         let mut decision = std::mem::take(&mut self.decision);
@@ -594,7 +628,7 @@ impl State {
         let oversubscribe = self.policy.oversubscribes();
         if self.share == Share::User && !oversubscribe {
             let uids: Vec<u32> = self.entries.values().map(|e| e.uid).collect();
-            share_between_users(n, &programs, &uids, &mut decision);
+            share_between_users(self.offered.len() as u32, &programs, &uids, &mut decision);
         }
         let mut sets = std::mem::take(&mut self.sets);
         // What the policy meant each program to have: a squeezed cooperative program runs as a
@@ -606,9 +640,9 @@ impl State {
             sets.resize(programs.len(), self.managed.clone());
         } else {
             let teams: Vec<Option<u32>> = programs.iter().map(|p| p.threads).collect();
-            squeezed = self.guard.apply(&programs, &teams, n, &mut decision);
-            self.placer.place(&self.topology, &self.managed, &programs, &decision, &mut sets);
-            if let Err(e) = cpumgr_core::placer::validate(&self.managed, &decision, &sets) {
+            squeezed = self.guard.apply(&programs, &teams, self.offered.len() as u32, &mut decision);
+            self.placer.place(&self.topology, &self.offered, &programs, &decision, &mut sets);
+            if let Err(e) = cpumgr_core::placer::validate(&self.offered, &decision, &sets) {
                 tracing::error!("invalid placement from policy {}: {e}", self.policy_spec);
             }
         }

@@ -155,6 +155,9 @@ pub struct RunOptions {
     /// their teams follow the allocation region by region; `None` runs them transparently (held by
     /// affinity and stop/continue only).
     pub omp_adapter: Option<PathBuf>,
+    /// Whether policy runs' managers offer only the CPUs unmanaged processes leave
+    /// (`cpumgr daemon --yield-outside`).
+    pub yield_outside: bool,
 }
 
 struct Running {
@@ -188,6 +191,7 @@ impl Managed {
             quantum: opts.quantum,
             cpus: Some(opts.cpus.clone()),
             trace: Some(trace.clone()),
+            yield_outside: opts.yield_outside,
             ..cpumgr_daemon::Settings::default()
         };
         let manager = cpumgr_daemon::Manager::start(&socket, &settings).map_err(std::io::Error::other)?;

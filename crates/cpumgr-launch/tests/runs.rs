@@ -19,6 +19,7 @@ fn opts(dir: &Path) -> RunOptions {
         log_dir: dir.to_path_buf(),
         tick: Duration::from_millis(2),
         omp_adapter: None,
+        yield_outside: false,
     }
 }
 

@@ -44,6 +44,23 @@ fn a_new_program_keeps_its_cpus_until_its_runtime_attaches_or_a_grace_has_passed
 }
 
 #[test]
+fn with_yield_outside_a_busy_unmanaged_process_keeps_a_cpu() {
+    let mut d = Daemon::start_with("equipartition", &["--yield-outside"]);
+    let a = d.run("a", BUSY);
+    // An unmanaged busy process on CPU 1: the manager measures its CPU time there and offers the
+    // policy only CPU 0. (That the CPU comes back when it stops is the unit tests' part: other
+    // tests running beside this one are outside load too.)
+    let mut outsider = Command::new("taskset").args(["-c", "1", "sh", "-c", BUSY]).spawn().unwrap();
+    wait_for("a to be left CPU 0 alone", || {
+        let s = d.status();
+        s.programs.iter().any(|p| p.pid == a && p.count == 1 && p.cpus == CpuSet::parse("0").unwrap())
+            && allowed(a) == Some(CpuSet::parse("0").unwrap())
+    });
+    outsider.kill().unwrap();
+    outsider.wait().unwrap();
+}
+
+#[test]
 fn gang_makes_two_programs_alternate() {
     let mut d = Daemon::start("equipartition");
     let a = d.run("a", BUSY);

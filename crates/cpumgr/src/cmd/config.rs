@@ -39,6 +39,8 @@ pub struct Config {
     pub metrics_allow_remote: Option<bool>,
     /// How programs are confined to their CPUs (`"auto"`, `"affinity"`, `"cpuset"`).
     pub backend: Option<Spanned<String>>,
+    /// Offer the policy only the CPUs that unmanaged processes leave.
+    pub yield_outside: Option<bool>,
     /// Share the CPUs between programs (`"program"`, the default) or between users first
     /// (`"user"`: each user an equal share, whatever the number of programs it runs).
     pub share: Option<Spanned<String>>,

@@ -65,6 +65,11 @@ pub struct Args {
     /// [default: auto].
     #[arg(long, env = "CPUMGR_BACKEND")]
     pub backend: Option<String>,
+    /// Offer the policy only the CPUs that unmanaged processes leave (measured from their CPU
+    /// time on the managed CPUs over about a second), so that managed teams do not compete with
+    /// them for time slices (paper 001's rule, applied by the manager).
+    #[arg(long, env = "CPUMGR_YIELD_OUTSIDE")]
+    pub yield_outside: bool,
 }
 
 /// What the arguments and the config file describe together.
@@ -142,6 +147,7 @@ impl Args {
                 chaos: pick(("--chaos", self.chaos.as_deref()), &file, "chaos", None, str::parse)?,
                 backend: pick(("--backend", self.backend.as_deref()), &file, "backend", c.backend.as_ref(), str::parse)?
                     .unwrap_or_default(),
+                yield_outside: self.yield_outside || c.yield_outside.unwrap_or(false),
                 ..defaults
             },
             socket: socket_path(path(&self.socket, &c.socket).as_deref()),

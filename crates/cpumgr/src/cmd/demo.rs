@@ -52,6 +52,9 @@ pub struct Args {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Policy runs leave unmanaged processes the CPUs they use (`cpumgr launch --yield-outside`).
+    #[arg(long)]
+    yield_outside: bool,
 }
 
 /// Writes the kernels' sources to `dir/src` and builds them into `dir/bin`.
@@ -95,6 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         trace: None,
         json: args.json,
         no_omp: false,
+        yield_outside: args.yield_outside,
     };
     launch(&launch_args, WORKLOAD)
 }

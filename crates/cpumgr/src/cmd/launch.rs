@@ -57,6 +57,10 @@ pub struct Args {
     /// only hold them by affinity and stop/continue (what an unmodified, unpreloaded program gets).
     #[arg(long)]
     pub no_omp: bool,
+    /// Policy runs' managers offer only the CPUs that processes outside the workload leave
+    /// (`cpumgr daemon --yield-outside`): for a machine others use while the workload runs.
+    #[arg(long)]
+    pub yield_outside: bool,
 }
 
 /// The CPUs this process may run on.
@@ -160,7 +164,7 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     let logs = tempfile::Builder::new().prefix("cpumgr-launch-").tempdir()?;
     let quantum = super::control::parse_duration("--quantum", &args.quantum)?;
     let omp_adapter = if args.no_omp { None } else { omp_adapter(&args.policy) };
-    let opts = RunOptions { cpus: cpus.clone(), quantum, log_dir: logs.path().to_path_buf(), tick: Duration::from_millis(5), omp_adapter };
+    let opts = RunOptions { cpus: cpus.clone(), quantum, log_dir: logs.path().to_path_buf(), tick: Duration::from_millis(5), omp_adapter, yield_outside: args.yield_outside };
     let show_progress = !args.json && std::io::stdout().is_terminal();
 
     // Each class's dedicated run time: its first job alone on the machine, OpenMP defaults.
