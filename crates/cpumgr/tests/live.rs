@@ -331,18 +331,22 @@ fn daemon_serves_openmetrics_with_the_programs_series() {
             .spawn()
             .unwrap(),
     );
+    let mut pid = 0;
+    wait_for("the program to register", || {
+        let Reply::Status(status) = Conn::connect(&socket).unwrap().call(&Request::Status).unwrap().0 else { panic!() };
+        pid = status.programs.first().map_or(0, |p| p.pid);
+        pid != 0
+    });
+    let labels = format!("id=\"1\",name=\"spin\",pid=\"{pid}\"");
+    let allocated = format!("cpumgr_program_allocated_cpus{{{labels}}} 2\n");
     let mut text = String::new();
-    wait_for("the program's series", || {
+    wait_for("the program's allocation in the series", || {
         text = http_get(&addr, "/metrics");
-        text.contains("cpumgr_program_allocated_cpus{") && text.contains("name=\"spin\"") && text.contains("} 2\n")
+        text.contains(&allocated)
     });
     let (head, body) = text.split_once("\r\n\r\n").unwrap();
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(head.contains("Content-Type: application/openmetrics-text; version=1.0.0"), "{head}");
-    let Reply::Status(status) = Conn::connect(&socket).unwrap().call(&Request::Status).unwrap().0 else { panic!() };
-    let pid = status.programs[0].pid;
-    let labels = format!("id=\"1\",name=\"spin\",pid=\"{pid}\"");
-    assert!(body.contains(&format!("cpumgr_program_allocated_cpus{{{labels}}} 2\n")), "{body}");
     assert!(body.contains(&format!("cpumgr_program_state{{{labels},cpumgr_program_state=\"running\"}} 1\n")), "{body}");
     assert!(body.contains("cpumgr_cpu_owner{cpu=\"0\"} 1\n"), "{body}");
     assert!(body.contains("cpumgr_registrations_total 1\n"), "{body}");
