@@ -111,12 +111,12 @@ impl Group {
         self.value + self.per * (t - self.at) as f64 / NS
     }
 
-    /// When the clock reaches `end`.
+    /// When the clock reaches `end` (just past the horizon if that is later).
     fn time_of(&self, end: f64) -> Nanos {
         if end <= self.value {
             self.at
         } else if self.per > 0.0 {
-            self.at.saturating_add(((end - self.value) / self.per * NS).ceil() as Nanos)
+            after(self.at, (end - self.value) / self.per)
         } else {
             Nanos::MAX
         }
@@ -159,6 +159,12 @@ struct Sharing<'o> {
     skipped: u64,
     first_arrival: Option<Nanos>,
     last_end: Nanos,
+}
+
+/// `secs` seconds after `t`, or just past the horizon if that is later: an end too far away to
+/// count in nanoseconds still ends the run with [`SimError::Horizon`], not as starved.
+fn after(t: Nanos, secs: f64) -> Nanos {
+    t.saturating_add((secs * NS).ceil() as Nanos).min(HORIZON + 1)
 }
 
 /// The earlier of `best` and `x`.
@@ -426,7 +432,7 @@ impl Sharing<'_> {
             let done_at = if j.remaining <= 0.0 {
                 now
             } else if rate > 0.0 {
-                now.saturating_add((j.remaining / rate * NS).ceil() as Nanos)
+                after(now, j.remaining / rate)
             } else {
                 Nanos::MAX
             };

@@ -7,7 +7,7 @@ use cpumgr_core::trace::{Event, EventKind};
 use cpumgr_core::{policies, Decision, Kind, Policy, Topology, View};
 use cpumgr_sim::generate::{Generator, Model};
 use cpumgr_sim::job::ltomcatv;
-use cpumgr_sim::{run, CostModel, JobSpec, Observer, SimConfig, SimError, SpeedupModel, Workload};
+use cpumgr_sim::{run, CostModel, JobSpec, Observer, Phase, SimConfig, SimError, SpeedupModel, Workload};
 
 const S: u64 = 1_000_000_000;
 
@@ -280,7 +280,13 @@ fn absurd_times_are_errors_not_overflows() {
             assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{e}");
             continue;
         }
-        let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![huge], &cfg, &mut ()).unwrap_err();
+        let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![huge.clone()], &cfg, &mut ()).unwrap_err();
         assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{e}");
+        // The same under os, on a shared clock (linear) and on a rate of its own (Amdahl).
+        let amdahl = JobSpec { phases: vec![Phase::parallel(1e300, 1, SpeedupModel::Amdahl { serial: 0.5 })], ..huge.clone() };
+        for job in [huge, amdahl] {
+            let e = run(&t, "os", policies::build("os").unwrap(), vec![job], &cfg, &mut ()).unwrap_err();
+            assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{e}");
+        }
     }
 }
