@@ -58,7 +58,9 @@ impl Estimator {
         self.regions.get(&key).map_or(0, Vec::len)
     }
 
-    /// The speedup estimate of region `key` on `team` threads.
+    /// The speedup estimate of region `key` on `team` threads, at most `team`: a measured
+    /// superlinear speedup is a cache effect or noise, which the manager would cap anyway
+    /// (and log as a rejected value).
     pub fn speedup(&self, key: u64, team: u32) -> Option<f64> {
         let times = self.regions.get(&key)?;
         if times.len() < 2 {
@@ -66,7 +68,7 @@ impl Estimator {
         }
         let &(base, t_base) = times.iter().min_by_key(|(p, _)| *p)?;
         let &(_, t) = times.iter().find(|(p, _)| *p == team)?;
-        Some(t_base / t * base as f64)
+        Some((t_base / t * base as f64).min(team as f64))
     }
 }
 
@@ -96,6 +98,13 @@ mod tests {
         let mut e = Estimator::new();
         e.record(7, 2, ms(200));
         assert!((e.record(7, 4, ms(125)).unwrap() - 3.2).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_superlinear_measurement_is_capped_at_the_team() {
+        let mut e = Estimator::new();
+        e.record(3, 1, ms(500));
+        assert_eq!(e.record(3, 2, ms(200)), Some(2.0), "2.5 measured on 2 threads");
     }
 
     #[test]
