@@ -21,7 +21,8 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use cpumgr_core::CpuSet;
 
@@ -41,8 +42,12 @@ pub struct Watchdog {
     board: *mut AtomicU64,
     words: usize,
     capacity: usize,
-    pipe: Option<OwnedFd>,
-    pid: libc::pid_t,
+    /// The write end of the current watchdog's pipe; `None` once stopped.
+    pipe: Mutex<Option<OwnedFd>>,
+    /// The current watchdog process.
+    pid: AtomicI32,
+    /// The cpuset escape, kept to give it to a watchdog started again.
+    escape: Option<OwnedFd>,
 }
 
 // SAFETY: the board is only touched through atomics; the manager publishes from one thread at a
@@ -66,35 +71,48 @@ impl Watchdog {
             return Err(io::Error::last_os_error());
         }
         let board = map as *mut AtomicU64;
-        let mut fds = [0 as RawFd; 2];
-        // SAFETY: pipe2 fills the two descriptors.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            let e = io::Error::last_os_error();
-            // SAFETY: the mapping made above, unused.
-            unsafe { libc::munmap(map, bytes) };
-            return Err(e);
+        match fork_watchdog(board, capacity, escape.as_ref()) {
+            Ok((write, pid)) => {
+                Ok(Watchdog { board, words, capacity, pipe: Mutex::new(Some(write)), pid: AtomicI32::new(pid), escape })
+            }
+            Err(e) => {
+                // SAFETY: the mapping made above, unused.
+                unsafe { libc::munmap(map, bytes) };
+                Err(e)
+            }
         }
-        // SAFETY: the kernel just created both; we own them.
-        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // SAFETY: the child runs `watch`, which makes system calls only, and never returns.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            // SAFETY: in the child, see above.
-            unsafe { watch(read.as_raw_fd(), escape.as_ref().map_or(-1, |e| e.as_raw_fd()), board, capacity) }
+    }
+
+    /// Starts a new watchdog on the same board if the current one has ended (someone killed it):
+    /// a manager is never left without one for longer than a quantum.
+    fn revive(&self) {
+        let mut pipe = self.pipe.lock().unwrap_or_else(|e| e.into_inner());
+        let pid = self.pid.load(Ordering::Relaxed);
+        // SAFETY: a non-blocking wait for our own child, and a signal-0 probe of it.
+        let ended = unsafe {
+            match libc::waitpid(pid, std::ptr::null_mut(), libc::WNOHANG) {
+                0 => false,
+                // Reaped already (SIGCHLD ignored): gone unless it still answers.
+                -1 => libc::kill(pid, 0) != 0,
+                _ => true,
+            }
+        };
+        if pipe.is_none() || !ended {
+            return;
         }
-        drop(read);
-        if pid < 0 {
-            let e = io::Error::last_os_error();
-            // SAFETY: the mapping made above, unused.
-            unsafe { libc::munmap(map, bytes) };
-            return Err(e);
+        match fork_watchdog(self.board, self.capacity, self.escape.as_ref()) {
+            Ok((write, new)) => {
+                tracing::error!(old = pid, new, "the watchdog ended; started another");
+                *pipe = Some(write);
+                self.pid.store(new, Ordering::Relaxed);
+            }
+            Err(e) => tracing::error!("the watchdog ended and cannot be started again: {e}"),
         }
-        Ok(Watchdog { board, words, capacity, pipe: Some(write), pid })
     }
 
     /// The watchdog's process id.
     pub fn pid(&self) -> i32 {
-        self.pid
+        self.pid.load(Ordering::Relaxed)
     }
 
     fn word(&self, i: usize) -> &AtomicU64 {
@@ -108,6 +126,7 @@ impl Watchdog {
     /// affinity to widen its threads back to. Programs past the board's capacity are left out
     /// (with a warning): the manager refuses registrations past the same limit.
     pub fn publish<'a>(&self, programs: impl Iterator<Item = (Target, &'a CpuSet)>) {
+        self.revive();
         let active = self.word(0).load(Ordering::Relaxed) as usize & 1;
         let spare = 1 - active;
         let base = HEADER + spare * self.capacity * RECORD;
@@ -138,13 +157,13 @@ impl Watchdog {
 
     /// Ends the watchdog with nothing to release (the manager released its programs itself).
     pub fn stop(&mut self) {
-        if self.pipe.is_none() {
+        if self.pipe.get_mut().unwrap_or_else(|e| e.into_inner()).is_none() {
             return;
         }
         self.publish(std::iter::empty());
-        self.pipe = None;
+        *self.pipe.get_mut().unwrap_or_else(|e| e.into_inner()) = None;
         // SAFETY: waits for our own child.
-        unsafe { libc::waitpid(self.pid, std::ptr::null_mut(), 0) };
+        unsafe { libc::waitpid(*self.pid.get_mut(), std::ptr::null_mut(), 0) };
     }
 }
 
@@ -154,6 +173,27 @@ impl Drop for Watchdog {
         // SAFETY: the mapping made in spawn, no longer used.
         unsafe { libc::munmap(self.board as *mut libc::c_void, self.words * std::mem::size_of::<u64>()) };
     }
+}
+
+/// Forks a watchdog process on `board`; returns the write end of its pipe and its pid.
+fn fork_watchdog(board: *mut AtomicU64, capacity: usize, escape: Option<&OwnedFd>) -> io::Result<(OwnedFd, libc::pid_t)> {
+    let mut fds = [0 as RawFd; 2];
+    // SAFETY: pipe2 fills the two descriptors.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the kernel just created both; we own them.
+    let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // SAFETY: the child runs `watch`, which makes system calls only, and never returns.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        // SAFETY: in the child, see above.
+        unsafe { watch(read.as_raw_fd(), escape.map_or(-1, |e| e.as_raw_fd()), board, capacity) }
+    }
+    if pid < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((write, pid))
 }
 
 /// The watchdog process: waits for the manager's end, releases what the board lists, exits.
@@ -354,6 +394,26 @@ fn widen(pid: i32, mask: &libc::cpu_set_t) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_killed_watchdog_is_replaced_at_the_next_publication_and_a_stop_reaps_it() {
+        let mut w = Watchdog::spawn(4, None).unwrap();
+        let first = w.pid();
+        // SAFETY: signals our own child.
+        assert_eq!(unsafe { libc::kill(first, libc::SIGKILL) }, 0);
+        let mut rounds = 0;
+        while w.pid() == first {
+            rounds += 1;
+            assert!(rounds < 2000, "no new watchdog after {rounds} publications");
+            w.publish(std::iter::empty());
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let second = w.pid();
+        assert!(std::fs::metadata(format!("/proc/{first}")).is_err(), "the killed watchdog was reaped");
+        assert!(std::fs::metadata(format!("/proc/{second}")).is_ok());
+        w.stop();
+        assert!(std::fs::metadata(format!("/proc/{second}")).is_err(), "a stop reaps it");
+    }
 
     #[test]
     fn proc_paths_and_groups_are_read_without_the_standard_library() {

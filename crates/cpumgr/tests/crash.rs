@@ -385,9 +385,10 @@ fn under_chaos_programs_are_never_left_stopped_or_pinned() {
     assert_eq!(ended, 6 - survivors.len(), "a supervisor ends only with its program");
 }
 
-/// The children of `pid` named `cpumgr-watchdog`.
+/// The children of `pid` (of any of its threads) named `cpumgr-watchdog`.
 fn watchdogs(pid: u32) -> Vec<i32> {
-    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default();
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.flatten().collect::<Vec<_>>()).unwrap_or_default();
+    let children: String = tasks.iter().filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok()).collect::<Vec<_>>().join(" ");
     children
         .split_whitespace()
         .filter_map(|c| c.parse::<i32>().ok())
@@ -409,8 +410,15 @@ fn the_watchdog_releases_programs_without_a_supervisor_when_the_manager_is_kille
         let r = d.call(Request::Register(cpumgr_proto::Registration { pid: Some(pid), ..Default::default() }));
         assert!(matches!(r, Reply::Registered { .. }), "{r:?}");
     }
-    let dogs = watchdogs(d.child.id());
-    assert_eq!(dogs.len(), 1, "one watchdog per manager");
+    let first = watchdogs(d.child.id());
+    assert_eq!(first.len(), 1, "one watchdog per manager");
+    // A killed watchdog is replaced within a quantum.
+    kill(Pid::from_raw(first[0]), Signal::SIGKILL).unwrap();
+    let mut dogs = Vec::new();
+    wait_for("a new watchdog", || {
+        dogs = watchdogs(d.child.id());
+        dogs.len() == 1 && dogs != first
+    });
     // Killed while gang holds one of them stopped, on a narrowed set or not.
     wait_for("gang to stop one of them", || stopped(pa) || stopped(pb));
     d.child.kill().unwrap();
