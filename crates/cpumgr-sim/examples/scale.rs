@@ -11,25 +11,9 @@
 use std::time::Instant;
 
 use cpumgr_core::{policies, Topology};
+use cpumgr_sim::bench::{cpu_seconds, peak_rss_mib};
 use cpumgr_sim::generate::{Generator, Model};
 use cpumgr_sim::{run, JobRecord, Observer, SimConfig};
-
-/// Peak resident set size of this process, in MiB (Linux `VmHWM`).
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
-
-/// CPU time this (single-threaded) process has run, in seconds (`/proc/self/schedstat`): on a
-/// machine shared with other work, the figure an idle machine's wall time would approach.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/schedstat").unwrap_or_default();
-    stat.split_whitespace().next().and_then(|ns| ns.parse::<f64>().ok()).map_or(f64::NAN, |ns| ns / 1e9)
-}
 
 /// Prints a progress line every `every` finished jobs.
 struct Progress {

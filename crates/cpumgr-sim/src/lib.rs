@@ -3,6 +3,7 @@
 //!
 //! - [`speedup`]: how fast a phase runs on `p` CPUs (Amdahl, Downey, measured table);
 //! - [`job`]: jobs (malleable, moldable, rigid, evolving) made of phases, EPD and ltomcatv patterns;
+//! - [`bench`]: CPU time and peak memory, for the benchmarks' figures;
 //! - [`cost`]: the documented cost-of-sharing model (oversubscription, CPU moves, resumed gangs);
 //! - [`limits`]: the largest machine, time and quantum the simulator accepts;
 //! - [`engine`]: the event loop that builds the policy's `View` exactly as the live manager does;
@@ -15,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bench;
 pub mod cost;
 pub mod engine;
 pub mod error;
