@@ -10,8 +10,10 @@
 //!   CPUs 0 and 1, (c) 2 threads each with OMP_WAIT_POLICY=passive, (d) 2 threads each under
 //!   `cpumgr run --omp` (one embedded manager, equipartition, the OpenMP adapter preloaded), (e)
 //!   the same with `--no-omp` (no cooperation: the manager can only hold the teams by affinity
-//!   and gang time slices); the five alternate, and a run still going after 60 s is killed and
-//!   reported as a lower bound (">="). (d) and (e) need a release build of the manager and the
+//!   and gang time slices), (f) (d) joining a `cpumgr daemon` started 1.5 s before (no manager
+//!   start-up in the makespan), (g) the same with `--yield-outside` (the policy offered only the
+//!   CPUs that outside load leaves); the seven alternate, and a run still going after 60 s is
+//!   ended and reported as a lower bound (">="). (d) and (e) need a release build of the manager and the
 //!   adapter (`cargo build --release -p cpumgr -p cpumgr-omp`, or `CPUMGR_BIN=path/to/cpumgr`);
 //!   without it, they are skipped with a note. The ratios against (d) are printed under each
 //!   kernel.
@@ -140,15 +142,40 @@ struct Setup {
     passive: bool,
     /// Under `cpumgr run` with this flag (`--omp`: cooperative, `--no-omp`: transparent).
     managed: Option<&'static str>,
+    /// Under a `cpumgr daemon` with these extra arguments, started 1.5 s before the pair (so it
+    /// has measured the outside load), rather than the manager `cpumgr run` embeds.
+    daemon: Option<&'static [&'static str]>,
 }
 
-const SETUPS: [Setup; 5] = [
-    Setup { name: "2 copies x 2 threads, libgomp defaults", threads: 2, pin: false, passive: false, managed: None },
-    Setup { name: "2 copies x 1 thread, taskset CPU 0 / 1", threads: 1, pin: true, passive: false, managed: None },
-    Setup { name: "2 copies x 2 threads, OMP_WAIT_POLICY=passive", threads: 2, pin: false, passive: true, managed: None },
-    Setup { name: "2 copies x 2 threads, cpumgr run --omp", threads: 2, pin: false, passive: false, managed: Some("--omp") },
-    Setup { name: "2 copies x 2 threads, cpumgr run --no-omp", threads: 2, pin: false, passive: false, managed: Some("--no-omp") },
+const SETUPS: [Setup; 7] = [
+    Setup { name: "2 copies x 2 threads, libgomp defaults", threads: 2, pin: false, passive: false, managed: None, daemon: None },
+    Setup { name: "2 copies x 1 thread, taskset CPU 0 / 1", threads: 1, pin: true, passive: false, managed: None, daemon: None },
+    Setup { name: "2 copies x 2 threads, OMP_WAIT_POLICY=passive", threads: 2, pin: false, passive: true, managed: None, daemon: None },
+    Setup { name: "2 copies x 2 threads, cpumgr run --omp", threads: 2, pin: false, passive: false, managed: Some("--omp"), daemon: None },
+    Setup { name: "2 copies x 2 threads, cpumgr run --no-omp", threads: 2, pin: false, passive: false, managed: Some("--no-omp"), daemon: None },
+    Setup { name: "2 copies x 2 threads, --omp, daemon started before", threads: 2, pin: false, passive: false, managed: Some("--omp"), daemon: Some(&[]) },
+    Setup { name: "2 copies x 2 threads, --omp, daemon --yield-outside", threads: 2, pin: false, passive: false, managed: Some("--omp"), daemon: Some(&["--yield-outside"]) },
 ];
+
+/// A `cpumgr daemon ARGS` on `socket`, answering, with 1.5 s of load measured.
+fn daemon(cpumgr: &Path, args: &[&str], socket: &Path) -> Child {
+    let d = Command::new(cpumgr)
+        .arg("daemon")
+        .args(args)
+        .env("CPUMGR_SOCKET", socket)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| fail(&format!("cpumgr daemon: {e}")));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !Command::new(cpumgr).arg("status").env("CPUMGR_SOCKET", socket).output().is_ok_and(|o| o.status.success()) {
+        if Instant::now() > deadline {
+            fail("cpumgr daemon did not answer in 20 s");
+        }
+        sleep(Duration::from_millis(50));
+    }
+    sleep(Duration::from_millis(1500));
+    d
+}
 
 /// The manager binary for the managed setup: `$CPUMGR_BIN`, else the workspace's release build.
 fn cpumgr_bin() -> Option<std::path::PathBuf> {
@@ -180,7 +207,11 @@ fn wrapped(cmd: &Command, launcher: &std::ffi::OsStr, args: &[&str]) -> Command 
 
 /// Starts two copies as `setup` says and returns the makespan, and whether it hit the timeout.
 fn pair(kernel: &Kernel, bin: &Path, size: Size, setup: &Setup, cpumgr: Option<&Path>) -> (f64, bool) {
-    let socket = std::env::temp_dir().join(format!("cpumgr-bench-{}.sock", std::process::id()));
+    let socket = std::env::temp_dir().join(format!("cpumgr-bench-{}{}.sock", std::process::id(), if setup.daemon.is_some() { "-daemon" } else { "" }));
+    let mut daemon = match (setup.daemon, cpumgr) {
+        (Some(args), Some(c)) => Some(self::daemon(c, args, &socket)),
+        _ => None,
+    };
     let start = Instant::now();
     let mut children: Vec<Child> = (0..2)
         .map(|copy| {
@@ -223,7 +254,11 @@ fn pair(kernel: &Kernel, bin: &Path, size: Size, setup: &Setup, cpumgr: Option<&
         }
         sleep(Duration::from_millis(5));
     }
-    (start.elapsed().as_secs_f64(), timed_out)
+    let makespan = start.elapsed().as_secs_f64();
+    if let Some(d) = daemon.as_mut() {
+        end(d);
+    }
+    (makespan, timed_out)
 }
 
 /// Ends a copy that ran past the cap: SIGTERM first, which `cpumgr run` forwards to the kernel
@@ -265,13 +300,18 @@ fn contention(bin: &Path, size: Size, reps: usize) {
         for (i, setup) in setups.iter().enumerate() {
             println!("{:<9} {:<48} {:>28}", name, setup.name, figure(&times[i], capped[i]));
         }
-        if let Some(m) = setups.iter().position(|s| s.managed == Some("--omp")) {
+        if let Some(m) = setups.iter().position(|s| s.managed == Some("--omp") && s.daemon.is_none()) {
             let ours = median(&times[m]);
             for (i, setup) in setups.iter().enumerate().filter(|(i, _)| *i != m) {
                 println!("{:<9}   {:<46} {:>9.2}x cpumgr's", "", setup.name, median(&times[i]) / ours);
             }
             // The targets, as ratios of medians.
             let of = |pred: fn(&Setup) -> bool| setups.iter().position(|s| pred(s)).map(|i| median(&times[i]));
+            for (i, setup) in setups.iter().enumerate().filter(|(_, s)| s.daemon.is_some()) {
+                if let Some(p) = of(|s| s.pin) {
+                    println!("{:<9}   {} / static partition = {:.2}", "", setup.name, median(&times[i]) / p);
+                }
+            }
             let (default, pinned) = (of(|s| !s.pin && !s.passive && s.managed.is_none()), of(|s| s.pin));
             let (passive, no_omp) = (of(|s| s.passive), of(|s| s.managed == Some("--no-omp")));
             if let Some(p) = pinned {
