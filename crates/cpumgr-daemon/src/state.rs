@@ -690,7 +690,9 @@ impl State {
     fn enforce(&mut self, now: Instant) {
         let grace = self.grace.unwrap_or(self.quantum);
         let n = self.managed.len() as u32;
-        for e in self.entries.values_mut().filter(|e| !e.running && !e.stopped) {
+        // A program that gave every CPU back itself (request 0: its runtime is idle) is not
+        // stopped: it could never ask again. It keeps the CPUs it last had until it does.
+        for e in self.entries.values_mut().filter(|e| !e.running && !e.stopped && e.request.now > 0) {
             match enforce::stop(e.target) {
                 Ok(()) => e.stopped = true,
                 Err(err) => tracing::warn!(id = e.id.0, "cannot stop: {err}"),
