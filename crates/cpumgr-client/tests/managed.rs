@@ -20,6 +20,8 @@ use cpumgr_proto::{Conn, Registration, Reply, Request, Segment};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 const SOCKET_VAR: &str = "CPUMGR_TEST_MANAGER_SOCKET";
+/// The test manager's quantum in milliseconds (50 when unset).
+const QUANTUM_VAR: &str = "CPUMGR_TEST_MANAGER_QUANTUM_MS";
 const ITERS: usize = 400;
 
 fn serial() -> MutexGuard<'static, ()> {
@@ -44,7 +46,7 @@ fn manager_process() {
     let Some(socket) = std::env::var_os(SOCKET_VAR) else { return };
     let settings = Settings {
         policy: "equipartition".into(),
-        quantum: Duration::from_millis(50),
+        quantum: Duration::from_millis(std::env::var(QUANTUM_VAR).ok().and_then(|q| q.parse().ok()).unwrap_or(50)),
         cpus: Some(CpuSet::parse("0-1").unwrap()),
         ..Default::default()
     };
@@ -64,11 +66,16 @@ struct Setup {
 
 impl Setup {
     fn start() -> Setup {
+        Setup::with_quantum_ms(50)
+    }
+
+    fn with_quantum_ms(quantum: u64) -> Setup {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("cpumgr.sock");
         let manager = Command::new(std::env::current_exe().unwrap())
             .args(["--ignored", "--exact", "manager_process", "--test-threads=1"])
             .env(SOCKET_VAR, &socket)
+            .env(QUANTUM_VAR, quantum.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .spawn()
@@ -196,6 +203,32 @@ fn a_shrink_mid_region_applies_from_the_next_region_and_asks_the_running_team_to
     other.into_inner().unwrap().unwrap().leave(&s);
     wait_for("both CPUs back", || s.client.team(0) == 2);
     assert_eq!(region(&pool, &|| {}).team, 2, "and the next region grows back");
+}
+
+#[test]
+fn a_region_that_shrinks_as_asked_hands_its_cpu_over_at_once() {
+    let _one = serial();
+    // A 10 s quantum: within this test only a kicked step can move a CPU.
+    let s = Setup::with_quantum_ms(10_000);
+    let pool = Pool::new(s.client.clone());
+    assert_eq!(region(&pool, &|| {}).team, 2);
+    let other = Mutex::new(None);
+    region(&pool, &|| {
+        *other.lock().unwrap() = Some(s.second_program());
+        wait_for("the manager to ask the team of 2 to yield", || s.client.should_yield(2).is_some());
+    });
+    let other = other.into_inner().unwrap().unwrap();
+    let running = |s: &Setup| match s.call(&Request::Status).0 {
+        Reply::Status(st) => st.programs.iter().any(|p| p.id == other.id && p.state == "running"),
+        r => panic!("{r:?}"),
+    };
+    assert!(!running(&s), "while this program's team of 2 runs as a gang, the other waits");
+    let shrunk = std::time::Instant::now();
+    assert_eq!(region(&pool, &|| {}).team, 1);
+    // The region of 1 rang the doorbell: the other runs long before the quantum ends.
+    wait_for("the other program to get the CPU given back", || running(&s));
+    assert!(shrunk.elapsed() < Duration::from_secs(5), "the CPU waited for the quantum: {:?}", shrunk.elapsed());
+    other.leave(&s);
 }
 
 #[test]
