@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 
 use common::*;
 
@@ -17,14 +16,6 @@ fn the_backend_flag_is_what_status_reports_and_a_bad_one_exits_2() {
         let cgroups = std::fs::read_to_string(format!("/proc/{p}/cgroup")).unwrap();
         assert!(!cgroups.contains("cpumgr-"), "affinity only, no cgroup of the manager's: {cgroups}");
     }
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
-        .args(["daemon", "--backend", "cgroups"])
-        .env("CPUMGR_SOCKET", dir.path().join("s.sock"))
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = daemon_refuses(&["--backend", "cgroups"]);
     assert!(err.contains("--backend cgroups") && err.contains("auto, affinity, cpuset"), "{err}");
 }

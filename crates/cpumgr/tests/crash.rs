@@ -437,14 +437,6 @@ fn the_watchdog_releases_programs_without_a_supervisor_when_the_manager_is_kille
 
 #[test]
 fn a_bad_chaos_spec_is_refused_with_exit_2() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(BIN)
-        .args(["daemon", "--chaos", "drop=2"])
-        .env("CPUMGR_SOCKET", dir.path().join("s.sock"))
-        .stderr(Stdio::piped())
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = daemon_refuses(&["--chaos", "drop=2"]);
     assert!(err.contains("--chaos drop=2: drop=2: not a probability"), "{err}");
 }

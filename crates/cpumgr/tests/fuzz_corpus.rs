@@ -7,8 +7,11 @@ mod harness;
 
 use std::path::{Path, PathBuf};
 
+/// A fuzz target's name and the entry point its corpus goes through.
+type Target = (&'static str, fn(&[u8]));
+
 /// Each target and the entry point its corpus goes through.
-const TARGETS: [(&str, fn(&[u8])); 9] = [
+const TARGETS: [Target; 9] = [
     ("control_msg", harness::control_msg),
     ("slot", harness::slot),
     ("launch_workload", harness::launch_workload),

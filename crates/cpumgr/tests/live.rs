@@ -250,13 +250,7 @@ fn daemon_config_with_an_unknown_key_exits_2_naming_file_line_and_key() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("cpumgr.toml");
     std::fs::write(&config, "policy = \"gang\"\nquantm = \"50ms\"\n").unwrap();
-    let out = Command::new(BIN)
-        .args(["daemon", "--config", config.to_str().unwrap()])
-        .env("CPUMGR_SOCKET", dir.path().join("s.sock"))
-        .output()
-        .unwrap();
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = daemon_refuses(&["--config", config.to_str().unwrap()]);
     assert!(err.contains(&format!("{}:2: field `quantm`", config.display())), "{err}");
 }
 

@@ -89,6 +89,21 @@ impl Drop for Daemon {
     }
 }
 
+/// Runs `cpumgr daemon ARGS` on a private socket, expects it to refuse them with exit code 2
+/// before serving, and returns what it printed on stderr.
+pub fn daemon_refuses(args: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .arg("daemon")
+        .args(args)
+        .env("CPUMGR_SOCKET", dir.path().join("s.sock"))
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "cpumgr daemon {args:?}");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     let end = Instant::now() + DEADLINE;
     while !ok() {
