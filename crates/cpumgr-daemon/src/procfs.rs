@@ -105,6 +105,26 @@ pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
     out
 }
 
+/// Samples only the leading process of each of `targets` (the group leader, or the process): a
+/// first look at programs that just registered, without walking all of `/proc`; the next full
+/// [`scan`] finds the rest of their groups.
+pub fn scan_leaders(targets: &[Target]) -> HashMap<Target, Sample> {
+    let mut out = HashMap::new();
+    for &target in targets {
+        let pid = match target {
+            Target::Group(p) | Target::Process(p) => p,
+        };
+        let Some(stat) = fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|t| parse_stat(&t)) else {
+            continue;
+        };
+        let s: &mut Sample = out.entry(target).or_default();
+        s.pids.push(pid);
+        s.ticks += stat.ticks;
+        add_threads(pid, s);
+    }
+    out
+}
+
 fn add_threads(pid: i32, s: &mut Sample) {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return };
     for t in tasks.flatten() {
@@ -155,6 +175,16 @@ mod tests {
         assert_eq!(parse_stat(line), Some(Stat { state: 'R', pgrp: 4242, ticks: 300 }));
         assert_eq!(parse_stat("garbage"), None);
         assert_eq!(parse_stat("1 (x) S 1"), None);
+    }
+
+    #[test]
+    fn a_leader_scan_reads_only_the_leaders() {
+        let me = std::process::id() as i32;
+        let target = Target::Group(me);
+        let s = scan_leaders(&[target, Target::Process(i32::MAX)]);
+        assert_eq!(s.len(), 1, "a process that does not exist gives no sample");
+        assert_eq!(s[&target].pids, vec![me]);
+        assert!(s[&target].tids.contains(&me));
     }
 
     #[test]

@@ -122,6 +122,8 @@ pub struct State {
     own_ticks: u64,
     /// The managed CPUs offered to the policy: all of them, less those the outside keeps.
     offered: CpuSet,
+    /// Programs registered since the last step, whose arrival the policy hears of at the next.
+    arrived: Vec<ProgramId>,
 }
 
 /// The policy's view of `$state` with `$programs`, built from fields so that the policy itself
@@ -215,6 +217,7 @@ impl State {
             backend,
             outside: s.yield_outside.then(OutsideLoad::new),
             own_ticks: 0,
+            arrived: Vec::new(),
         };
         let start = EventKind::Start {
             source: "live".into(),
@@ -360,9 +363,10 @@ impl State {
         tracing::info!(id = id.0, pid, name = %name, request = request.now, "registered");
         self.entries.insert(id, entry);
         self.emit(Some(id), EventKind::Arrive { name, request: request.now });
-        let programs = self.programs();
-        let view = view!(self, &programs);
-        self.policy.on_arrival(&view, id);
+        // The policy hears of it at the step this kick starts, with the view it then decides on:
+        // a registration costs no view of every program (with 1024 registered, that was most of
+        // a registration's cost).
+        self.arrived.push(id);
         self.kick = true;
         Ok((id, fd))
     }
@@ -438,6 +442,8 @@ impl State {
         self.policy_spec = spec.to_string();
         self.guard = TeamGuard::new();
         let programs = self.programs();
+        // Every program is an arrival for the new policy, including those not yet scheduled.
+        self.arrived.clear();
         let ids: Vec<ProgramId> = programs.iter().map(|p| p.id).collect();
         let view = view!(self, &programs);
         for id in ids {
@@ -598,14 +604,16 @@ impl State {
         let targets: Vec<procfs::Target> = self.entries.values().map(|e| e.target).collect();
         // The walk reads every process on the machine: most of a step's cost (docs/LIVE.md). A
         // kicked step within half a quantum of the last walk reuses its samples, so a released CPU
-        // reaches a waiting program in well under a millisecond; a new program is sampled at once.
-        let walk = self.last_walk.is_none_or(|t| now.duration_since(t) >= self.quantum / 2)
-            || self.entries.values().any(|e| e.ticks_start.is_none());
+        // reaches a waiting program in well under a millisecond; a new program is sampled at once
+        // from its leader alone (the next walk finds the rest of its group).
+        let walk = self.last_walk.is_none_or(|t| now.duration_since(t) >= self.quantum / 2);
         let mut samples = if walk {
             self.last_walk = Some(now);
             procfs::scan(&targets)
         } else {
-            Default::default()
+            let new: Vec<procfs::Target> =
+                self.entries.values().filter(|e| e.ticks_start.is_none()).map(|e| e.target).collect();
+            procfs::scan_leaders(&new)
         };
         let mono = monotonic_ns();
         let serial_after = self.quantum.as_nanos() as u64;
@@ -623,6 +631,11 @@ impl State {
         decision.reset(programs.len());
         {
             let view = view!(self, &programs);
+            for id in self.arrived.drain(..) {
+                if self.entries.contains_key(&id) {
+                    self.policy.on_arrival(&view, id);
+                }
+            }
             self.policy.decide(&view, &mut decision);
         }
         let oversubscribe = self.policy.oversubscribes();
