@@ -124,6 +124,8 @@ pub struct State {
     offered: CpuSet,
     /// Programs registered since the last step, whose arrival the policy hears of at the next.
     arrived: Vec<ProgramId>,
+    /// Counts registrations and removals, so the socket thread re-reads the pidfds only after one.
+    changes: u64,
 }
 
 /// The policy's view of `$state` with `$programs`, built from fields so that the policy itself
@@ -218,6 +220,7 @@ impl State {
             outside: s.yield_outside.then(OutsideLoad::new),
             own_ticks: 0,
             arrived: Vec::new(),
+            changes: 0,
         };
         let start = EventKind::Start {
             source: "live".into(),
@@ -367,6 +370,7 @@ impl State {
         // a registration costs no view of every program (with 1024 registered, that was most of
         // a registration's cost).
         self.arrived.push(id);
+        self.changes += 1;
         self.kick = true;
         Ok((id, fd))
     }
@@ -514,12 +518,19 @@ impl State {
     /// away at once. `status` is its exit status when it ended.
     pub fn remove(&mut self, id: ProgramId, status: Option<i32>) {
         let Some(e) = self.entries.remove(&id) else { return };
+        self.changes += 1;
         self.backend.release(e.id, e.target, &e.original);
         tracing::info!(id = id.0, pid = e.pid, "program gone; CPUs {} reclaimed", e.cpus);
         self.policy.on_exit(id);
         self.worklist.remove(id);
         self.emit(Some(id), EventKind::Exit { status });
         self.kick = true;
+    }
+
+    /// How many times a program was registered or removed: the set of [`State::pidfds`] changes
+    /// only when this does.
+    pub fn changes(&self) -> u64 {
+        self.changes
     }
 
     /// Every program's id and leader pidfd (readable once the leader has exited).

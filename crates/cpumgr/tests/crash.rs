@@ -410,8 +410,12 @@ fn the_watchdog_releases_programs_without_a_supervisor_when_the_manager_is_kille
         let r = d.call(Request::Register(cpumgr_proto::Registration { pid: Some(pid), ..Default::default() }));
         assert!(matches!(r, Reply::Registered { .. }), "{r:?}");
     }
-    let first = watchdogs(d.child.id());
-    assert_eq!(first.len(), 1, "one watchdog per manager");
+    // The watchdog names itself after the fork: wait for the name rather than race it.
+    let mut first = Vec::new();
+    wait_for("one watchdog per manager", || {
+        first = watchdogs(d.child.id());
+        first.len() == 1
+    });
     // A killed watchdog is replaced within a quantum.
     kill(Pid::from_raw(first[0]), Signal::SIGKILL).unwrap();
     let mut dogs = Vec::new();
@@ -428,8 +432,11 @@ fn the_watchdog_releases_programs_without_a_supervisor_when_the_manager_is_kille
     wait_for("the watchdog to end", || dogs.iter().all(|&w| gone(w)));
     // A manager that stops cleanly reaps its watchdog: no process, no zombie left.
     restart(&mut d, "gang", &[]);
-    let dogs = watchdogs(d.child.id());
-    assert_eq!(dogs.len(), 1);
+    let mut dogs = Vec::new();
+    wait_for("the new manager's watchdog", || {
+        dogs = watchdogs(d.child.id());
+        dogs.len() == 1
+    });
     kill(Pid::from_raw(d.child.id() as i32), Signal::SIGTERM).unwrap();
     assert!(d.child.wait().unwrap().success());
     assert!(dogs.iter().all(|&w| std::fs::metadata(format!("/proc/{w}")).is_err()), "the watchdog was reaped");
