@@ -1,12 +1,15 @@
 /*
- * pipeline: an LU-like wavefront (a Gauss-Seidel sweep over an n*n grid) with point-to-point
- * spin flags. Each thread owns a block of rows; the columns are cut into chunks of -chunk.
- * A thread may start chunk c only after the thread above has finished chunk c, which it learns
- * by spinning on that thread's flag (the NAS LU sync pattern). The spinning is in user code, so
- * OMP_WAIT_POLICY=passive does not help, and when the thread it waits for is descheduled it
- * burns its whole time slice. Sweeps are separated by a barrier and spread over -regions regions.
- * A Gauss-Seidel sweep gives the same values for any partition of the rows, so the checksum
- * (the grid's sum in row order) does not depend on the team size.
+ * pipeline: an LU-like wavefront with point-to-point spin flags. Each iteration is NAS LU's pair
+ * of symmetric Gauss-Seidel sweeps over an n*n grid: a lower sweep (rows and columns ascending)
+ * and an upper sweep (both descending). Each thread owns a block of rows; the columns are cut
+ * into chunks of -chunk. In the lower sweep a thread may start chunk c only after the thread
+ * above has finished chunk c; in the upper sweep, only after the thread below has finished it
+ * (NAS LU's blts/buts sync pattern): it learns so by spinning on that thread's flag. Dependencies
+ * run both ways, so no thread can run ahead of a descheduled partner for long. The spinning is in
+ * user code, so OMP_WAIT_POLICY=passive does not help, and when the thread it waits for is
+ * descheduled it burns its whole time slice. Iterations are separated by a barrier and spread
+ * over -regions regions. A Gauss-Seidel sweep gives the same values for any partition of the
+ * rows, so the checksum (the grid's sum in row order) does not depend on the team size.
  */
 #include "common.h"
 
@@ -24,10 +27,10 @@ typedef struct {
 } flag;
 
 int main(int argc, char **argv) {
-    long n = 512, iters = 400, regions = 10, chunk = 32;
+    long n = 512, iters = 200, regions = 10, chunk = 32;
     const kopt opts[] = {
         {"n", &n, 3, "grid side, points"},
-        {"iters", &iters, 1, "wavefront sweeps in total"},
+        {"iters", &iters, 1, "iterations in total (a lower and an upper sweep each)"},
         {"regions", &regions, 1, "parallel regions the sweeps are spread over"},
         {"chunk", &chunk, 1, "columns per pipeline step"},
     };
@@ -61,14 +64,29 @@ int main(int argc, char **argv) {
             }
             long lo = 1 + inner * t / team, hi = 1 + inner * (t + 1) / team;
             for (long s = 0; s < sweeps; s++) {
+                /* Lower sweep: wait for the thread above, rows and columns ascending. */
                 for (long c = 0; c < nchunks; c++) {
-                    long ticket = s * nchunks + c + 1;
+                    long ticket = 2 * s * nchunks + c + 1;
                     if (t > 0)
                         while (atomic_load_explicit(&flags[t - 1].done, memory_order_acquire) < ticket)
                             kpause();
                     long j0 = 1 + c * chunk, j1 = j0 + chunk < n - 1 ? j0 + chunk : n - 1;
                     for (long i = lo; i < hi; i++)
                         for (long j = j0; j < j1; j++) {
+                            long p = i * n + j;
+                            a[p] = 0.25 * (a[p - n] + a[p - 1] + a[p + 1] + a[p + n]);
+                        }
+                    atomic_store_explicit(&flags[t].done, ticket, memory_order_release);
+                }
+                /* Upper sweep: wait for the thread below, rows and columns descending. */
+                for (long c = nchunks - 1; c >= 0; c--) {
+                    long ticket = (2 * s + 1) * nchunks + (nchunks - c);
+                    if (t < team - 1)
+                        while (atomic_load_explicit(&flags[t + 1].done, memory_order_acquire) < ticket)
+                            kpause();
+                    long j0 = 1 + c * chunk, j1 = j0 + chunk < n - 1 ? j0 + chunk : n - 1;
+                    for (long i = hi - 1; i >= lo; i--)
+                        for (long j = j1 - 1; j >= j0; j--) {
                             long p = i * n + j;
                             a[p] = 0.25 * (a[p - n] + a[p - 1] + a[p + 1] + a[p + n]);
                         }

@@ -68,7 +68,7 @@ pub const KERNELS: &[Kernel] = &[
     Kernel {
         name: "pipeline",
         models: "LU-like wavefront with point-to-point spin flags",
-        bench_args: &["-n", "1024", "-iters", "2500"],
+        bench_args: &["-n", "1024", "-iters", "1250"],
         rigid: false,
     },
     Kernel {
