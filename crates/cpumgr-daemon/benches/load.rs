@@ -9,9 +9,12 @@
 //! `CPUMGR_LOAD_SECS`, `CPUMGR_LOAD_CLIENTS`. Under `cargo test` (no `--bench` argument) it runs
 //! sized down (32 programs, 500 pairs/s, 2 s) and fails if a descriptor leaks or a request fails.
 
+#[path = "../tests/support/mod.rs"]
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,6 +23,9 @@ use cpumgr_daemon::limits::UserLimits;
 use cpumgr_daemon::ratelimit::Rates;
 use cpumgr_daemon::{Manager, Settings};
 use cpumgr_proto::{Conn, Registration, Reply, Request};
+// Each sleeper leads its own process group, as a program started by `cpumgr run` does, so the
+// manager's boundary steps walk `/proc` as they do for real programs.
+use support::Sleepers;
 
 /// Set in the manager process this benchmark starts: the socket to serve.
 const MANAGER_VAR: &str = "CPUMGR_LOAD_MANAGER";
@@ -124,28 +130,6 @@ impl Report {
         println!("scheduler steps: {} in {:.1} s, mean {mean:.2} ms", self.ticks, self.elapsed);
         let cumulative: Vec<String> = self.buckets.iter().map(|(le, n)| format!("<={le}s:{n}")).collect();
         println!("step time histogram (cumulative, whole run): {}", cumulative.join(" "));
-    }
-}
-
-/// Sleeping processes, killed and reaped when dropped.
-struct Sleepers(Vec<Child>);
-
-impl Sleepers {
-    fn spawn(n: usize) -> Sleepers {
-        Sleepers((0..n).map(|_| Command::new("sleep").arg("3600").spawn().expect("sleep")).collect())
-    }
-
-    fn pids(&self) -> Vec<i32> {
-        self.0.iter().map(|c| c.id() as i32).collect()
-    }
-}
-
-impl Drop for Sleepers {
-    fn drop(&mut self) {
-        for c in &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
     }
 }
 

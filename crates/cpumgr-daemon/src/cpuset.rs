@@ -214,11 +214,6 @@ impl Cpusets {
         &self.dir
     }
 
-    /// The cgroup directory of program `id`, once it has one.
-    pub fn program_dir(&self, id: ProgramId) -> Option<&Path> {
-        self.programs.get(&id).map(|g| g.dir.as_path())
-    }
-
     /// Confines program `id` (leader `leader`, processes `pids`) to `cpus`: its cgroup is created
     /// on first use, its CPU set written when it changes, and processes not yet inside moved in.
     pub fn apply(&mut self, id: ProgramId, leader: i32, pids: &[i32], cpus: &CpuSet) -> io::Result<()> {

@@ -158,8 +158,7 @@ impl Entry {
         // Logged when the kinds of rejection change, not their values: a runtime whose measured
         // speedup is a little superlinear, or a program writing a new bad value every quantum,
         // gets one line, not one per quantum.
-        let kinds = |c: &[Clamp]| c.iter().map(std::mem::discriminant).collect::<Vec<_>>();
-        if kinds(&clamps) != kinds(&self.last_clamps) {
+        if !clamps.iter().map(std::mem::discriminant).eq(self.last_clamps.iter().map(std::mem::discriminant)) {
             for c in &clamps {
                 tracing::warn!(program = self.id.0, pid = self.pid, "slot value rejected: {c}");
             }

@@ -90,17 +90,12 @@ pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
         dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())).collect()
     };
     for pid in pids {
-        let Some(stat) = fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|t| parse_stat(&t)) else {
-            continue;
-        };
+        let Some(stat) = read_stat(pid) else { continue };
         let target = match groups.get(&stat.pgrp).or_else(|| singles.get(&pid)) {
             Some(t) if t.matches(pid, stat.pgrp) => *t,
             _ => continue,
         };
-        let s = out.entry(target).or_default();
-        s.pids.push(pid);
-        s.ticks += stat.ticks;
-        add_threads(pid, s);
+        add_process(out.entry(target).or_default(), pid, &stat);
     }
     out
 }
@@ -114,15 +109,22 @@ pub fn scan_leaders(targets: &[Target]) -> HashMap<Target, Sample> {
         let pid = match target {
             Target::Group(p) | Target::Process(p) => p,
         };
-        let Some(stat) = fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|t| parse_stat(&t)) else {
-            continue;
-        };
-        let s: &mut Sample = out.entry(target).or_default();
-        s.pids.push(pid);
-        s.ticks += stat.ticks;
-        add_threads(pid, s);
+        if let Some(stat) = read_stat(pid) {
+            add_process(out.entry(target).or_default(), pid, &stat);
+        }
     }
     out
+}
+
+fn read_stat(pid: i32) -> Option<Stat> {
+    fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|t| parse_stat(&t))
+}
+
+/// Adds process `pid` (its `/proc/PID/stat` read as `stat`) and its threads to `s`.
+fn add_process(s: &mut Sample, pid: i32, stat: &Stat) {
+    s.pids.push(pid);
+    s.ticks += stat.ticks;
+    add_threads(pid, s);
 }
 
 fn add_threads(pid: i32, s: &mut Sample) {

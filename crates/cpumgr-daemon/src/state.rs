@@ -602,8 +602,8 @@ impl State {
         let reserved = load.sample(&outside::cpu_ticks(&stat, &self.managed), inside);
         if reserved != before {
             tracing::info!(reserved, "CPUs left to unmanaged processes");
+            self.offered = outside::offered(&self.managed, reserved);
         }
-        self.offered = outside::offered(&self.managed, reserved);
     }
 
     /// One scheduler step.
