@@ -97,12 +97,19 @@ impl Backend {
     }
 
     /// Leaves program `id` as if no manager had touched it: out of any cgroup of the manager's,
-    /// continued, every thread's affinity back to `wide`.
-    pub fn release(&mut self, id: ProgramId, target: Target, wide: &CpuSet) {
+    /// continued, every thread's affinity back to `wide`. A program the manager never confined
+    /// (`confined` false: it only waited, stopped, or was still in its start-up grace) is only
+    /// continued: finding a process group's threads walks all of `/proc`, which under a churn of
+    /// short registrations was most of an unregistration's cost.
+    pub fn release(&mut self, id: ProgramId, target: Target, wide: &CpuSet, confined: bool) {
         if let Backend::Cpuset(c) = self {
             c.release(id);
         }
-        release(target, wide);
+        if confined {
+            release(target, wide);
+        } else if let Err(e) = cont(target) {
+            tracing::warn!(?target, "cannot continue: {e}");
+        }
     }
 }
 

@@ -519,7 +519,7 @@ impl State {
     pub fn remove(&mut self, id: ProgramId, status: Option<i32>) {
         let Some(e) = self.entries.remove(&id) else { return };
         self.changes += 1;
-        self.backend.release(e.id, e.target, &e.original);
+        self.backend.release(e.id, e.target, &e.original, e.applied.is_some());
         tracing::info!(id = id.0, pid = e.pid, "program gone; CPUs {} reclaimed", e.cpus);
         self.policy.on_exit(id);
         self.worklist.remove(id);
@@ -575,7 +575,7 @@ impl State {
     /// Releases every program: continued, affinity widened back. The manager's last act.
     pub fn release_all(&mut self) {
         for e in self.entries.values_mut() {
-            self.backend.release(e.id, e.target, &e.original);
+            self.backend.release(e.id, e.target, &e.original, e.applied.is_some());
             e.stopped = false;
             e.applied = None;
             e.segment.slot().beat(monotonic_ns(), 0);
@@ -698,7 +698,7 @@ impl State {
         if oversubscribe {
             for e in self.entries.values_mut() {
                 if e.stopped || e.applied.is_some() {
-                    self.backend.release(e.id, e.target, &e.original);
+                    self.backend.release(e.id, e.target, &e.original, e.applied.is_some());
                     e.stopped = false;
                     e.applied = None;
                 }
