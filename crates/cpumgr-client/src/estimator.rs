@@ -32,7 +32,7 @@ impl Estimator {
     }
 
     /// Records that region `key` took `took` on `team` threads; returns the speedup estimate for
-    /// `team` when one is known.
+    /// `team`, known once the region has been timed on two team sizes or more.
     pub fn record(&mut self, key: u64, team: u32, took: Duration) -> Option<f64> {
         let secs = took.as_secs_f64();
         if team == 0 || secs <= 0.0 || !secs.is_finite() {
@@ -51,11 +51,6 @@ impl Estimator {
             None => times.push((team, secs)),
         }
         self.speedup(key, team)
-    }
-
-    /// How many team sizes region `key` has been timed on.
-    pub fn sizes(&self, key: u64) -> usize {
-        self.regions.get(&key).map_or(0, Vec::len)
     }
 
     /// The speedup estimate of region `key` on `team` threads, at most `team`: a measured
@@ -85,7 +80,7 @@ mod tests {
         let mut e = Estimator::new();
         assert_eq!(e.record(1, 4, ms(100)), None);
         assert_eq!(e.record(1, 4, ms(100)), None);
-        assert_eq!((e.sizes(1), e.sizes(2)), (1, 0));
+        assert_eq!((e.speedup(1, 4), e.speedup(2, 4)), (None, None));
     }
 
     #[test]

@@ -180,10 +180,11 @@ pub fn end(region: Option<Region>) {
 #[cold]
 fn analyze(r: Region, took_ns: u64) {
     let mut est = ESTIMATOR.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(s) = est.record(r.key, r.team, Duration::from_nanos(took_ns)).filter(|_| !r.probe) {
+    let estimate = est.record(r.key, r.team, Duration::from_nanos(took_ns));
+    if let Some(s) = estimate.filter(|_| !r.probe) {
         client().report_speedup(r.team, s);
     }
-    if est.sizes(r.key) >= 2 {
+    if estimate.is_some() {
         // The allocation varied by itself: no probe needed.
         let _ = PROBE.compare_exchange(r.key, 0, Ordering::Relaxed, Ordering::Relaxed);
     } else if r.team > 1 && took_ns >= PROBE_NS && probing() {

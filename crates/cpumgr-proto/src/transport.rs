@@ -141,7 +141,13 @@ impl Conn {
 
     /// Sends a request and waits for the reply (client side).
     pub fn call(&self, req: &Request) -> Result<(Reply, Vec<OwnedFd>), TransportError> {
-        self.send(&msg::encode(req)?, &[])?;
+        self.call_with(req, &[])
+    }
+
+    /// Sends a request with descriptors attached (a re-registration hands its slot back) and
+    /// waits for the reply.
+    pub fn call_with(&self, req: &Request, fds: &[BorrowedFd<'_>]) -> Result<(Reply, Vec<OwnedFd>), TransportError> {
+        self.send(&msg::encode(req)?, fds)?;
         let r = self.recv()?;
         Ok((msg::decode(&r.bytes)?, r.fds))
     }

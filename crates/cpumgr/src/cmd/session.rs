@@ -122,9 +122,8 @@ impl Session {
     /// slot on success, forgets the registration on a refusal, drops the link when it fails.
     fn reregister(&mut self) -> Result<(), String> {
         let (Some(c), Some((reg, slot))) = (&self.link, &self.kept) else { return Err("the manager is gone".into()) };
-        let sent = cpumgr_proto::msg::encode(&Request::Register(reg.clone())).map_err(|e| e.to_string())?;
         let fds: Vec<_> = slot.iter().map(|f| f.as_fd()).collect();
-        let reply = c.send(&sent, &fds).and_then(|()| c.recv()).and_then(|r| Ok((cpumgr_proto::msg::decode(&r.bytes)?, r.fds)));
+        let reply = c.call_with(&Request::Register(reg.clone()), &fds);
         match reply {
             Ok((Reply::Registered { id }, fds)) => {
                 self.id = Some(id);
