@@ -29,6 +29,10 @@ fn check_topology(t: &Topology) {
     for p in 0..t.num_cpus() as u32 {
         assert_eq!(t.position(t.cpu_at(p)), Some(p));
     }
+    for d in t.domains() {
+        assert_eq!(d.cpus.len(), (d.end - d.first) as usize, "{d:?}");
+        assert!((d.first..d.end).all(|p| d.cpus.contains(t.cpu_at(p))), "{d:?}");
+    }
     let _ = t.summary();
 }
 

@@ -186,10 +186,7 @@ impl CpuSet {
 
     /// Whether every CPU of `self` is in `other`.
     pub fn is_subset(&self, other: &CpuSet) -> bool {
-        self.words
-            .iter()
-            .enumerate()
-            .all(|(i, a)| a & !other.words.get(i).copied().unwrap_or(0) == 0)
+        self.words.iter().enumerate().all(|(i, a)| a & !other.words.get(i).copied().unwrap_or(0) == 0)
     }
 
     /// The set as 64-bit words, CPU `i` at bit `i % 64` of word `i / 64` (the kernel's
@@ -258,28 +255,34 @@ fn parse_id(s: &str) -> Result<u32, String> {
 }
 
 impl fmt::Display for CpuSet {
-    /// Prints the set in the list syntax, with ranges of three or more CPUs folded (`0-3,8,10-11`
-    /// prints `10,11` for a pair, as the kernel does not; both parse back to the same set).
+    /// Prints the set in the list syntax, runs of consecutive CPUs folded into ranges
+    /// (`0-3,8,10-11`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut first = true;
-        let mut it = self.iter().peekable();
-        while let Some(lo) = it.next() {
-            let mut hi = lo;
-            while it.peek() == Some(&(hi + 1)) {
-                hi = it.next().unwrap_or(hi);
-            }
-            if !first {
-                f.write_str(",")?;
-            }
-            first = false;
-            if hi == lo {
-                write!(f, "{lo}")?;
-            } else {
-                write!(f, "{lo}-{hi}")?;
-            }
-        }
-        Ok(())
+        write_list(f, self.iter())
     }
+}
+
+/// Writes CPUs given in increasing order in the list syntax, runs of consecutive CPUs folded
+/// into ranges: what both [`CpuSet`] and [`CpuIds`] print.
+fn write_list(f: &mut fmt::Formatter<'_>, cpus: impl Iterator<Item = u32>) -> fmt::Result {
+    let mut first = true;
+    let mut it = cpus.peekable();
+    while let Some(lo) = it.next() {
+        let mut hi = lo;
+        while it.peek() == Some(&(hi + 1)) {
+            hi = it.next().unwrap_or(hi);
+        }
+        if !first {
+            f.write_str(",")?;
+        }
+        first = false;
+        if hi == lo {
+            write!(f, "{lo}")?;
+        } else {
+            write!(f, "{lo}-{hi}")?;
+        }
+    }
+    Ok(())
 }
 
 impl fmt::Debug for CpuSet {
@@ -311,6 +314,83 @@ impl<'de> Deserialize<'de> for CpuSet {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let text = String::deserialize(d)?;
         CpuSet::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A set of CPUs kept as its ids in increasing order: memory in proportion to how many CPUs it
+/// holds, whatever their ids, where a [`CpuSet`] holds a bit for every id below its largest. The
+/// topology keeps each of its domains' CPUs this way: a machine has a domain per CPU on several
+/// levels, so bitsets from CPU 0 made a topology's memory grow with the square of its CPUs (a
+/// 100 000-CPU machine took 600 MiB and seconds to build). Sets that change every quantum (the
+/// placer's, the slots', the enforcers') are [`CpuSet`]s, which [`CpuIds::to_cpuset`] gives.
+#[derive(Clone, Default, PartialEq, Eq, Hash)]
+pub struct CpuIds {
+    ids: Box<[u32]>,
+}
+
+impl CpuIds {
+    /// Number of CPUs in the set.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// Whether the set has no CPU.
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_empty()
+    }
+
+    /// Whether `cpu` is in the set (a binary search).
+    pub fn contains(&self, cpu: u32) -> bool {
+        self.ids.binary_search(&cpu).is_ok()
+    }
+
+    /// The CPUs in increasing order.
+    pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
+        self.ids.iter().copied()
+    }
+
+    /// Whether every CPU of `self` is in `other`.
+    pub fn is_subset(&self, other: &CpuIds) -> bool {
+        self.iter().all(|c| other.contains(c))
+    }
+
+    /// The CPUs of `self` that are also in `other`.
+    pub fn intersection(&self, other: &CpuSet) -> CpuSet {
+        self.iter().filter(|&c| other.contains(c)).collect()
+    }
+
+    /// The same set as a [`CpuSet`] (a bitset up to its largest id).
+    pub fn to_cpuset(&self) -> CpuSet {
+        self.iter().collect()
+    }
+}
+
+impl FromIterator<u32> for CpuIds {
+    /// The set of the given CPUs, in any order, repeats dropped.
+    fn from_iter<I: IntoIterator<Item = u32>>(iter: I) -> Self {
+        let mut ids: Vec<u32> = iter.into_iter().collect();
+        ids.sort_unstable();
+        ids.dedup();
+        CpuIds { ids: ids.into_boxed_slice() }
+    }
+}
+
+impl fmt::Display for CpuIds {
+    /// Prints the set in the list syntax, as [`CpuSet`] does.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write_list(f, self.iter())
+    }
+}
+
+impl fmt::Debug for CpuIds {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CpuIds({self})")
+    }
+}
+
+impl Serialize for CpuIds {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
     }
 }
 
@@ -353,7 +433,30 @@ mod tests {
         assert_eq!(CpuSet::parse("64").unwrap().difference(&CpuSet::parse("64").unwrap()), CpuSet::new());
     }
 
+    #[test]
+    fn cpu_ids_hold_only_their_cpus_and_answer_like_a_cpu_set() {
+        let ids: CpuIds = [MAX_CPU_ID, 3, 9, 4, 3].into_iter().collect();
+        assert_eq!(ids.len(), 4, "repeats dropped");
+        assert_eq!(ids.iter().collect::<Vec<_>>(), vec![3, 4, 9, MAX_CPU_ID]);
+        assert_eq!(ids.to_string(), format!("3-4,9,{MAX_CPU_ID}"));
+        assert!(ids.contains(9) && !ids.contains(5));
+        assert_eq!(ids.to_cpuset(), CpuSet::from_cpus([3, 4, 9, MAX_CPU_ID]));
+        assert_eq!(ids.intersection(&CpuSet::parse("0-8").unwrap()).to_string(), "3-4");
+        let part: CpuIds = [9, 4].into_iter().collect();
+        assert!(part.is_subset(&ids) && !ids.is_subset(&part));
+        assert!(CpuIds::default().is_empty() && CpuIds::default().is_subset(&part));
+    }
+
     proptest! {
+        #[test]
+        fn cpu_ids_print_as_a_cpu_set_does(cpus in proptest::collection::vec(0u32..300, 0..60)) {
+            let ids: CpuIds = cpus.iter().copied().collect();
+            let set: CpuSet = cpus.iter().copied().collect();
+            prop_assert_eq!(ids.to_string(), set.to_string());
+            prop_assert_eq!(ids.len(), set.len());
+            prop_assert_eq!(ids.to_cpuset(), set);
+        }
+
         #[test]
         fn print_parse_round_trip(cpus in proptest::collection::btree_set(0u32..2048, 0..200)) {
             let s: CpuSet = cpus.iter().copied().collect();

@@ -11,13 +11,17 @@
 //! CPUs are numbered two ways: their kernel id (what affinity masks and CPU lists use) and their
 //! *position*, their index in a depth-first walk of the tree. Every domain covers a contiguous range
 //! of positions, which is what lets the placer find "free CPUs near this one" with a range scan.
+//!
+//! A topology's memory and build time grow with its CPUs times its levels (sorting each domain's
+//! ids adds a log factor), whatever the CPU ids: each domain keeps its CPUs as [`CpuIds`], not as
+//! a bitset from CPU 0, which made them grow with the square of the CPUs (found by fuzzing).
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
 
-use crate::cpuset::CpuSet;
+use crate::cpuset::{CpuIds, CpuSet};
 
 /// A level of the topology tree, from the whole machine down to one logical CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -86,8 +90,8 @@ pub struct Domain {
     pub os_index: Option<u32>,
     /// Whether the source described this domain or it was filled in to keep six levels.
     pub implicit: bool,
-    /// Its CPUs.
-    pub cpus: CpuSet,
+    /// Its CPUs: the kernel ids at positions `first..end`, in increasing order.
+    pub cpus: CpuIds,
     /// Its first CPU position (see the module docs).
     pub first: u32,
     /// One past its last CPU position.
@@ -112,8 +116,8 @@ pub enum TopologyError {
     /// A CPU id above [`crate::cpuset::MAX_CPU_ID`].
     #[error("CPU id {0} is too large")]
     CpuIdTooLarge(u32),
-    /// So many CPUs with such large ids that their CPU sets would pass [`MAX_SET_WORDS`].
-    #[error("{cpus} CPUs with ids up to {max} are more than a topology can hold in memory")]
+    /// More than [`MAX_CPUS`] CPUs.
+    #[error("{cpus} CPUs (ids up to {max}) are more than the {MAX_CPUS} a topology may have")]
     TooLarge {
         /// How many CPUs.
         cpus: usize,
@@ -122,22 +126,21 @@ pub enum TopologyError {
     },
 }
 
-/// The most 64-bit words the CPU sets of one level of a topology may hold in all (2 GiB). Every
-/// domain keeps its CPUs as a bitset from CPU 0, so a level of `n` CPUs with ids up to `m` holds
-/// about `n × m / 64` words: a 100 000-CPU machine numbered from 0 needs 2^26, while a ten-byte
-/// source (`pu:777777`, `online=0-1048575`) asked for tens of gigabytes (found by fuzzing).
-pub const MAX_SET_WORDS: u64 = 1 << 28;
+/// The most CPUs a topology may have: 2^17, the simulator's largest machine (real Linux machines
+/// stop at `NR_CPUS`, 8192 on common distributions). A topology's memory is linear in its CPUs
+/// (about 300 bytes each), but the sources do work per CPU (sysfs reads a dozen files for each),
+/// so a ten-byte input (`pu:777777`, `online=0-1048575`) must not ask for millions of them.
+pub const MAX_CPUS: usize = 1 << 17;
 
-/// Checks that a machine of these CPU ids fits [`MAX_SET_WORDS`], before a source reads anything
-/// per CPU or [`Topology::from_cpus`] builds the tree.
+/// Checks that a machine of these CPU ids has at most [`MAX_CPUS`] CPUs, before a source reads
+/// anything per CPU or [`Topology::from_cpus`] builds the tree.
 pub fn check_size(cpus: impl IntoIterator<Item = u32>) -> Result<(), TopologyError> {
-    let (mut n, mut max, mut words) = (0usize, 0u32, 0u64);
+    let (mut n, mut max) = (0usize, 0u32);
     for c in cpus {
         n += 1;
         max = max.max(c);
-        words += c as u64 / 64 + 1;
     }
-    if words > MAX_SET_WORDS {
+    if n > MAX_CPUS {
         return Err(TopologyError::TooLarge { cpus: n, max });
     }
     Ok(())
@@ -328,7 +331,7 @@ impl Builder {
             logical,
             os_index,
             implicit,
-            cpus: CpuSet::new(),
+            cpus: CpuIds::default(),
             first,
             end: first,
             parent,
@@ -345,14 +348,13 @@ impl Builder {
         let end = self.order.len() as u32;
         let mut at = Some(leaf);
         while let Some(i) = at {
-            self.domains[i].cpus.insert(cpu);
             self.domains[i].end = end;
             at = self.domains[i].parent;
         }
     }
 
     fn finish(self) -> Topology {
-        let Builder { domains, order, .. } = self;
+        let Builder { mut domains, order, .. } = self;
         let max = order.iter().copied().max().unwrap_or(0) as usize;
         let mut position = vec![u32::MAX; max + 1];
         for (p, &cpu) in order.iter().enumerate() {
@@ -360,7 +362,8 @@ impl Builder {
         }
         let mut path = vec![[0u32; 6]; order.len()];
         let mut by_level: [Vec<usize>; 6] = Default::default();
-        for (i, d) in domains.iter().enumerate() {
+        for (i, d) in domains.iter_mut().enumerate() {
+            d.cpus = order[d.first as usize..d.end as usize].iter().copied().collect();
             by_level[d.level.depth()].push(i);
             for p in d.first..d.end {
                 path[p as usize][d.level.depth()] = i as u32;
@@ -403,7 +406,7 @@ mod tests {
         let t = Topology::from_cpus(&infos).unwrap();
         for d in t.domains() {
             let by_pos: CpuSet = (d.first..d.end).map(|p| t.cpu_at(p)).collect();
-            assert_eq!(by_pos, d.cpus, "{d:?}");
+            assert_eq!(by_pos, d.cpus.to_cpuset(), "{d:?}");
         }
         assert_eq!(t.count(Level::Package), 2);
         assert_eq!(t.count(Level::Numa), 4);
@@ -417,12 +420,32 @@ mod tests {
     }
 
     #[test]
-    fn refuses_machines_whose_cpu_sets_would_not_fit_in_memory() {
-        // 300 000 CPUs numbered near the top: about 4 × 10^9 words of bitsets per level.
-        let high: Vec<CpuInfo> = (0..300_000).map(|k| info(crate::cpuset::MAX_CPU_ID - k, 0, k)).collect();
-        assert!(matches!(Topology::from_cpus(&high), Err(TopologyError::TooLarge { cpus: 300_000, .. })));
-        assert!(check_size(0..100_000).is_ok(), "the simulator's 100 000-CPU machine");
+    fn refuses_more_than_max_cpus() {
+        let over: Vec<CpuInfo> = (0..MAX_CPUS as u32 + 1).map(|k| info(k, 0, k)).collect();
+        assert_eq!(
+            Topology::from_cpus(&over).unwrap_err(),
+            TopologyError::TooLarge { cpus: MAX_CPUS + 1, max: MAX_CPUS as u32 }
+        );
+        assert!(check_size(0..MAX_CPUS as u32).is_ok());
         assert!(check_size(0..1 << 20).is_err());
+    }
+
+    #[test]
+    fn the_largest_machine_with_the_highest_ids_and_spread_siblings_builds() {
+        // MAX_CPUS CPUs numbered up to MAX_CPU_ID, each core's two siblings half the machine
+        // apart (as Linux numbers SMT siblings): with a bitset from CPU 0 per domain this asked
+        // for 2^17 × 2^14 words per level (16 GiB) and was refused as too large.
+        let n = MAX_CPUS as u32;
+        let low = crate::cpuset::MAX_CPU_ID + 1 - n;
+        let infos: Vec<CpuInfo> = (0..n).map(|k| info(low + k, k % 2, k % (n / 2))).collect();
+        let t = Topology::from_cpus(&infos).unwrap();
+        assert_eq!(t.num_cpus(), MAX_CPUS);
+        assert_eq!(t.count(Level::Core), MAX_CPUS / 2);
+        let core = &t.domains()[t.domain_of(0, Level::Core)];
+        assert_eq!(core.cpus.to_string(), format!("{low},{}", low + n / 2));
+        for level in Level::ALL {
+            assert_eq!(t.level(level).map(|d| d.cpus.len()).sum::<usize>(), MAX_CPUS, "{level:?}");
+        }
     }
 
     #[test]

@@ -3,12 +3,12 @@
 //! `NUMANode`, `L3Cache`, `PU`, ...); levels a spec leaves out are implicit; `pu` defaults to one per
 //! core. CPUs are numbered in tree order, as hwloc numbers the PUs of a synthetic topology.
 
-use crate::topology::{CpuInfo, Level, Topology, TopologyError};
+use crate::topology::{CpuInfo, Level, Topology, TopologyError, MAX_CPUS};
 
-/// The most CPUs a synthetic machine may have (the simulator's largest models are 100 000). A
-/// topology's memory grows with the square of its CPUs (every domain's CPU set is a bitset from
-/// CPU 0), so a larger cap let a ten-byte spec such as `pu:777777` take 24 GB (found by fuzzing).
-pub const MAX_SYNTHETIC_CPUS: u64 = 1 << 17;
+/// The most CPUs a synthetic machine may have: a topology's [`MAX_CPUS`] (the simulator's
+/// largest models are 100 000). Checked per token, so `pu:777777` is refused before anything is
+/// built (found by fuzzing, when it took 24 GB).
+pub const MAX_SYNTHETIC_CPUS: u64 = MAX_CPUS as u64;
 
 /// Why a synthetic spec was refused: the 1-based token and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
