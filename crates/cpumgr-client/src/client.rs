@@ -11,8 +11,8 @@
 //! [`Client::end_region`], [`Client::should_yield`]) is a few loads and stores on the slot plus
 //! one vDSO clock read: no system call, no lock.
 
-use std::os::fd::OwnedFd;
-use std::sync::{Mutex, OnceLock};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use cpumgr_proto::slot::{monotonic_ns, Allocation, Phase};
@@ -54,20 +54,50 @@ pub struct Options {
     pub socket: Option<std::path::PathBuf>,
 }
 
-/// The managed state: the control connection and the mapped slot.
-struct Managed {
-    conn: Mutex<Conn>,
-    id: u64,
+/// The managed state: the mapped slot and the link to the manager, shared with the thread that
+/// registers a self-registered program again with a restarted manager ([`crate::rejoin`]).
+pub(crate) struct Managed {
     /// Whether this client registered the program (and so unregisters it at the end).
     owned: bool,
-    segment: Segment,
+    pub(crate) segment: Segment,
+    link: Mutex<Link>,
+}
+
+/// What changes when the program registers again with another manager.
+struct Link {
+    conn: Conn,
+    id: u64,
     /// The work-list doorbell, rung after a request change so the manager acts at once; `None`
     /// when the manager does not hand one out.
     doorbell: Option<Doorbell>,
+    /// The client is ending: nothing may register the program again.
+    closing: bool,
+}
+
+impl Managed {
+    fn link(&self) -> std::sync::MutexGuard<'_, Link> {
+        self.link.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the client is ending.
+    pub(crate) fn closing(&self) -> bool {
+        self.link().closing
+    }
+
+    /// Makes a new registration the client's: its connection, id and doorbell. False (and
+    /// nothing changed) when the client is ending.
+    pub(crate) fn relink(&self, conn: Conn, id: u64, doorbell: Option<Doorbell>) -> bool {
+        let mut link = self.link();
+        if link.closing {
+            return false;
+        }
+        *link = Link { conn, id, doorbell, closing: false };
+        true
+    }
 }
 
 enum Backend {
-    Managed(Managed),
+    Managed(Arc<Managed>),
     Unmanaged,
     Llpc(Mutex<Llpc>),
 }
@@ -93,7 +123,7 @@ pub fn allowed_cpus() -> u32 {
 }
 
 /// Says something about cpumgr on the program's stderr, unless `CPUMGR_QUIET` is set.
-fn note(msg: &str) {
+pub(crate) fn note(msg: &str) {
     if std::env::var_os("CPUMGR_QUIET").is_none() {
         eprintln!("cpumgr: {msg}");
     }
@@ -112,8 +142,12 @@ impl Client {
                     note(&format!("CPUMGR_MODE={other} is not one of auto, off, llpc; using auto"));
                 }
                 match connect(&opts, max) {
-                    Ok(m) => {
+                    Ok((m, rejoin)) => {
                         wait_first_allocation(&m.segment);
+                        let m = Arc::new(m);
+                        if let Some((watch, socket, reg)) = rejoin {
+                            crate::rejoin::spawn(&m, watch, socket, reg);
+                        }
                         Backend::Managed(m)
                     }
                     Err(why) => {
@@ -138,7 +172,7 @@ impl Client {
     /// The program's id in the manager, when managed.
     pub fn id(&self) -> Option<u64> {
         match &self.backend {
-            Backend::Managed(m) => Some(m.id),
+            Backend::Managed(m) => Some(m.link().id),
             _ => None,
         }
     }
@@ -158,8 +192,10 @@ impl Client {
     /// Tells the manager the slot's request changed, so CPUs this program released reach a
     /// waiting program at once rather than at the next quantum.
     fn ring(&self) {
-        if let Backend::Managed(Managed { doorbell: Some(d), .. }) = &self.backend {
-            d.ring();
+        if let Backend::Managed(m) = &self.backend {
+            if let Some(d) = &m.link().doorbell {
+                d.ring();
+            }
         }
     }
 
@@ -272,9 +308,10 @@ impl Client {
 impl Drop for Client {
     fn drop(&mut self) {
         if let Backend::Managed(m) = &self.backend {
+            let mut link = m.link();
+            link.closing = true;
             if m.owned {
-                let conn = m.conn.lock().unwrap_or_else(|e| e.into_inner());
-                let _ = call(&conn, &Request::Unregister { id: m.id });
+                let _ = call(&link.conn, &Request::Unregister { id: link.id }, &[]);
             } else {
                 m.segment.slot().set_phase(Phase::Unknown, 0, monotonic_ns());
             }
@@ -282,14 +319,19 @@ impl Drop for Client {
     }
 }
 
-/// Finds this program's slot: the registration `cpumgr run` made for its process group, else a
-/// registration of its own.
-fn connect(opts: &Options, max: u32) -> Result<Managed, String> {
+/// What a self-registered program needs to register again with a restarted manager: a duplicate
+/// of the connection's descriptor to watch, the socket, the registration.
+type Rejoin = (OwnedFd, std::path::PathBuf, Registration);
+
+/// Finds this program's slot: the registration `cpumgr run` made for its process group (whose
+/// supervisor registers it again after a manager restart), else a registration of its own (which
+/// the client registers again itself: the [`Rejoin`] part).
+fn connect(opts: &Options, max: u32) -> Result<(Managed, Option<Rejoin>), String> {
     let socket = opts.socket.clone().unwrap_or_else(default_socket);
     let conn = Conn::connect(&socket).map_err(|e| format!("no manager at {} ({e})", socket.display()))?;
     conn.set_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
-    let (id, owned, fd) = match open_own_slot(&conn) {
-        Some((id, fds)) => (id, false, first_fd(fds)?),
+    let (id, fd, rejoin) = match open_own_slot(&conn) {
+        Some((id, fds)) => (id, first_fd(fds)?, None),
         None => {
             let name = opts.name.clone().unwrap_or_else(|| {
                 std::env::current_exe()
@@ -298,8 +340,11 @@ fn connect(opts: &Options, max: u32) -> Result<Managed, String> {
                     .unwrap_or_else(|| "program".into())
             });
             let reg = Registration { name, now: Some(max), min: opts.min, max: Some(max), ..Default::default() };
-            match call(&conn, &Request::Register(reg)) {
-                Ok((Reply::Registered { id }, fds)) => (id, true, first_fd(fds)?),
+            match call(&conn, &Request::Register(reg.clone()), &[]) {
+                Ok((Reply::Registered { id }, fds)) => {
+                    let watch = conn.as_fd().try_clone_to_owned().map_err(|e| e.to_string())?;
+                    (id, first_fd(fds)?, Some((watch, socket, reg)))
+                }
                 Ok((Reply::Error { message }, _)) => return Err(format!("the manager refused: {message}")),
                 Ok((other, _)) => return Err(format!("the manager answered {other:?}")),
                 Err(e) => return Err(e.to_string()),
@@ -307,11 +352,17 @@ fn connect(opts: &Options, max: u32) -> Result<Managed, String> {
         }
     };
     let segment = Segment::open(fd).map_err(|e| format!("the manager's slot is unusable: {e}"))?;
-    let doorbell = match call(&conn, &Request::OpenDoorbell { id: Some(id) }) {
+    let doorbell = open_doorbell(&conn, id);
+    let link = Link { conn, id, doorbell, closing: false };
+    Ok((Managed { owned: rejoin.is_some(), segment, link: Mutex::new(link) }, rejoin))
+}
+
+/// Program `id`'s work-list doorbell, when the manager hands one out.
+pub(crate) fn open_doorbell(conn: &Conn, id: u64) -> Option<Doorbell> {
+    match call(conn, &Request::OpenDoorbell { id: Some(id) }, &[]) {
         Ok((Reply::Doorbell { .. }, fds)) => fds.into_iter().next().map(Doorbell::from_fd),
         _ => None,
-    };
-    Ok(Managed { conn: Mutex::new(conn), id, owned, segment, doorbell })
+    }
 }
 
 /// The slot of the registration a launcher made for this process's group. A launched program
@@ -321,7 +372,7 @@ fn open_own_slot(conn: &Conn) -> Option<(u64, Vec<OwnedFd>)> {
     let launched = std::env::var_os("CPUMGR_LAUNCHED").is_some();
     let deadline = Instant::now() + LAUNCHER_WAIT;
     loop {
-        match call(conn, &Request::OpenSlot { id: None }) {
+        match call(conn, &Request::OpenSlot { id: None }, &[]) {
             Ok((Reply::Slot { id }, fds)) => return Some((id, fds)),
             Ok((Reply::Error { .. }, _)) if launched && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(5))
@@ -334,12 +385,12 @@ fn open_own_slot(conn: &Conn) -> Option<(u64, Vec<OwnedFd>)> {
 /// Most times [`call`] waits again for a reply after a signal interrupted the wait.
 const INTERRUPTED_RETRIES: u32 = 100;
 
-/// Sends `req` and waits for its reply, waiting again when a signal interrupts the wait: the
-/// manager may stop and continue the program (`SIGSTOP`/`SIGCONT`) at any time, which makes a
-/// receive with a timeout fail with `EINTR` while the reply is still on its way. Giving up then
-/// would leave that reply to be read as the answer to the next request.
-fn call(conn: &Conn, req: &Request) -> Result<(Reply, Vec<OwnedFd>), TransportError> {
-    conn.send(&cpumgr_proto::msg::encode(req)?, &[])?;
+/// Sends `req` with `fds` attached and waits for its reply, waiting again when a signal
+/// interrupts the wait: the manager may stop and continue the program (`SIGSTOP`/`SIGCONT`) at
+/// any time, which makes a receive with a timeout fail with `EINTR` while the reply is still on
+/// its way. Giving up then would leave that reply to be read as the answer to the next request.
+pub(crate) fn call(conn: &Conn, req: &Request, fds: &[BorrowedFd<'_>]) -> Result<(Reply, Vec<OwnedFd>), TransportError> {
+    conn.send(&cpumgr_proto::msg::encode(req)?, fds)?;
     let mut tries = 0;
     let received = loop {
         match conn.recv() {

@@ -20,6 +20,7 @@ pub mod client;
 pub mod estimator;
 pub mod llpc;
 pub mod pool;
+mod rejoin;
 
 pub use client::{global, Client, Mode, Options};
 pub use cpumgr_proto::slot::{monotonic_ns, Allocation, Phase};

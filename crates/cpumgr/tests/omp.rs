@@ -163,6 +163,45 @@ fn without_a_manager_the_adapter_keeps_the_programs_own_team() {
     assert!(t.iter().all(|l| l.contains("threads=3")), "{err}");
 }
 
+/// A program whose runtime registered itself (no `cpumgr run` watches it) comes back to a
+/// restarted manager: the client library registers it again with the slot it kept, and the new
+/// manager's allocation reaches its regions through the same page.
+#[test]
+fn a_program_that_registered_itself_is_readopted_by_a_restarted_manager() {
+    adapter_is_built();
+    let dir = kernels("gcc");
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("stencil.err");
+    let mut d = Daemon::start("equipartition");
+    let child = Command::new(dir.join("stencil"))
+        .args(["-n", "64", "-iters", "10000000", "-regions", "1000000"])
+        .env("LD_PRELOAD", Path::new(BIN).with_file_name("libcpumgr_omp.so"))
+        .env("CPUMGR_SOCKET", &d.socket)
+        .env("CPUMGR_KERNEL_LOG", "1")
+        .env("OMP_NUM_THREADS", "2")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let pid = child.id() as i32;
+    d.runs.push(child);
+    let listed = |d: &Daemon| d.status().programs.iter().any(|p| p.pid == pid);
+    wait_for("the program to register itself", || listed(&d));
+    let n = wait_teams(&log, 0, 2, "teams of 2 under the first manager");
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    d.child = d
+        .cpumgr(&["daemon", "--policy", "static:parts=2", "--quantum", "50ms", "--cpus", "0-1"])
+        .spawn()
+        .unwrap();
+    wait_for("the restarted manager to list the program", || {
+        cpumgr_proto::Conn::connect(&d.socket).is_ok() && listed(&d)
+    });
+    wait_teams(&log, n, 1, "teams of 1 from the restarted manager's processor set");
+    let err = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(err.matches("cpumgr: registered again").count(), 1, "{err}");
+}
+
 #[test]
 fn an_explicit_team_request_caps_the_allocation() {
     adapter_is_built();

@@ -1,0 +1,110 @@
+//! Bringing a program that registered itself back to a restarted manager.
+//!
+//! `cpumgr run` watches its program and registers it again, with the slot it kept, when a manager
+//! answers after a crash (the daemon's `adopt.rs`). A program that registered *itself* through
+//! the client library has no such supervisor, so the client does the supervisor's part: one
+//! thread per self-registered program waits in `poll` for the manager's end of the control
+//! connection to close (no wake-up while the manager lives, apart from a check every
+//! [`ALIVE_CHECK`] that the client still exists). Once it closes, the runtime is already on its own:
+//! the slot's lease runs out and [`Client::team`](crate::Client::team) returns the program's own
+//! team. The thread then tries the socket every [`RETRY`] and, when a manager answers, registers
+//! again with the same memfd attached. The new manager maps the same page, so the runtime goes on
+//! reading and writing the slot it has, and obeys the new manager as soon as its first allocation
+//! renews the lease.
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use cpumgr_proto::{Conn, Registration, Reply, Request};
+use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+
+use crate::client::{call, note, open_doorbell, Managed};
+
+/// How often a waiting thread checks that its client still exists.
+const ALIVE_CHECK: Duration = Duration::from_secs(1);
+
+/// How often the socket is tried while no manager answers.
+const RETRY: Duration = Duration::from_millis(100);
+
+/// How long to wait before trying again after a manager refused the registration (a per-user
+/// limit, say): long enough not to flood it.
+const AFTER_REFUSAL: Duration = Duration::from_secs(2);
+
+/// Starts the thread that re-registers `client` (registered with `reg` on `socket`, its manager
+/// connection watched through `watch`, a duplicate of that connection's descriptor) whenever its
+/// manager goes away. The thread ends within [`ALIVE_CHECK`] of the client's end.
+pub(crate) fn spawn(client: &Arc<Managed>, watch: OwnedFd, socket: PathBuf, reg: Registration) {
+    let client = Arc::downgrade(client);
+    let started =
+        std::thread::Builder::new().name("cpumgr-rejoin".into()).spawn(move || keep(client, watch, socket, reg));
+    if let Err(e) = started {
+        note(&format!("cannot start the thread that re-registers after a manager restart ({e})"));
+    }
+}
+
+/// The thread's loop: wait for the manager to go, then register again with the next one.
+fn keep(client: Weak<Managed>, mut watch: OwnedFd, socket: PathBuf, reg: Registration) {
+    loop {
+        if !wait_for_hang_up(&client, &watch) {
+            return;
+        }
+        let mut delay = RETRY;
+        loop {
+            std::thread::sleep(delay);
+            let Some(m) = client.upgrade() else { return };
+            if m.closing() {
+                return;
+            }
+            match rejoin(&m, &socket, &reg) {
+                Ok(Some(fd)) => {
+                    note(&format!("registered again with the manager on {}", socket.display()));
+                    watch = fd;
+                    break;
+                }
+                Ok(None) => delay = AFTER_REFUSAL,
+                Err(()) => delay = RETRY,
+            }
+        }
+    }
+}
+
+/// Waits until the manager's end of the connection closes (true), or the client is gone or
+/// finishing (false).
+fn wait_for_hang_up(client: &Weak<Managed>, watch: &OwnedFd) -> bool {
+    let timeout = PollTimeout::try_from(ALIVE_CHECK).unwrap_or(PollTimeout::MAX);
+    loop {
+        // No events asked: a hang-up is always reported, and replies to the client's own calls
+        // on the connection must not wake this thread.
+        let mut fds = [PollFd::new(watch.as_fd(), PollFlags::empty())];
+        let ready = poll(&mut fds, timeout);
+        match client.upgrade() {
+            Some(m) if !m.closing() => {}
+            _ => return false,
+        }
+        let hung_up = PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL;
+        if matches!(ready, Ok(n) if n > 0) && fds[0].revents().is_some_and(|r| r.intersects(hung_up)) {
+            return true;
+        }
+    }
+}
+
+/// One try: connects, registers `reg` again with the slot attached, and on success makes the new
+/// connection, id and doorbell the client's. `Ok(Some(watch))`: registered, `watch` duplicates
+/// the new connection; `Ok(None)`: a manager answered and refused; `Err`: no manager answered.
+fn rejoin(m: &Managed, socket: &std::path::Path, reg: &Registration) -> Result<Option<OwnedFd>, ()> {
+    let conn = Conn::connect(socket).map_err(|_| ())?;
+    conn.set_timeout(Some(Duration::from_secs(5))).map_err(|_| ())?;
+    let id = match call(&conn, &Request::Register(reg.clone()), &[m.segment.fd()]) {
+        Ok((Reply::Registered { id }, _)) => id,
+        Ok((Reply::Error { message }, _)) => {
+            note(&format!("a restarted manager refused this program: {message}"));
+            return Ok(None);
+        }
+        Ok(_) | Err(_) => return Err(()),
+    };
+    let watch = conn.as_fd().try_clone_to_owned().map_err(|_| ())?;
+    let doorbell = open_doorbell(&conn, id);
+    Ok(m.relink(conn, id, doorbell).then_some(watch))
+}
