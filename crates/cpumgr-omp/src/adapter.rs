@@ -51,7 +51,8 @@ fn level() -> c_int {
     f.map(|f| unsafe { f() }).unwrap_or(0)
 }
 
-/// The program's default team (see [`DEFAULT_TEAM`]).
+/// The program's default team: `omp_set_num_threads`'s last value, else the first entry of
+/// `OMP_NUM_THREADS`, else the CPUs it could use at start.
 pub fn default_team() -> u32 {
     let t = DEFAULT_TEAM.load(Ordering::Relaxed);
     if t > 0 {
@@ -124,7 +125,7 @@ fn probing() -> bool {
 ///
 /// The SelfAnalyzer's baseline: an unmodified program never varies its own team, and a manager
 /// may never vary its allocation (a program alone under `pdpa`), so after a region key has run
-/// once for at least [`PROBE_NS`] on a team larger than one, its next instance runs on one thread,
+/// once for at least a millisecond on a team larger than one, its next instance runs on one thread,
 /// once. Its time against the allocation's gives the speedup that [`end`] reports.
 #[inline]
 pub fn begin(requested: u32, key: u64) -> (u32, Option<Region>) {
