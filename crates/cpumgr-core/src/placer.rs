@@ -19,10 +19,22 @@ use crate::topology::{Level, Topology};
 
 /// Places decisions on one topology. Keeps scratch buffers between quanta so a placement
 /// allocates little; the result depends only on the inputs.
+///
+/// The free map a placement leaves (the managed CPUs no program was given) is kept, so that a
+/// caller that knows which programs changed since can place only those
+/// ([`Placer::place_changed`], with [`Placer::release`] for CPUs given up in between): the work
+/// then follows the changed programs, not the machine or every program.
 #[derive(Debug, Default)]
 pub struct Placer {
+    /// Per position, whether it is free (one bit each).
     free: Vec<u64>,
+    /// Per domain, its free CPUs.
     free_in: Vec<u32>,
+    /// Per program, the positions it keeps or takes (scratch, cleared per placement).
+    kept: Vec<Vec<u32>>,
+    /// Scratch: a program's previous positions, the grow order.
+    positions: Vec<u32>,
+    order: Vec<usize>,
 }
 
 /// A broken placement invariant, found by [`validate`].
@@ -107,62 +119,130 @@ impl Placer {
         }
         sets.clear();
         sets.resize(programs.len(), CpuSet::new());
-        let want = |i: usize| {
-            let a = decision.allocations[i];
-            if a.running {
-                a.count
-            } else {
-                0
-            }
-        };
+        self.assign(topology, programs, decision, 0..programs.len(), sets);
+    }
 
+    /// Places only the programs `changed` (indices into `programs` and `decision`, increasing),
+    /// writing their sets into `sets` (which must have an entry per program; the others are left
+    /// as they are), around the CPUs every other program keeps.
+    ///
+    /// Contract: this placer's last placement was of the same machine, and since then the caller
+    /// has [`Placer::release`]d every CPU a program gave up (it stopped or left), so that the
+    /// free map holds exactly the managed CPUs programs hold now; every program not in `changed`
+    /// runs on exactly the CPUs it holds (its count is its set's size), and every program in
+    /// `changed` that held CPUs had them released before this call. Then the sets are those
+    /// [`Placer::place`] gives: an unchanged program keeps its whole set there too, and the
+    /// changed ones keep and grow in the same order on the same free CPUs.
+    ///
+    /// Returns false, placing nothing, when a changed program's previous CPUs are held by an
+    /// unchanged one: [`Placer::place`]'s keep step, which goes in program order, could then
+    /// take them from the holder, so the caller must place everything.
+    pub fn place_changed(
+        &mut self,
+        topology: &Topology,
+        programs: &[Program],
+        decision: &Decision,
+        changed: &[usize],
+        sets: &mut [CpuSet],
+    ) -> bool {
+        if self.free.len() != topology.num_cpus().div_ceil(64) || self.free_in.len() != topology.domains().len() {
+            // No placement of this machine yet: nothing is known to be kept.
+            return false;
+        }
+        let clash = changed.iter().any(|&i| {
+            want(decision, i) > 0
+                && programs[i].cpus.iter().any(|c| topology.position(c).is_some_and(|p| !self.is_free(p)))
+        });
+        if clash {
+            return false;
+        }
+        self.assign(topology, programs, decision, changed.iter().copied(), sets);
+        true
+    }
+
+    /// Marks `cpus` free again: a program gave them up since the last placement (it stopped or
+    /// left), for [`Placer::place_changed`].
+    pub fn release(&mut self, topology: &Topology, cpus: &CpuSet) {
+        for cpu in cpus.iter() {
+            if let Some(p) = topology.position(cpu) {
+                self.set_free(topology, p, true);
+            }
+        }
+    }
+
+    /// Keeps and grows the programs `which` (increasing indices) on the free map, writing their
+    /// sets.
+    fn assign(
+        &mut self,
+        topology: &Topology,
+        programs: &[Program],
+        decision: &Decision,
+        which: impl Iterator<Item = usize> + Clone,
+        sets: &mut [CpuSet],
+    ) {
+        if self.kept.len() < programs.len() {
+            self.kept.resize_with(programs.len(), Vec::new);
+        }
         // Keep: each program holds on to as many of its previous CPUs as it still gets, lowest
         // positions first so a shrinking program stays compact.
-        let mut kept: Vec<Vec<u32>> = vec![Vec::new(); programs.len()];
-        for (i, prog) in programs.iter().enumerate() {
-            let count = want(i) as usize;
+        for i in which.clone() {
+            self.kept[i].clear();
+            let count = want(decision, i) as usize;
+            let prog = &programs[i];
             if count == 0 || prog.cpus.is_empty() {
                 continue;
             }
-            let mut positions: Vec<u32> = prog.cpus.iter().filter_map(|c| topology.position(c)).collect();
+            let mut positions = std::mem::take(&mut self.positions);
+            positions.clear();
+            positions.extend(prog.cpus.iter().filter_map(|c| topology.position(c)));
             positions.sort_unstable();
-            for p in positions {
-                if kept[i].len() == count {
+            let mut kept = std::mem::take(&mut self.kept[i]);
+            for &p in &positions {
+                if kept.len() == count {
                     break;
                 }
                 if self.is_free(p) {
                     self.set_free(topology, p, false);
-                    kept[i].push(p);
+                    kept.push(p);
                 }
             }
+            self.kept[i] = kept;
+            self.positions = positions;
         }
 
         // Grow: programs that keep CPUs grow around them first, then newcomers, the largest
         // first (best fit packs big requests before small ones fragment the machine).
-        let mut order: Vec<usize> = (0..programs.len()).filter(|&i| kept[i].len() < want(i) as usize).collect();
-        order.sort_by_key(|&i| (kept[i].is_empty(), std::cmp::Reverse(want(i) - kept[i].len() as u32), i));
-        for i in order {
-            let mut need = want(i) as usize - kept[i].len();
+        let mut order = std::mem::take(&mut self.order);
+        order.clear();
+        order.extend(which.clone().filter(|&i| self.kept[i].len() < want(decision, i) as usize));
+        order.sort_by_key(|&i| {
+            (self.kept[i].is_empty(), std::cmp::Reverse(want(decision, i) - self.kept[i].len() as u32), i)
+        });
+        for &i in &order {
+            let mut kept = std::mem::take(&mut self.kept[i]);
+            let mut need = want(decision, i) as usize - kept.len();
             let block = decision.allocations[i].block.max(1) as usize;
             if block > 1 {
-                need -= self.take_blocks(topology, block, need, &mut kept[i]);
+                need -= self.take_blocks(topology, block, need, &mut kept);
             }
-            if need == 0 {
-                continue;
-            }
-            let anchor = kept[i].first().copied().or_else(|| self.best_fit(topology, need));
-            if let Some(anchor) = anchor {
-                for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
-                    let d = &topology.domains()[topology.domain_of(anchor, level)];
-                    need -= self.take_range(topology, d.first, d.end, need, &mut kept[i]);
-                    if need == 0 {
-                        break;
+            if need > 0 {
+                let anchor = kept.first().copied().or_else(|| self.best_fit(topology, need));
+                if let Some(anchor) = anchor {
+                    for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
+                        let d = &topology.domains()[topology.domain_of(anchor, level)];
+                        need -= self.take_range(topology, d.first, d.end, need, &mut kept);
+                        if need == 0 {
+                            break;
+                        }
                     }
                 }
             }
+            self.kept[i] = kept;
         }
-        for (i, positions) in kept.iter().enumerate().filter(|(_, k)| !k.is_empty()) {
-            sets[i] = positions.iter().map(|&p| topology.cpu_at(p)).collect();
+        self.order = order;
+        for i in which {
+            let kept = &self.kept[i];
+            sets[i] = if kept.is_empty() { CpuSet::new() } else { kept.iter().map(|&p| topology.cpu_at(p)).collect() };
         }
     }
 
@@ -248,6 +328,16 @@ impl Placer {
             }
         }
         (0..topology.num_cpus() as u32).find(|&p| self.is_free(p))
+    }
+}
+
+/// The CPUs program `i` gets: its count if it runs, else none.
+fn want(decision: &Decision, i: usize) -> u32 {
+    let a = decision.allocations[i];
+    if a.running {
+        a.count
+    } else {
+        0
     }
 }
 
@@ -369,7 +459,62 @@ mod tests {
         assert_eq!(sets[0].to_string(), "0-1,8-9", "a whole L3 of the managed package");
         assert_eq!(sets[1].to_string(), "2,10");
         assert!(validate(&CpuSet::parse("0-1,8-9").unwrap(), &decision(&[4]), &sets[..1]).is_ok());
-        assert!(matches!(validate(&CpuSet::parse("0-1,8,12").unwrap(), &decision(&[4]), &sets[..1]), Err(PlacementError::Unmanaged { cpu: 9, .. })));
+        assert!(matches!(
+            validate(&CpuSet::parse("0-1,8,12").unwrap(), &decision(&[4]), &sets[..1]),
+            Err(PlacementError::Unmanaged { cpu: 9, .. })
+        ));
+    }
+
+    #[test]
+    fn placing_only_the_changed_programs_gives_what_a_full_placement_gives() {
+        // Quantum after quantum on the 16-CPU server, counts change for some programs; each
+        // program's previous set is what it got last. The kept placer places only the changed
+        // ones (after releasing what they held) unless a changed one's old CPUs are another's.
+        let t = server();
+        let mut progs: Vec<Program> = (1..=5).map(|id| Program::new(id, "p", 8)).collect();
+        let steps: [[u32; 5]; 6] =
+            [[4, 2, 2, 0, 0], [4, 2, 2, 3, 1], [4, 1, 2, 3, 4], [0, 1, 2, 3, 4], [6, 1, 2, 3, 4], [6, 4, 2, 0, 4]];
+        let mut kept = Placer::new();
+        let mut held = [0u32; 5];
+        let (mut partial, mut fallback) = (0, 0);
+        for counts in steps {
+            let d = decision(&counts);
+            let mut full = Vec::new();
+            Placer::new().place(&t, t.cpus(), &progs, &d, &mut full);
+            validate(t.cpus(), &d, &full).unwrap();
+            let changed: Vec<usize> = (0..5).filter(|&i| counts[i] != held[i]).collect();
+            for &i in &changed {
+                if held[i] > 0 {
+                    kept.release(&t, &progs[i].cpus);
+                }
+            }
+            let mut sets = vec![CpuSet::new(); 5];
+            if kept.place_changed(&t, &progs, &d, &changed, &mut sets) {
+                partial += 1;
+                for i in 0..5 {
+                    let expect = if changed.contains(&i) {
+                        &sets[i]
+                    } else if counts[i] > 0 {
+                        &progs[i].cpus
+                    } else {
+                        &sets[i]
+                    };
+                    assert_eq!(expect, &full[i], "program {i} at {counts:?}");
+                }
+            } else {
+                fallback += 1;
+                kept.place(&t, t.cpus(), &progs, &d, &mut sets);
+                assert_eq!(sets, full);
+            }
+            for i in 0..5 {
+                if counts[i] > 0 {
+                    progs[i].cpus = full[i].clone();
+                }
+                held[i] = counts[i];
+            }
+        }
+        assert!(partial >= 4, "most steps place only the changed programs ({partial} of 6)");
+        assert!(fallback >= 1, "the first placement is a full one");
     }
 
     #[test]
@@ -377,7 +522,10 @@ mod tests {
         let d = decision(&[1, 1]);
         let managed = CpuSet::parse("0-1").unwrap();
         let one = CpuSet::parse("0").unwrap();
-        assert!(matches!(validate(&managed, &d, &[one.clone(), one.clone()]), Err(PlacementError::Shared { cpu: 0, .. })));
+        assert!(matches!(
+            validate(&managed, &d, &[one.clone(), one.clone()]),
+            Err(PlacementError::Shared { cpu: 0, .. })
+        ));
         assert!(matches!(
             validate(&managed, &d, &[one, CpuSet::parse("5").unwrap()]),
             Err(PlacementError::Unmanaged { cpu: 5, .. })

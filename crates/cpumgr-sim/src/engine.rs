@@ -33,7 +33,8 @@ use cpumgr_core::{CpuSet, Decision, Kind, Nanos, Placer, Policy, Program, Progra
 use crate::cost::CostModel;
 use crate::job::JobSpec;
 use crate::limits::HORIZON;
-use crate::metrics::{Accumulator, JobRecord, RunSummary, RunTotals, BOUNDED_SLOWDOWN_TAU};
+use crate::metrics::{JobRecord, RunSummary};
+use crate::tally::{Pending, Ran, Tally};
 
 const NS: f64 = 1e9;
 /// Longest schedule period the fast-forward recognises, in quanta.
@@ -64,7 +65,14 @@ pub struct SimConfig {
 
 impl Default for SimConfig {
     fn default() -> Self {
-        SimConfig { quantum: None, cost: CostModel::default(), mpl: 0, follow_mpl_advice: true, fast_forward: true, check_placement: true }
+        SimConfig {
+            quantum: None,
+            cost: CostModel::default(),
+            mpl: 0,
+            follow_mpl_advice: true,
+            fast_forward: true,
+            check_placement: true,
+        }
     }
 }
 
@@ -160,6 +168,9 @@ struct Live {
     q_work: f64,
     q_time: f64,
     hist: VecDeque<Snap>,
+    /// Its part of the schedule's signature while it runs ([`signature`] of its id, count and
+    /// CPUs), computed when its CPUs change.
+    sig: u64,
     /// Whether its program's view fields are up to date while it has never run (they cannot
     /// change until it runs or changes phase, so the tick skips it: see [`Live::idle`]).
     viewed: bool,
@@ -235,13 +246,11 @@ struct Engine<'a, 'o> {
     spec: String,
     cfg: SimConfig,
     quantum: Nanos,
-    obs: &'o mut dyn Observer,
-    trace: bool,
+    tally: Tally<'o>,
     now: Nanos,
     next_tick: Nanos,
     wake_at: Option<Nanos>,
     limit: u32,
-    next_id: u64,
     queue: VecDeque<(ProgramId, JobSpec)>,
     programs: Vec<Program>,
     // Boxed on purpose: removing finished jobs from a long backlog moves pointers, not records.
@@ -258,10 +267,8 @@ struct Engine<'a, 'o> {
     placer: Placer,
     decision: Decision,
     sets: Vec<CpuSet>,
-    acc: Accumulator,
-    events: u64,
-    busy: f64,
-    frag: f64,
+    /// Scratch: the programs whose count changed at this tick.
+    changed_jobs: Vec<usize>,
     /// CPUs held by running jobs (Σ share).
     held: f64,
     /// Alive jobs that hold no CPU.
@@ -274,9 +281,6 @@ struct Engine<'a, 'o> {
     sigs: VecDeque<u64>,
     quiet: usize,
     idle_quanta: u64,
-    skipped: u64,
-    first_arrival: Option<Nanos>,
-    last_end: Nanos,
 }
 
 /// Runs `jobs` (in arrival order; a job listed before an earlier arrival arrives when it is
@@ -295,8 +299,7 @@ pub fn run(
     let quantum = cfg.quantum.or(policy.preferred_quantum()).unwrap_or(100_000_000).clamp(1, max_quantum);
     let managed = topology.cpus().clone();
     let cpus = managed.len() as u32;
-    let trace = obs.wants_events();
-    if trace {
+    if obs.wants_events() {
         let kind = EventKind::Start { source: "sim".into(), cpus: managed.clone(), policy: spec.to_string(), quantum };
         obs.event(&Event { t: 0, program: None, kind });
     }
@@ -311,13 +314,11 @@ pub fn run(
         spec: spec.to_string(),
         cfg: cfg.clone(),
         quantum,
-        obs,
-        trace,
+        tally: Tally::new(cpus, obs),
         now: 0,
         next_tick: 0,
         wake_at: None,
         limit: cfg.mpl,
-        next_id: 1,
         queue: VecDeque::new(),
         programs: Vec::new(),
         live: Vec::new(),
@@ -327,10 +328,7 @@ pub fn run(
         placer: Placer::new(),
         decision: Decision::default(),
         sets: Vec::new(),
-        acc: Accumulator::default(),
-        events: 0,
-        busy: 0.0,
-        frag: 0.0,
+        changed_jobs: Vec::new(),
         held: 0.0,
         unserved: 0,
         dead: 0,
@@ -339,16 +337,10 @@ pub fn run(
         sigs: VecDeque::new(),
         quiet: 0,
         idle_quanta: 0,
-        skipped: 0,
-        first_arrival: None,
-        last_end: 0,
     };
-    let mut pending = jobs.into_iter().peekable();
+    let mut pending = Pending::new(jobs);
     loop {
-        if let Some(j) = pending.peek() {
-            j.check_arrival().map_err(|(field, message)| SimError::Job { name: j.name.clone(), field, message })?;
-        }
-        let next_arrival = pending.peek().map(|j| j.arrival.max(e.now));
+        let next_arrival = pending.next_arrival(e.now)?;
         if e.live.len() == e.dead && e.queue.is_empty() {
             match next_arrival {
                 None => break,
@@ -365,35 +357,25 @@ pub fn run(
         if let Some(w) = e.wake_at {
             t = t.min(w);
         }
-        if t > HORIZON {
-            return Err(SimError::Horizon { at: t as f64 / NS, jobs: e.live.len() - e.dead + e.queue.len() });
-        }
+        Tally::within_horizon(t, e.live.len() - e.dead + e.queue.len())?;
         e.advance_to(t);
         e.complete_phases();
-        while let Some(j) = pending.next_if(|j| j.arrival <= e.now) {
-            e.arrive(j)?;
+        while let Some(j) = pending.due(e.now) {
+            let (id, j) = e.tally.arrive(j, e.now)?;
+            e.changed();
+            e.queue.push_back((id, j));
         }
         let wake = e.wake_at == Some(e.now);
         if e.now == e.next_tick || wake {
-            e.tick(wake, pending.peek().map(|j| j.arrival.max(e.now)))?;
+            e.tick(wake, pending.next_arrival(e.now)?)?;
         }
     }
-    let makespan = e.first_arrival.map_or(0.0, |f| e.last_end.saturating_sub(f) as f64 / NS);
-    Ok(e.acc.finish(RunTotals {
-        policy: e.spec,
-        cpus,
-        events: e.events,
-        makespan,
-        busy_cpu_seconds: e.busy,
-        fragmented_cpu_seconds: e.frag,
-        skipped_quanta: e.skipped,
-        wall_seconds: started.elapsed().as_secs_f64(),
-    }))
+    Ok(e.tally.summary(&e.spec, started))
 }
 
 impl Engine<'_, '_> {
     fn emit(&mut self, program: Option<ProgramId>, kind: EventKind) {
-        self.obs.event(&Event { t: self.now, program, kind });
+        self.tally.emit(self.now, program, kind);
     }
 
     /// Marks that something changed the schedule's inputs: the fast-forward starts over.
@@ -409,11 +391,8 @@ impl Engine<'_, '_> {
         if t <= self.now {
             return;
         }
-        let dt = (t - self.now) as f64 / NS;
-        self.busy += self.held * dt;
-        if self.unserved > 0 || !self.queue.is_empty() {
-            self.frag += (self.cpus as f64 - self.held).max(0.0) * dt;
-        }
+        let waited = self.unserved > 0 || !self.queue.is_empty();
+        self.tally.account(t - self.now, self.held, waited);
         self.now = t;
     }
 
@@ -434,7 +413,7 @@ impl Engine<'_, '_> {
             l.progress(now);
             let before = l.spec.request_in(l.phase).now;
             l.phase += 1;
-            self.events += 1;
+            self.tally.events += 1;
             while l.phase < l.spec.phases.len() && l.spec.phases[l.phase].work <= 0.0 {
                 l.phase += 1;
             }
@@ -454,7 +433,7 @@ impl Engine<'_, '_> {
             self.live[i].set_done_at(now);
             self.push_end(i);
             self.programs[i].request = self.live[i].spec.request_in(self.live[i].phase);
-            if after != before && self.trace {
+            if after != before && self.tally.trace {
                 let id = self.programs[i].id;
                 self.emit(Some(id), EventKind::Request { now: after });
             }
@@ -494,8 +473,13 @@ impl Engine<'_, '_> {
     }
 
     fn finish(&mut self, i: usize) {
+        if self.live[i].ran_last {
+            // Its CPUs are free from now on (for the next placement of the changed programs).
+            self.placer.release(self.topology, &self.programs[i].cpus);
+        }
         let l = &mut self.live[i];
         l.alive = false;
+        l.ran_last = false;
         self.held -= l.share;
         l.share = 0.0;
         l.rate = 0.0;
@@ -504,32 +488,9 @@ impl Engine<'_, '_> {
         let l = &self.live[i];
         let p = &self.programs[i];
         self.policy.on_exit(p.id);
-        let end = self.now;
-        self.last_end = self.last_end.max(end);
-        let ran = Ran { first_run: l.first_run, run_ns: l.run_ns, busy: l.busy, moves: l.moves, dedicated: l.dedicated };
-        let record = ran.record(p.id.0, &l.spec, p.arrival, end);
-        let id = p.id;
-        if self.trace {
-            self.emit(Some(id), EventKind::Exit { status: Some(0) });
-        }
-        self.obs.job(&record);
-        self.acc.add(&record);
-    }
-
-    fn arrive(&mut self, mut j: JobSpec) -> Result<(), SimError> {
-        j.check(self.cpus).map_err(|(field, message)| SimError::Job { name: j.name.clone(), field, message })?;
-        j.arrival = j.arrival.max(self.now);
-        self.first_arrival.get_or_insert(j.arrival);
-        let id = ProgramId(self.next_id);
-        self.next_id += 1;
-        self.events += 1;
-        self.changed();
-        if self.trace {
-            let kind = EventKind::Arrive { name: j.name.clone(), request: j.request_in(0).now };
-            self.emit(Some(id), kind);
-        }
-        self.queue.push_back((id, j));
-        Ok(())
+        let ran =
+            Ran { first_run: l.first_run, run_ns: l.run_ns, busy: l.busy, moves: l.moves, dedicated: l.dedicated };
+        self.tally.finish(p.id, &l.spec, p.arrival, &ran, self.now);
     }
 
     /// Admits queued jobs while the multiprogramming level allows (at ticks, after
@@ -571,9 +532,16 @@ impl Engine<'_, '_> {
                 q_work: 0.0,
                 q_time: 0.0,
                 hist: VecDeque::new(),
+                sig: 0,
                 viewed: false,
             }));
-            let view = View { now: self.now, quantum: self.quantum, topology: self.topology, cpus: self.cpus, programs: &self.programs };
+            let view = View {
+                now: self.now,
+                quantum: self.quantum,
+                topology: self.topology,
+                cpus: self.cpus,
+                programs: &self.programs,
+            };
             self.policy.on_arrival(&view, id);
             // A phase of no work ends at once.
             if remaining <= 0.0 {
@@ -595,7 +563,7 @@ impl Engine<'_, '_> {
 
     /// One scheduler step: build the view, decide, place, and set every job's rate.
     fn tick(&mut self, wake: bool, next_arrival: Option<Nanos>) -> Result<(), SimError> {
-        self.events += 1;
+        self.tally.events += 1;
         let regular = self.now == self.next_tick;
         if regular {
             self.next_tick = self.now + self.quantum;
@@ -639,7 +607,13 @@ impl Engine<'_, '_> {
         }
         let n = self.programs.len();
         self.decision.reset(n);
-        let view = View { now: self.now, quantum: self.quantum, topology: self.topology, cpus: self.cpus, programs: &self.programs };
+        let view = View {
+            now: self.now,
+            quantum: self.quantum,
+            topology: self.topology,
+            cpus: self.cpus,
+            programs: &self.programs,
+        };
         self.policy.decide(&view, &mut self.decision);
         if let Some(w) = self.decision.wake_at.filter(|&w| w > self.now) {
             self.wake_at = Some(w);
@@ -682,17 +656,11 @@ impl Engine<'_, '_> {
         Ok(())
     }
 
-    /// Applies a space-sharing or gang decision through the placer.
+    /// Applies a space-sharing or gang decision through the placer: only the programs whose
+    /// count changed are placed when the placer can prove the others keep their sets
+    /// ([`Placer::place_changed`]), else every program is.
     fn apply_placed(&mut self, sig: &mut u64) -> Result<(), SimError> {
-        let held = self.holds_decision();
-        if !held {
-            self.placer.place(self.topology, &self.managed, &self.programs, &self.decision, &mut self.sets);
-            if self.cfg.check_placement {
-                validate(&self.managed, &self.decision, &self.sets)
-                    .map_err(|error| SimError::Placement { at: self.now as f64 / NS, error })?;
-            }
-        }
-        if held {
+        if self.holds_decision() {
             // Every running program keeps the CPUs it holds: the placer would return them. A
             // running program ran last quantum, so it is not idle: the idle ones need nothing.
             self.refresh_active();
@@ -700,59 +668,116 @@ impl Engine<'_, '_> {
                 let i = self.active[k];
                 let a = self.decision.allocations[i];
                 let count = if a.running { a.count } else { 0 };
-                let running = count > 0;
-                if running {
-                    *sig = sig.wrapping_add(signature(self.programs[i].id, count, &self.programs[i].cpus));
-                }
-                self.keep(i, running, count);
+                self.keep(i, count > 0, count);
             }
-            return Ok(());
+        } else {
+            let mut changed = std::mem::take(&mut self.changed_jobs);
+            changed.clear();
+            for (i, (a, l)) in self.decision.allocations.iter().zip(&self.live).enumerate() {
+                let want = if a.running { a.count } else { 0 };
+                let holds = if l.ran_last { l.share as u32 } else { 0 };
+                if want != holds {
+                    changed.push(i);
+                    if l.ran_last {
+                        self.placer.release(self.topology, &self.programs[i].cpus);
+                    }
+                }
+            }
+            self.sets.resize(self.programs.len(), CpuSet::new());
+            let only_changed =
+                self.placer.place_changed(self.topology, &self.programs, &self.decision, &changed, &mut self.sets);
+            if !only_changed {
+                self.placer.place(self.topology, &self.managed, &self.programs, &self.decision, &mut self.sets);
+                changed.clear();
+                changed.extend(0..self.programs.len());
+            }
+            if self.cfg.check_placement {
+                self.check(only_changed, &changed)?;
+            }
+            for &i in &changed {
+                self.apply_one(i);
+            }
+            self.changed_jobs = changed;
         }
-        for i in 0..self.programs.len() {
-            let a = self.decision.allocations[i];
-            let running = a.running && !self.sets[i].is_empty();
-            let count = if running { self.sets[i].len() as u32 } else { 0 };
-            if !running && self.idle[i] {
-                continue;
-            }
-            let l = &mut self.live[i];
-            l.progress(self.now);
-            let p = &mut self.programs[i];
-            if running {
-                *sig = sig.wrapping_add(signature(p.id, count, &self.sets[i]));
-                let moved: u32 = if p.cpus.is_empty() {
-                    0
-                } else {
-                    let old = p.cpus.as_words();
-                    self.sets[i].as_words().iter().enumerate().map(|(k, w)| (w & !old.get(k).copied().unwrap_or(0)).count_ones()).sum()
-                };
-                l.moves += moved as u64;
-                l.stall += self.cfg.cost.reload(moved, count);
-                if !l.ran_last && l.first_run.is_some() {
-                    l.stall += self.cfg.cost.resume_ms * 1e-3;
-                }
-                l.first_run.get_or_insert(self.now);
-                if self.idle[i] {
-                    self.idle[i] = false;
-                    self.active_stale = true;
-                }
-                if l.spec.kind == Kind::Moldable && l.team.is_none() {
-                    l.team = Some(count);
-                }
-            }
-            let changed = running != l.ran_last || (running && self.sets[i] != p.cpus);
-            if running {
-                std::mem::swap(&mut p.cpus, &mut self.sets[i]);
-            }
-            l.ran_last = running;
-            self.set_placed_rate(i, count);
-            if changed && self.trace {
-                let id = self.programs[i].id;
-                let cpus = if running { self.programs[i].cpus.clone() } else { CpuSet::new() };
-                self.emit(Some(id), EventKind::Allocate { count, cpus, running });
+        self.refresh_active();
+        for &i in &self.active {
+            if self.live[i].ran_last {
+                *sig = sig.wrapping_add(self.live[i].sig);
             }
         }
         Ok(())
+    }
+
+    /// Checks the new sets: the whole placement after a full one; after placing only the changed
+    /// programs, their sizes (the placer took their CPUs from the free map, which holds none of
+    /// the others').
+    fn check(&self, only_changed: bool, changed: &[usize]) -> Result<(), SimError> {
+        let at = self.now as f64 / NS;
+        if !only_changed {
+            return validate(&self.managed, &self.decision, &self.sets)
+                .map_err(|error| SimError::Placement { at, error });
+        }
+        for &i in changed {
+            let a = self.decision.allocations[i];
+            let count = if a.running { a.count } else { 0 };
+            let got = self.sets[i].len();
+            if got != count as usize {
+                return Err(SimError::Placement { at, error: PlacementError::WrongSize { program: i, count, got } });
+            }
+        }
+        Ok(())
+    }
+
+    /// Applies program `i`'s new set (in `sets`) from the placer: moves and their reload, a
+    /// resumed program's stall, its rate, and the trace.
+    fn apply_one(&mut self, i: usize) {
+        let a = self.decision.allocations[i];
+        let running = a.running && !self.sets[i].is_empty();
+        let count = if running { self.sets[i].len() as u32 } else { 0 };
+        if !running && self.idle[i] {
+            return;
+        }
+        let l = &mut self.live[i];
+        l.progress(self.now);
+        let p = &mut self.programs[i];
+        if running {
+            l.sig = signature(p.id, count, &self.sets[i]);
+            let moved: u32 = if p.cpus.is_empty() {
+                0
+            } else {
+                let old = p.cpus.as_words();
+                self.sets[i]
+                    .as_words()
+                    .iter()
+                    .enumerate()
+                    .map(|(k, w)| (w & !old.get(k).copied().unwrap_or(0)).count_ones())
+                    .sum()
+            };
+            l.moves += moved as u64;
+            l.stall += self.cfg.cost.reload(moved, count);
+            if !l.ran_last && l.first_run.is_some() {
+                l.stall += self.cfg.cost.resume_ms * 1e-3;
+            }
+            l.first_run.get_or_insert(self.now);
+            if self.idle[i] {
+                self.idle[i] = false;
+                self.active_stale = true;
+            }
+            if l.spec.kind == Kind::Moldable && l.team.is_none() {
+                l.team = Some(count);
+            }
+        }
+        let changed = running != l.ran_last || (running && self.sets[i] != p.cpus);
+        if running {
+            std::mem::swap(&mut p.cpus, &mut self.sets[i]);
+        }
+        l.ran_last = running;
+        self.set_placed_rate(i, count);
+        if changed && self.tally.trace {
+            let id = self.programs[i].id;
+            let cpus = if running { self.programs[i].cpus.clone() } else { CpuSet::new() };
+            self.emit(Some(id), EventKind::Allocate { count, cpus, running });
+        }
     }
 
     /// Whether the decision runs every program on exactly the CPUs it holds from the last
@@ -772,9 +797,13 @@ impl Engine<'_, '_> {
         let l = &mut self.live[i];
         l.progress(self.now);
         let changed = running != l.ran_last;
+        if l.ran_last && !running {
+            self.placer.release(self.topology, &self.programs[i].cpus);
+        }
+        let l = &mut self.live[i];
         l.ran_last = running;
         self.set_placed_rate(i, count);
-        if changed && self.trace {
+        if changed && self.tally.trace {
             let id = self.programs[i].id;
             self.emit(Some(id), EventKind::Allocate { count, cpus: CpuSet::new(), running });
         }
@@ -797,7 +826,7 @@ impl Engine<'_, '_> {
         if self.global_hist.len() > MAX_PERIOD {
             self.global_hist.pop_front();
         }
-        self.global_hist.push_back((self.busy, self.frag));
+        self.global_hist.push_back((self.tally.busy, self.tally.frag));
         if self.sigs.len() >= REPEATS * MAX_PERIOD {
             self.sigs.pop_front();
         }
@@ -830,7 +859,10 @@ impl Engine<'_, '_> {
         // Never jump far past the horizon (the run stops there), so the jump cannot overflow.
         n = n.min(HORIZON.saturating_sub(self.now) / cycle + 1);
         let g = self.global_hist.len();
-        let (gb, gf) = (self.global_hist[g - 1].0 - self.global_hist[g - 1 - p].0, self.global_hist[g - 1].1 - self.global_hist[g - 1 - p].1);
+        let (gb, gf) = (
+            self.global_hist[g - 1].0 - self.global_hist[g - 1 - p].0,
+            self.global_hist[g - 1].1 - self.global_hist[g - 1 - p].1,
+        );
         let k = n as f64;
         for (l, _) in self.live.iter_mut().zip(&self.idle).filter(|(_, &idle)| !idle) {
             let (now, then) = l.period_ends(p);
@@ -842,13 +874,13 @@ impl Engine<'_, '_> {
             l.moves += n * (now.moves - then.moves);
             l.hist.clear();
         }
-        self.busy += k * gb;
-        self.frag += k * gf;
+        self.tally.busy += k * gb;
+        self.tally.frag += k * gf;
         self.global_hist.clear();
         let jump = n * cycle;
         self.now += jump;
         self.next_tick += jump;
-        self.skipped += n * p as u64;
+        self.tally.skipped += n * p as u64;
         let now = self.now;
         self.ends.clear();
         for i in 0..self.live.len() {
@@ -876,45 +908,6 @@ pub(crate) fn dedicated_time(cost: &CostModel, cpus: u32, spec: &JobSpec) -> f64
             }
         })
         .sum()
-}
-
-/// What a job received over its life, for its [`JobRecord`].
-pub(crate) struct Ran {
-    /// When it first ran.
-    pub first_run: Option<Nanos>,
-    /// Time it held CPUs.
-    pub run_ns: Nanos,
-    /// CPU-seconds it held.
-    pub busy: f64,
-    /// CPUs it gained that it had not held.
-    pub moves: u64,
-    /// Its run time alone on the machine, seconds.
-    pub dedicated: f64,
-}
-
-impl Ran {
-    /// The record of job `id` (`spec`, arrived at `arrival`) that ended at `end`.
-    pub fn record(&self, id: u64, spec: &JobSpec, arrival: Nanos, end: Nanos) -> JobRecord {
-        let secs = |ns: Nanos| ns as f64 / NS;
-        let turnaround = secs(end - arrival);
-        let start = self.first_run.unwrap_or(end);
-        let dedicated = self.dedicated;
-        JobRecord {
-            id,
-            name: spec.name.clone(),
-            class: spec.class.clone(),
-            arrival: secs(arrival),
-            response: secs(start - arrival),
-            wait: (turnaround - secs(self.run_ns)).max(0.0),
-            run: secs(end - start),
-            turnaround,
-            dedicated,
-            slowdown: if dedicated > 0.0 { turnaround / dedicated } else { 1.0 },
-            bounded_slowdown: (turnaround / dedicated.max(BOUNDED_SLOWDOWN_TAU)).max(1.0),
-            cpu_seconds: self.busy,
-            moves: self.moves,
-        }
-    }
 }
 
 /// A running program's part of a schedule's signature, a hash of its id, count and CPUs. The

@@ -3,7 +3,7 @@
 //!
 //! - [`speedup`]: how fast a phase runs on `p` CPUs (Amdahl, Downey, measured table);
 //! - [`job`]: jobs (malleable, moldable, rigid, evolving) made of phases, EPD and ltomcatv patterns;
-//! - [`bench`]: CPU time and peak memory, for the benchmarks' figures;
+//! - [`mod@bench`]: CPU time and peak memory, for the benchmarks' figures;
 //! - [`cost`]: the documented cost-of-sharing model (oversubscription, CPU moves, resumed gangs);
 //! - [`limits`]: the largest machine, time and quantum the simulator accepts;
 //! - [`engine`]: the event loop that builds the policy's `View` exactly as the live manager does;
@@ -26,6 +26,7 @@ pub mod limits;
 pub mod metrics;
 pub mod presets;
 mod sharing;
+mod tally;
 pub mod speedup;
 pub mod swf;
 pub mod workload;

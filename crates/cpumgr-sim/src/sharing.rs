@@ -28,15 +28,16 @@ use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
 
-use cpumgr_core::trace::{Event, EventKind};
+use cpumgr_core::trace::EventKind;
 use cpumgr_core::{CpuSet, Nanos, ProgramId};
 
 use crate::cost::CostModel;
-use crate::engine::{dedicated_time, Observer, Ran, SimConfig, SimError};
+use crate::engine::{dedicated_time, Observer, SimConfig, SimError};
 use crate::job::JobSpec;
 use crate::limits::HORIZON;
-use crate::metrics::{Accumulator, RunSummary, RunTotals};
+use crate::metrics::RunSummary;
 use crate::speedup::SpeedupModel;
+use crate::tally::{Pending, Ran, Tally};
 
 const NS: f64 = 1e9;
 
@@ -129,13 +130,11 @@ struct Sharing<'o> {
     cost: CostModel,
     mpl: u32,
     quantum: Nanos,
-    obs: &'o mut dyn Observer,
-    trace: bool,
+    tally: Tally<'o>,
     now: Nanos,
     /// The next tick, if something changed since the last.
     tick: Option<Nanos>,
     last_tick: Option<Nanos>,
-    next_id: u64,
     queue: VecDeque<(ProgramId, JobSpec)>,
     jobs: JobTable,
     /// Jobs whose threads may differ from those counted (admitted or changed phase).
@@ -152,13 +151,6 @@ struct Sharing<'o> {
     /// `∫ share dt` up to `busy_at`.
     busy_clock: f64,
     busy_at: Nanos,
-    acc: Accumulator,
-    events: u64,
-    busy: f64,
-    frag: f64,
-    skipped: u64,
-    first_arrival: Option<Nanos>,
-    last_end: Nanos,
 }
 
 /// `secs` seconds after `t`, or just past the horizon if that is later: an end too far away to
@@ -183,19 +175,16 @@ pub(crate) fn run(
     started: Instant,
 ) -> Result<RunSummary, SimError> {
     let cpus = managed.len() as u32;
-    let trace = obs.wants_events();
     let mut e = Sharing {
         managed,
         cpus,
         cost: cfg.cost,
         mpl: cfg.mpl,
         quantum,
-        obs,
-        trace,
+        tally: Tally::new(cpus, obs),
         now: 0,
         tick: None,
         last_tick: None,
-        next_id: 1,
         queue: VecDeque::new(),
         jobs: JobTable::default(),
         dirty: Vec::new(),
@@ -207,20 +196,10 @@ pub(crate) fn run(
         over: false,
         busy_clock: 0.0,
         busy_at: 0,
-        acc: Accumulator::default(),
-        events: 0,
-        busy: 0.0,
-        frag: 0.0,
-        skipped: 0,
-        first_arrival: None,
-        last_end: 0,
     };
-    let mut pending = jobs.into_iter().peekable();
+    let mut pending = Pending::new(jobs);
     loop {
-        if let Some(j) = pending.peek() {
-            j.check_arrival().map_err(|(field, message)| SimError::Job { name: j.name.clone(), field, message })?;
-        }
-        let next_arrival = pending.peek().map(|j| j.arrival.max(e.now));
+        let next_arrival = pending.next_arrival(e.now)?;
         if e.jobs.is_empty() && e.queue.is_empty() {
             // An empty machine: nothing happens until the next arrival's tick.
             e.tick = None;
@@ -234,13 +213,13 @@ pub(crate) fn run(
         if t == Nanos::MAX {
             return Err(SimError::Starved { at: e.now as f64 / NS, jobs: e.jobs.len() });
         }
-        if t > HORIZON {
-            return Err(SimError::Horizon { at: t as f64 / NS, jobs: e.jobs.len() + e.queue.len() });
-        }
+        Tally::within_horizon(t, e.jobs.len() + e.queue.len())?;
         e.advance_to(t);
         e.complete_phases();
-        while let Some(j) = pending.next_if(|j| j.arrival <= e.now) {
-            e.arrive(j)?;
+        while let Some(j) = pending.due(e.now) {
+            let job = e.tally.arrive(j, e.now)?;
+            e.queue.push_back(job);
+            e.want_tick();
         }
         if e.tick == Some(e.now) {
             e.run_tick();
@@ -251,22 +230,12 @@ pub(crate) fn run(
             }
         }
     }
-    let makespan = e.first_arrival.map_or(0.0, |f| e.last_end.saturating_sub(f) as f64 / NS);
-    Ok(e.acc.finish(RunTotals {
-        policy: spec.to_string(),
-        cpus,
-        events: e.events,
-        makespan,
-        busy_cpu_seconds: e.busy,
-        fragmented_cpu_seconds: e.frag,
-        skipped_quanta: e.skipped,
-        wall_seconds: started.elapsed().as_secs_f64(),
-    }))
+    Ok(e.tally.summary(spec, started))
 }
 
 impl Sharing<'_> {
     fn emit(&mut self, id: u64, kind: EventKind) {
-        self.obs.event(&Event { t: self.now, program: Some(ProgramId(id)), kind });
+        self.tally.emit(self.now, Some(ProgramId(id)), kind);
     }
 
     /// Asks for a tick at the first quantum boundary at or after now that is after the last
@@ -312,12 +281,8 @@ impl Sharing<'_> {
         if t <= self.now {
             return;
         }
-        let dt = (t - self.now) as f64 / NS;
         let held = self.threads as f64 * self.share;
-        self.busy += held * dt;
-        if !self.queue.is_empty() {
-            self.frag += (self.cpus as f64 - held).max(0.0) * dt;
-        }
+        self.tally.account(t - self.now, held, !self.queue.is_empty());
         self.now = t;
     }
 
@@ -349,7 +314,7 @@ impl Sharing<'_> {
 
     /// Job `id`'s phase ended now: the next phase, or out of the system.
     fn end_phase(&mut self, id: u64) {
-        self.events += 1;
+        self.tally.events += 1;
         self.want_tick();
         let j = self.jobs.get_mut(&id).expect("due job is in the system");
         let before = j.spec.request_in(j.phase).now;
@@ -366,7 +331,7 @@ impl Sharing<'_> {
         // Its threads stay as counted until the next tick; only its speedup model changed.
         self.settle(id);
         self.dirty.push(id);
-        if after != before && self.trace {
+        if after != before && self.tally.trace {
             self.emit(id, EventKind::Request { now: after });
         }
     }
@@ -377,31 +342,10 @@ impl Sharing<'_> {
         let j = self.jobs.remove(&id).expect("finished job is in the system");
         self.own.remove(&id);
         self.threads -= j.threads as u64;
-        self.last_end = self.last_end.max(now);
         let busy = j.busy + j.threads as f64 * (w - j.busy_mark);
-        let ran = Ran { first_run: Some(j.first_run), run_ns: now - j.first_run, busy, moves: 0, dedicated: j.dedicated };
-        let record = ran.record(id, &j.spec, j.arrival, now);
-        if self.trace {
-            self.emit(id, EventKind::Exit { status: Some(0) });
-        }
-        self.obs.job(&record);
-        self.acc.add(&record);
-    }
-
-    fn arrive(&mut self, mut j: JobSpec) -> Result<(), SimError> {
-        j.check(self.cpus).map_err(|(field, message)| SimError::Job { name: j.name.clone(), field, message })?;
-        j.arrival = j.arrival.max(self.now);
-        self.first_arrival.get_or_insert(j.arrival);
-        let id = self.next_id;
-        self.next_id += 1;
-        self.events += 1;
-        if self.trace {
-            let kind = EventKind::Arrive { name: j.name.clone(), request: j.request_in(0).now };
-            self.emit(id, kind);
-        }
-        self.queue.push_back((ProgramId(id), j));
-        self.want_tick();
-        Ok(())
+        let ran =
+            Ran { first_run: Some(j.first_run), run_ns: now - j.first_run, busy, moves: 0, dedicated: j.dedicated };
+        self.tally.finish(ProgramId(id), &j.spec, j.arrival, &ran, now);
     }
 
     /// Puts job `id` (brought up to now) on the clock for its threads and phase: a shared one
@@ -464,10 +408,10 @@ impl Sharing<'_> {
     /// One tick: admit, count the changed jobs' threads, and re-rate if the shares changed.
     fn run_tick(&mut self) {
         let now = self.now;
-        self.events += 1;
+        self.tally.events += 1;
         self.tick = None;
         if let Some(last) = self.last_tick {
-            self.skipped += (now - last) / self.quantum - 1;
+            self.tally.skipped += (now - last) / self.quantum - 1;
         }
         self.last_tick = Some(now);
         while !self.queue.is_empty() && (self.mpl == 0 || self.jobs.len() < self.mpl as usize) {
@@ -511,7 +455,7 @@ impl Sharing<'_> {
             j.busy_mark = w;
             self.threads = self.threads - j.threads as u64 + t as u64;
             j.threads = t;
-            if first && self.trace {
+            if first && self.tally.trace {
                 let kind = EventKind::Allocate { count: t, cpus: self.managed.clone(), running: true };
                 self.emit(id, kind);
             }
