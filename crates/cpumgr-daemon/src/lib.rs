@@ -15,9 +15,11 @@ pub mod chaos;
 pub mod cpuset;
 pub mod enforce;
 pub mod entry;
+pub mod exits;
 pub mod limits;
 pub mod metrics;
 pub mod outside;
+pub mod pidfd;
 pub mod procfs;
 pub mod ratelimit;
 pub mod server;
@@ -210,9 +212,16 @@ impl Drop for Manager {
     }
 }
 
-/// The scheduler thread: a tick at every quantum boundary, and at once when kicked.
+/// How many times the state was held for a kicked step must pass before the next kicked step.
+const KICK_SPACING: u32 = 4;
+
+/// The scheduler thread: a step at every quantum boundary, and at once when kicked. `/proc` is
+/// read without the state held ([`State::survey`]): a walk of every process on a busy machine
+/// takes milliseconds, in which requests and program exits are served.
 fn schedule(shared: Arc<Shared>) {
     let mut next = Instant::now();
+    let mut boundary = true;
+    let mut published = None;
     let mut state = shared.lock();
     while !shared.shutdown.load(Ordering::Acquire) {
         if let Some(chaos) = &shared.chaos {
@@ -220,29 +229,40 @@ fn schedule(shared: Arc<Shared>) {
             std::thread::sleep(chaos.quantum_delay());
             state = shared.lock();
         }
-        // Listed before the tick that may stop or pin them.
-        if let Some(w) = &shared.watchdog {
-            w.publish(state.originals());
-        }
         let began = Instant::now();
-        state.tick();
-        let took = began.elapsed();
-        shared.tick_durations.observe(took);
+        let survey = state.survey(boundary);
+        drop(state);
+        let samples = survey.read();
+        state = shared.lock();
+        let locked = Instant::now();
+        // Listed before the step that may stop or pin them: at every boundary (which also starts
+        // a watchdog again if someone killed it) and whenever the list changed.
+        if let Some(w) = shared.watchdog.as_ref().filter(|_| boundary || published != Some(state.roster())) {
+            w.publish(state.originals());
+            published = Some(state.roster());
+        }
+        state.step(samples);
+        let now = Instant::now();
+        shared.tick_durations.observe(now - began);
         if let Some(chaos) = &shared.chaos {
             chaos::strike(chaos, &state);
         }
-        let now = Instant::now();
         next += state.quantum();
         if next < now {
             next = now + state.quantum();
         }
-        // A kick (a CPU freed or asked for) is served at once, but no sooner than one step's
-        // duration after the last step: under a storm of registrations the scheduler holds the
-        // state at most half the time, and the socket thread gets the rest.
-        let earliest = now + took;
-        while !shared.shutdown.load(Ordering::Acquire) {
+        // A kick (a CPU freed or asked for) is served at once, but no sooner than
+        // `KICK_SPACING` times as long as the state was held for the last step after it: under a
+        // storm of requests one step serves a batch of them, and the scheduler holds the state at
+        // most a fifth of the time between boundaries.
+        let earliest = now + (now - locked) * KICK_SPACING;
+        loop {
+            if shared.shutdown.load(Ordering::Acquire) {
+                return;
+            }
             let now = Instant::now();
-            if now >= next || (state.kick && now >= earliest) {
+            boundary = now >= next;
+            if boundary || (state.kick && now >= earliest) {
                 break;
             }
             let until = if state.kick { earliest.min(next) } else { next };

@@ -42,6 +42,8 @@ pub struct Stat {
     pub pgrp: i32,
     /// User plus system time, in clock ticks.
     pub ticks: u64,
+    /// Threads in the process (field 20).
+    pub threads: u32,
 }
 
 /// Parses a `stat` line. The command name (field 2) may hold spaces and parentheses, so the
@@ -54,7 +56,8 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     let pgrp = f.get(2)?.parse().ok()?;
     let utime: u64 = f.get(11)?.parse().ok()?;
     let stime: u64 = f.get(12)?.parse().ok()?;
-    Some(Stat { state, pgrp, ticks: utime + stime })
+    let threads = f.get(17)?.parse().ok()?;
+    Some(Stat { state, pgrp, ticks: utime + stime, threads })
 }
 
 /// One program's processes and threads at one moment.
@@ -120,29 +123,40 @@ fn read_stat(pid: i32) -> Option<Stat> {
     fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|t| parse_stat(&t))
 }
 
-/// Adds process `pid` (its `/proc/PID/stat` read as `stat`) and its threads to `s`.
+/// Adds process `pid` (its `/proc/PID/stat` read as `stat`) and its threads to `s`. A process
+/// of one thread is that thread (its `stat` state is the thread's): its `task` directory is not
+/// read, which halves the reads of a walk over programs that are mostly single processes of one
+/// thread (sleeping or serial programs, supervisors' children before their runtime starts).
 fn add_process(s: &mut Sample, pid: i32, stat: &Stat) {
     s.pids.push(pid);
     s.ticks += stat.ticks;
-    add_threads(pid, s);
+    if stat.threads == 1 {
+        add_thread(s, pid, stat.state);
+    } else {
+        add_threads(pid, s);
+    }
 }
 
 fn add_threads(pid: i32, s: &mut Sample) {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return };
     for t in tasks.flatten() {
         let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let Some(stat) = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok().and_then(|t| parse_stat(&t))
-        else {
-            continue;
-        };
-        match stat.state {
-            'Z' | 'X' => continue,
-            'R' => s.runnable += 1,
-            'T' | 't' => s.stopped += 1,
-            _ => {}
+        let stat = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok().and_then(|t| parse_stat(&t));
+        if let Some(stat) = stat {
+            add_thread(s, tid, stat.state);
         }
-        s.tids.push(tid);
     }
+}
+
+/// Counts thread `tid` in state `state` into `s`; a thread that has exited is left out.
+fn add_thread(s: &mut Sample, tid: i32, state: char) {
+    match state {
+        'Z' | 'X' => return,
+        'R' => s.runnable += 1,
+        'T' | 't' => s.stopped += 1,
+        _ => {}
+    }
+    s.tids.push(tid);
 }
 
 /// The real user id owning `pid`, from `/proc/PID/status`.
@@ -174,7 +188,7 @@ mod tests {
     #[test]
     fn stat_lines_with_odd_names_parse() {
         let line = "4242 (a (b) c) R 1 4242 4242 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 3 0 1 1 1";
-        assert_eq!(parse_stat(line), Some(Stat { state: 'R', pgrp: 4242, ticks: 300 }));
+        assert_eq!(parse_stat(line), Some(Stat { state: 'R', pgrp: 4242, ticks: 300, threads: 3 }));
         assert_eq!(parse_stat("garbage"), None);
         assert_eq!(parse_stat("1 (x) S 1"), None);
     }
@@ -187,6 +201,29 @@ mod tests {
         assert_eq!(s.len(), 1, "a process that does not exist gives no sample");
         assert_eq!(s[&target].pids, vec![me]);
         assert!(s[&target].tids.contains(&me));
+    }
+
+    #[test]
+    fn a_process_of_one_thread_is_sampled_from_its_stat_alone() {
+        let mut child = std::process::Command::new("sleep").arg("600").spawn().expect("spawn sleep");
+        let pid = child.id() as i32;
+        let target = Target::Process(pid);
+        // The first sample that satisfies `cond`, within a second (the child starts, or stops).
+        let sample_when = |cond: &dyn Fn(&Sample) -> bool| {
+            (0..1000)
+                .map(|_| {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    scan(&[target]).remove(&target).unwrap()
+                })
+                .find(|s| cond(s))
+        };
+        let sleeping = sample_when(&|s| s.runnable == 0 && s.stopped == 0);
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGSTOP).unwrap();
+        let stopped = sample_when(&|s| s.stopped == 1);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(sleeping.map(|s| (s.pids, s.tids)), Some((vec![pid], vec![pid])), "its one thread is seen asleep");
+        assert_eq!(stopped.map(|s| (s.tids, s.runnable)), Some((vec![pid], 0)), "its one thread is seen stopped");
     }
 
     #[test]

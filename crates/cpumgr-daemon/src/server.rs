@@ -1,14 +1,11 @@
 //! The socket thread: one `poll` loop over the listening socket, every client connection, and
-//! an `epoll` set of every program's pidfd (kept across wake-ups and changed only when a program
-//! registers or goes, so a wake-up costs the same with 1024 programs as with one). A message is
-//! decoded, answered and forgotten; a bad one gets an error
-//! reply and a log line; a program whose pidfd fires has ended, and its CPUs go to the others at
-//! once (the scheduler is kicked rather than left to the next quantum boundary). A registration
-//! that comes with a descriptor is a supervisor bringing back the slot of a program it kept
-//! running while it had no manager ([`crate::adopt`]).
+//! the [`crate::exits`] set of every program's pidfd. A message is decoded, answered and
+//! forgotten; a bad one gets an error reply and a log line; a program whose pidfd fires has
+//! ended, and its CPUs go to the others at once (the scheduler is kicked rather than left to the
+//! next quantum boundary). A registration that comes with a descriptor is a supervisor bringing
+//! back the slot of a program it kept running while it had no manager ([`crate::adopt`]).
 
-use std::collections::BTreeMap;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::AsFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -18,7 +15,6 @@ use cpumgr_proto::msg::{self, Reply, Request};
 use cpumgr_proto::transport::TransportError;
 use cpumgr_proto::{Conn, Listener, PeerCred};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
-use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTimeout};
 
 use crate::ratelimit::{Bucket, Limiter};
 use crate::Shared;
@@ -66,15 +62,9 @@ fn reply(conn: &Conn, r: &Reply, fd: Option<&std::os::fd::OwnedFd>) -> bool {
 pub fn serve(shared: Arc<Shared>, listener: Listener) {
     let mut clients: Vec<Client> = Vec::new();
     let mut limiter = Limiter::new(shared.lock().rates());
-    let mut exits = match Exits::new() {
-        Ok(x) => x,
-        Err(e) => {
-            tracing::error!("epoll: {e}; the socket thread stops");
-            return;
-        }
-    };
+    let exits = shared.lock().exits();
+    let mut keeping_events = false;
     while !shared.shutdown.load(Ordering::Acquire) {
-        exits.sync(&shared);
         let mut readable = vec![false; clients.len()];
         let mut hangup = vec![false; clients.len()];
         let exited: Vec<ProgramId>;
@@ -82,7 +72,7 @@ pub fn serve(shared: Arc<Shared>, listener: Listener) {
         {
             let mut fds: Vec<PollFd> = Vec::with_capacity(2 + clients.len());
             fds.push(PollFd::new(listener.as_fd(), PollFlags::POLLIN));
-            fds.push(PollFd::new(exits.epoll.0.as_fd(), PollFlags::POLLIN));
+            fds.push(PollFd::new(exits.as_fd(), PollFlags::POLLIN));
             // A connection whose request budget is spent is not read until it refills (hang-ups
             // are still reported).
             let now = Instant::now();
@@ -106,11 +96,11 @@ pub fn serve(shared: Arc<Shared>, listener: Listener) {
         }
         if !exited.is_empty() {
             let mut state = shared.lock();
+            let kicked = state.kick;
             for id in exited {
                 state.remove(id, None);
             }
-            drop(state);
-            shared.wake.notify_all();
+            wake_for_kick(shared.as_ref(), &state, kicked);
         }
         let mut keep = vec![true; clients.len()];
         for (i, c) in clients.iter_mut().enumerate() {
@@ -126,68 +116,9 @@ pub fn serve(shared: Arc<Shared>, listener: Listener) {
         }
         let mut k = keep.into_iter();
         clients.retain(|_| k.next().unwrap_or(false));
-        publish_events(&shared, &mut clients);
+        publish_events(&shared, &mut clients, &mut keeping_events);
         if accept {
             accept_all(&listener, &mut clients, &limiter);
-        }
-    }
-}
-
-/// This thread's own copies of the programs' pidfds, in an `epoll` set: a pidfd is readable once
-/// its program's leader has exited.
-struct Exits {
-    epoll: Epoll,
-    pidfds: BTreeMap<ProgramId, OwnedFd>,
-    /// [`crate::state::State::changes`] when the set was last brought up to date.
-    seen: Option<u64>,
-}
-
-impl Exits {
-    fn new() -> nix::Result<Exits> {
-        Ok(Exits { epoll: Epoll::new(EpollCreateFlags::EPOLL_CLOEXEC)?, pidfds: BTreeMap::new(), seen: None })
-    }
-
-    /// Adds the pidfds of programs registered and drops those of programs gone, when any were.
-    fn sync(&mut self, shared: &Shared) {
-        let state = shared.lock();
-        if self.seen == Some(state.changes()) {
-            return;
-        }
-        self.seen = Some(state.changes());
-        let live: std::collections::BTreeSet<ProgramId> = state.pidfds().map(|(id, _)| id).collect();
-        let epoll = &self.epoll;
-        self.pidfds.retain(|id, fd| {
-            let keep = live.contains(id);
-            if !keep {
-                let _ = epoll.delete(&*fd);
-            }
-            keep
-        });
-        for (id, fd) in state.pidfds() {
-            if let std::collections::btree_map::Entry::Vacant(slot) = self.pidfds.entry(id) {
-                let added = fd.try_clone_to_owned().and_then(|fd| {
-                    self.epoll.add(&fd, EpollEvent::new(EpollFlags::EPOLLIN, id.0)).map_err(std::io::Error::from)?;
-                    Ok(fd)
-                });
-                match added {
-                    Ok(fd) => {
-                        slot.insert(fd);
-                    }
-                    Err(e) => tracing::error!(id = id.0, "pidfd: {e}"),
-                }
-            }
-        }
-    }
-
-    /// The programs whose leader has exited, without waiting.
-    fn ready(&self) -> Vec<ProgramId> {
-        let mut events = [EpollEvent::empty(); 64];
-        match self.epoll.wait(&mut events, EpollTimeout::ZERO) {
-            Ok(n) => events[..n].iter().map(|e| ProgramId(e.data())).collect(),
-            Err(e) => {
-                tracing::error!("epoll: {e}");
-                Vec::new()
-            }
         }
     }
 }
@@ -221,10 +152,16 @@ fn accept_all(listener: &Listener, clients: &mut Vec<Client>, limiter: &Limiter)
 }
 
 /// Sends the events emitted since the last call to every subscriber, dropping those that fail;
-/// with no subscriber left, the state stops keeping events.
-fn publish_events(shared: &Shared, clients: &mut Vec<Client>) {
+/// with no subscriber left, the state stops keeping events. `keeping` is whether it kept them
+/// after the last call: with no subscriber then or now, the state is not even locked.
+fn publish_events(shared: &Shared, clients: &mut Vec<Client>, keeping: &mut bool) {
+    let subscribed = clients.iter().any(|c| c.subscriber);
+    if !subscribed && !*keeping {
+        return;
+    }
+    *keeping = subscribed;
     let mut state = shared.lock();
-    if !clients.iter().any(|c| c.subscriber) {
+    if !subscribed {
         state.outbox = None;
         return;
     }
@@ -245,6 +182,15 @@ fn publish_events(shared: &Shared, clients: &mut Vec<Client>) {
             }
             kept
         });
+    }
+}
+
+/// Wakes the scheduler when `state` was kicked while held (`kicked`: whether it already was
+/// before). A scheduler already kicked wakes by itself when its kick is due: under a storm of
+/// requests, waking it for each one would only have it take the lock to go back to sleep.
+fn wake_for_kick(shared: &Shared, state: &crate::State, kicked: bool) {
+    if state.kick && !kicked {
+        shared.wake.notify_all();
     }
 }
 
@@ -287,13 +233,12 @@ fn serve_one(shared: &Shared, c: &mut Client) -> bool {
     drop(fds);
     let (r, fd) = {
         let mut state = shared.lock();
+        let kicked = state.kick;
         let out = match (req, kept_slot) {
             (Request::Register(reg), Some(slot)) => state.adopt(&peer, reg, slot),
             (req, _) => state.handle(&peer, req),
         };
-        if state.kick {
-            shared.wake.notify_all();
-        }
+        wake_for_kick(shared, &state, kicked);
         out
     };
     if subscribing && r == Reply::Ok {

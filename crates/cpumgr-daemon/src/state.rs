@@ -2,10 +2,10 @@
 //! quantum, the scheduler step ([`State::tick`]): snapshot the slots and `/proc` → build a
 //! [`View`] → the active policy → the [`TeamGuard`] → the [`Placer`] → publish → enforce → trace.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,9 +20,11 @@ use cpumgr_proto::{PeerCred, Segment};
 
 use crate::enforce;
 use crate::entry::Entry;
+use crate::exits::Exits;
 use crate::limits::{clean_name, share_between_users, Share, UserLimits};
 use crate::ratelimit::Rates;
 use crate::outside::{self, OutsideLoad};
+use crate::pidfd;
 use crate::procfs;
 use crate::team::TeamGuard;
 use crate::worklist::WorkList;
@@ -89,6 +91,12 @@ pub struct State {
     topology: Topology,
     managed: CpuSet,
     entries: BTreeMap<ProgramId, Entry>,
+    /// Each registered leader's program, and each user's program count: a registration checks
+    /// both without a pass over every program.
+    by_pid: HashMap<i32, ProgramId>,
+    per_user: HashMap<u32, usize>,
+    /// Counts registrations and removals: [`State::originals`] changes only when this does.
+    roster: u64,
     next_id: u64,
     placer: Placer,
     guard: TeamGuard,
@@ -112,8 +120,6 @@ pub struct State {
     pub outbox: Option<Vec<Event>>,
     /// The programs' doorbells, watched by the work-list thread.
     worklist: Arc<WorkList>,
-    /// When the scheduler last walked `/proc` (see [`State::tick`]).
-    last_walk: Option<Instant>,
     /// How programs are confined to their CPUs.
     backend: enforce::Backend,
     /// The load from unmanaged processes, when the manager yields to it.
@@ -124,8 +130,30 @@ pub struct State {
     offered: CpuSet,
     /// Programs registered since the last step, whose arrival the policy hears of at the next.
     arrived: Vec<ProgramId>,
-    /// Counts registrations and removals, so the socket thread re-reads the pidfds only after one.
-    changes: u64,
+    /// Every program's pidfd, watched by the socket thread.
+    exits: Arc<Exits>,
+}
+
+/// The programs a scheduler step reads from `/proc` ([`State::survey`]), listed under the state
+/// lock and read without it.
+pub struct Survey {
+    targets: Vec<procfs::Target>,
+    walk: bool,
+}
+
+impl Survey {
+    /// Reads `/proc`: a walk over every process for every program's group, or each new
+    /// program's leader alone.
+    pub fn read(self) -> Samples {
+        let samples = if self.walk { procfs::scan(&self.targets) } else { procfs::scan_leaders(&self.targets) };
+        Samples { samples, walk: self.walk }
+    }
+}
+
+/// What [`Survey::read`] found, for [`State::step`].
+pub struct Samples {
+    samples: HashMap<procfs::Target, procfs::Sample>,
+    walk: bool,
 }
 
 /// The policy's view of `$state` with `$programs`, built from fields so that the policy itself
@@ -149,16 +177,6 @@ pub use cpumgr_proto::transport::default_socket;
 pub fn host_topology() -> Result<Topology, String> {
     let root = PathBuf::from(std::env::var_os("CPUMGR_SYSFS_ROOT").unwrap_or_else(|| "/sys".into()));
     sysfs::read(&|p: &str| std::fs::read_to_string(root.join(p))).map_err(|e| format!("{}/{e}", root.display()))
-}
-
-fn pidfd_open(pid: i32) -> std::io::Result<OwnedFd> {
-    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return Err(std::io::Error::last_os_error());
-    }
-    // SAFETY: the kernel just created this descriptor for us alone.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd as i32) })
 }
 
 impl State {
@@ -197,6 +215,9 @@ impl State {
             offered: managed.clone(),
             managed,
             entries: BTreeMap::new(),
+            by_pid: HashMap::new(),
+            per_user: HashMap::new(),
+            roster: 0,
             next_id: 1,
             placer: Placer::new(),
             guard: TeamGuard::new(),
@@ -215,12 +236,11 @@ impl State {
             kick: false,
             outbox: None,
             worklist: Arc::new(WorkList::new().map_err(|e| format!("work-list: {e}"))?),
-            last_walk: None,
             backend,
             outside: s.yield_outside.then(OutsideLoad::new),
             own_ticks: 0,
             arrived: Vec::new(),
-            changes: 0,
+            exits: Arc::new(Exits::new().map_err(|e| format!("exits: {e}"))?),
         };
         let start = EventKind::Start {
             source: "live".into(),
@@ -320,17 +340,24 @@ impl State {
         if pid <= 0 {
             return Err(format!("pid {pid} is not a process"));
         }
-        let uid = procfs::uid_of(pid).ok_or_else(|| format!("no process {pid}"))?;
+        // The process is held by its pidfd from here on: its owner is read through it, and a
+        // pid reused meanwhile could not be mistaken for it.
+        let pidfd = pidfd::open(pid).map_err(|e| match e.raw_os_error() {
+            Some(libc::ESRCH) => format!("no process {pid}"),
+            _ => format!("cannot watch process {pid}: {e}"),
+        })?;
+        let uid = pidfd::uid(pidfd.as_fd()).or_else(|| procfs::uid_of(pid));
+        let uid = uid.ok_or_else(|| format!("no process {pid}"))?;
         if peer.uid != 0 && peer.uid != uid {
             return Err(format!("process {pid} is not yours"));
         }
-        if self.entries.values().any(|e| e.pid == pid) {
+        if self.by_pid.contains_key(&pid) {
             return Err(format!("process {pid} is already registered"));
         }
         if self.entries.len() >= self.max_programs {
             return Err(format!("the manager already has its limit of {} programs", self.max_programs));
         }
-        self.user_limits.admit(uid, self.entries.values().filter(|e| e.uid == uid).count())?;
+        self.user_limits.admit(uid, self.per_user.get(&uid).copied().unwrap_or(0))?;
         let weight = self.user_limits.weight(reg.weight)?;
         let n = self.managed.len() as u32;
         let (kind, raw) = match reg.rigid {
@@ -346,7 +373,6 @@ impl State {
         for c in &clamps {
             tracing::info!(pid, "registration: {c}");
         }
-        let pidfd = pidfd_open(pid).map_err(|e| format!("cannot watch process {pid}: {e}"))?;
         let original = enforce::affinity(pid).map_err(|e| format!("cannot read the CPUs of process {pid}: {e}"))?;
         let id = ProgramId(self.next_id);
         let segment = match adopted {
@@ -359,18 +385,21 @@ impl State {
             None => Segment::create(id.0).map_err(|e| e.to_string())?,
         };
         let fd = segment.fd().try_clone_to_owned().map_err(|e| format!("slot descriptor: {e}"))?;
+        self.exits.watch(id, pidfd.as_fd()).map_err(|e| format!("cannot watch process {pid}: {e}"))?;
         self.next_id += 1;
         let name = if reg.name.is_empty() { format!("pid{pid}") } else { clean_name(&reg.name) };
         let arrival = self.now();
         let entry = Entry::new(id, pid, uid, name.clone(), kind, weight, arrival, request, segment, pidfd, original);
         tracing::info!(id = id.0, pid, name = %name, request = request.now, "registered");
         self.entries.insert(id, entry);
+        self.by_pid.insert(pid, id);
+        self.roster += 1;
+        *self.per_user.entry(uid).or_default() += 1;
         self.emit(Some(id), EventKind::Arrive { name, request: request.now });
         // The policy hears of it at the step this kick starts, with the view it then decides on:
         // a registration costs no view of every program (with 1024 registered, that was most of
         // a registration's cost).
         self.arrived.push(id);
-        self.changes += 1;
         self.kick = true;
         Ok((id, fd))
     }
@@ -518,7 +547,15 @@ impl State {
     /// away at once. `status` is its exit status when it ended.
     pub fn remove(&mut self, id: ProgramId, status: Option<i32>) {
         let Some(e) = self.entries.remove(&id) else { return };
-        self.changes += 1;
+        self.by_pid.remove(&e.pid);
+        self.roster += 1;
+        if let std::collections::hash_map::Entry::Occupied(mut n) = self.per_user.entry(e.uid) {
+            *n.get_mut() -= 1;
+            if *n.get() == 0 {
+                n.remove();
+            }
+        }
+        self.exits.forget(e.pidfd.as_fd());
         self.backend.release(e.id, e.target, &e.original, e.applied.is_some());
         tracing::info!(id = id.0, pid = e.pid, "program gone; CPUs {} reclaimed", e.cpus);
         self.policy.on_exit(id);
@@ -527,16 +564,15 @@ impl State {
         self.kick = true;
     }
 
-    /// How many times a program was registered or removed: the set of [`State::pidfds`] changes
-    /// only when this does.
-    pub fn changes(&self) -> u64 {
-        self.changes
+    /// The set of every program's pidfd, which the socket thread polls for exits.
+    pub fn exits(&self) -> Arc<Exits> {
+        self.exits.clone()
     }
 
-    /// Every program's id and leader pidfd (readable once the leader has exited).
-    pub fn pidfds(&self) -> impl Iterator<Item = (ProgramId, std::os::fd::BorrowedFd<'_>)> {
-        use std::os::fd::AsFd;
-        self.entries.values().map(|e| (e.id, e.pidfd.as_fd()))
+    /// How many times a program was registered or removed: [`State::originals`] is the same list
+    /// while this is the same number.
+    pub fn roster(&self) -> u64 {
+        self.roster
     }
 
     /// Every program's process target and its affinity at registration: what to release if the
@@ -552,7 +588,7 @@ impl State {
     /// with the slot it had: whatever its runtime wrote there (request, team, speedup) stands.
     pub fn adopt(&mut self, peer: &PeerCred, reg: Registration, slot: OwnedFd) -> (Reply, Option<OwnedFd>) {
         let pid = reg.pid.unwrap_or(peer.pid);
-        if let Some(e) = self.entries.values_mut().find(|e| e.pid == pid) {
+        if let Some(e) = self.by_pid.get(&pid).and_then(|id| self.entries.get_mut(id)) {
             if !(peer.uid == 0 || peer.uid == e.uid) || !crate::adopt::same_file(&slot, e.segment.fd()) {
                 return (Reply::Error { message: format!("process {pid} is already registered") }, None);
             }
@@ -606,26 +642,31 @@ impl State {
         }
     }
 
-    /// One scheduler step.
-    pub fn tick(&mut self) {
+    /// One scheduler step, `/proc` read included: [`State::survey`], [`Survey::read`] and
+    /// [`State::step`] in a row (the scheduler thread reads `/proc` without holding the state).
+    pub fn tick(&mut self, boundary: bool) {
+        let samples = self.survey(boundary).read();
+        self.step(samples);
+    }
+
+    /// What the next step needs read from `/proc`. The walk reads every process on the machine:
+    /// most of a step's cost (docs/LIVE.md), so only a step at a quantum `boundary` walks; a
+    /// kicked step between boundaries reuses the last walk's samples, so a released CPU reaches a
+    /// waiting program in well under a millisecond, and samples only programs new since then,
+    /// from their leaders alone (the next walk finds the rest of their groups).
+    pub fn survey(&mut self, boundary: bool) -> Survey {
+        self.kick = false;
+        let targets = self.entries.values().filter(|e| boundary || e.ticks_start.is_none()).map(|e| e.target).collect();
+        Survey { targets, walk: boundary }
+    }
+
+    /// The scheduler step on `samples`, read for [`State::survey`]'s list: programs that went
+    /// meanwhile are not in the state any more, and those that came have no sample yet.
+    pub fn step(&mut self, samples: Samples) {
         let now = Instant::now();
         self.ticks += 1;
-        self.kick = false;
         let n = self.managed.len() as u32;
-        let targets: Vec<procfs::Target> = self.entries.values().map(|e| e.target).collect();
-        // The walk reads every process on the machine: most of a step's cost (docs/LIVE.md). A
-        // kicked step within half a quantum of the last walk reuses its samples, so a released CPU
-        // reaches a waiting program in well under a millisecond; a new program is sampled at once
-        // from its leader alone (the next walk finds the rest of its group).
-        let walk = self.last_walk.is_none_or(|t| now.duration_since(t) >= self.quantum / 2);
-        let mut samples = if walk {
-            self.last_walk = Some(now);
-            procfs::scan(&targets)
-        } else {
-            let new: Vec<procfs::Target> =
-                self.entries.values().filter(|e| e.ticks_start.is_none()).map(|e| e.target).collect();
-            procfs::scan_leaders(&new)
-        };
+        let Samples { mut samples, walk } = samples;
         let mono = monotonic_ns();
         let serial_after = self.quantum.as_nanos() as u64;
         let mut inside = 0;

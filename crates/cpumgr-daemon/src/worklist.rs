@@ -90,8 +90,12 @@ pub fn serve(shared: Arc<Shared>, worklist: Arc<WorkList>) {
             continue;
         }
         tracing::debug!(?rang, "doorbells rang: scheduling now");
-        shared.lock().kick = true;
-        shared.wake.notify_all();
+        let mut state = shared.lock();
+        if !state.kick {
+            // A scheduler already kicked wakes by itself when its kick is due.
+            state.kick = true;
+            shared.wake.notify_all();
+        }
     }
 }
 

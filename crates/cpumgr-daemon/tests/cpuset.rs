@@ -233,5 +233,8 @@ fn a_killed_managers_watchdog_takes_programs_out_of_its_cgroups() {
         std::fs::remove_dir(d.path()).unwrap();
     }
     std::fs::remove_dir(&dead_dir).unwrap();
+    // The watchdog releases the programs, then exits: it may still be in the cgroup a moment.
+    let empty = || std::fs::read_to_string(private.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty());
+    support::wait_for("the watchdog gone", empty);
     std::fs::remove_dir(&private).unwrap();
 }
