@@ -261,7 +261,8 @@ impl Placer {
         } else {
             *word &= !bit;
         }
-        for level in Level::ALL {
+        // Free counts per domain are read for the levels above single CPUs only (best fit).
+        for level in [Level::Machine, Level::Package, Level::Numa, Level::L3, Level::Core] {
             let d = topology.domain_of(p, level);
             if free {
                 self.free_in[d] += 1;
@@ -324,10 +325,24 @@ impl Placer {
             }
             if let Some((_, d)) = best {
                 let dom = &topology.domains()[d as usize];
-                return (dom.first..dom.end).find(|&p| self.is_free(p));
+                return self.first_free(dom.first, dom.end);
             }
         }
-        (0..topology.num_cpus() as u32).find(|&p| self.is_free(p))
+        self.first_free(0, topology.num_cpus() as u32)
+    }
+
+    /// The lowest free position in `first..end`, a word at a time.
+    fn first_free(&self, first: u32, end: u32) -> Option<u32> {
+        let mut p = first;
+        while p < end {
+            let word = self.free[(p / 64) as usize] >> (p % 64);
+            if word != 0 {
+                let q = p + word.trailing_zeros();
+                return (q < end).then_some(q);
+            }
+            p = (p / 64 + 1) * 64;
+        }
+        None
     }
 }
 

@@ -275,7 +275,8 @@ struct Engine<'a, 'o> {
     unserved: usize,
     /// Finished jobs still in `live` (removed at the next tick).
     dead: usize,
-    /// Phase ends, (time, job id), checked against the job when popped.
+    /// Phase ends, (time, job id): every alive job's `done_at` is here (pushed when it
+    /// changes), beside entries that no longer apply, dropped when they reach the top.
     ends: BinaryHeap<Reverse<(Nanos, u64)>>,
     global_hist: VecDeque<(f64, f64)>,
     sigs: VecDeque<u64>,
@@ -352,7 +353,7 @@ pub fn run(
                 Some(_) => {}
             }
         }
-        let done = e.ends.peek().map_or(Nanos::MAX, |r| r.0 .0);
+        let done = e.next_end();
         let mut t = e.next_tick.min(done).min(next_arrival.unwrap_or(Nanos::MAX));
         if let Some(w) = e.wake_at {
             t = t.min(w);
@@ -447,6 +448,19 @@ impl Engine<'_, '_> {
             self.active.extend(self.idle.iter().enumerate().filter(|(_, &idle)| !idle).map(|(i, _)| i));
             self.active_stale = false;
         }
+    }
+
+    /// The earliest phase end, dropping the heap's entries that no longer apply (so that the
+    /// run does not stop at a time where nothing happens).
+    fn next_end(&mut self) -> Nanos {
+        while let Some(&Reverse((t, id))) = self.ends.peek() {
+            let i = self.programs.binary_search_by_key(&ProgramId(id), |p| p.id);
+            if i.is_ok_and(|i| self.live[i].alive && self.live[i].done_at == t) {
+                return t;
+            }
+            self.ends.pop();
+        }
+        Nanos::MAX
     }
 
     fn push_end(&mut self, i: usize) {
@@ -630,19 +644,21 @@ impl Engine<'_, '_> {
         let mut progressing = false;
         self.held = 0.0;
         self.unserved = 0;
-        self.ends.clear();
         self.refresh_active();
         self.unserved = self.live.len() - self.active.len();
         for k in 0..self.active.len() {
             let i = self.active[k];
             let l = &mut self.live[i];
+            let before = l.done_at;
             l.set_done_at(now);
             progressing |= l.rate > 0.0;
             self.held += l.share;
             if l.share <= 0.0 {
                 self.unserved += 1;
             }
-            self.push_end(i);
+            if self.live[i].done_at != before {
+                self.push_end(i);
+            }
         }
         if !progressing && next_arrival.is_none() && self.queue.is_empty() && self.wake_at.is_none() {
             self.idle_quanta += 1;
@@ -785,9 +801,11 @@ impl Engine<'_, '_> {
     /// keeps every set as it is (its first step keeps held CPUs, and nothing is left to grow), so
     /// the engine skips it and its check: most quanta of a settled schedule.
     fn holds_decision(&self) -> bool {
-        self.decision.allocations.iter().zip(&self.programs).zip(&self.live).all(|((a, p), l)| {
+        // A program that ran last quantum holds `share` CPUs (its set's size, not counted here:
+        // a set on a large machine is many words).
+        self.decision.allocations.iter().zip(&self.live).all(|(a, l)| {
             let count = if a.running { a.count } else { 0 };
-            count == 0 || (l.ran_last && p.cpus.len() == count as usize)
+            count == 0 || (l.ran_last && l.share == count as f64)
         })
     }
 

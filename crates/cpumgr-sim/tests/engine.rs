@@ -38,7 +38,10 @@ fn one_job_alone_runs_at_its_speedup() {
 
 #[test]
 fn equal_jobs_split_the_machine() {
-    let jobs = vec![JobSpec::malleable("a", 0, 8, 80.0, SpeedupModel::LINEAR), JobSpec::malleable("b", 0, 8, 80.0, SpeedupModel::LINEAR)];
+    let jobs = vec![
+        JobSpec::malleable("a", 0, 8, 80.0, SpeedupModel::LINEAR),
+        JobSpec::malleable("b", 0, 8, 80.0, SpeedupModel::LINEAR),
+    ];
     let (s, recs) = run_workload(&sized(8, jobs), "equipartition", &free());
     assert!(recs.iter().all(|r| close(r.turnaround, 20.0, 1e-6)), "{recs:?}");
     assert!(close(s.mean_slowdown, 2.0, 1e-6));
@@ -47,7 +50,7 @@ fn equal_jobs_split_the_machine() {
 
 #[test]
 fn os_pays_for_oversubscription() {
-    // Two 4-thread barrier-heavy jobs on 4 CPUs: 2 CPUs each at f = 2, loss 1 + 0.4 = 1.4.
+    // Two 4-thread barrier-heavy jobs on 4 CPUs: 2 CPUs each at f = 2, loss 1 + sync_shared.
     let mk = || {
         let mut j = JobSpec::malleable("a", 0, 4, 40.0, SpeedupModel::LINEAR);
         j.sync = 1.0;
@@ -55,7 +58,8 @@ fn os_pays_for_oversubscription() {
     };
     let w = sized(4, vec![mk(), mk()]);
     let (_, os) = run_workload(&w, "os", &SimConfig::default());
-    assert!(os.iter().all(|r| close(r.turnaround, 28.0, 1e-3)), "{os:?}");
+    let loss = 1.0 + CostModel::default().sync_shared;
+    assert!(os.iter().all(|r| close(r.turnaround, 20.0 * loss, 1e-3)), "{os:?}");
     let (_, eq) = run_workload(&w, "equipartition", &SimConfig::default());
     assert!(eq.iter().all(|r| close(r.turnaround, 20.0, 0.01)), "{eq:?}");
 }
@@ -90,20 +94,24 @@ fn os_shares_by_threads_on_shared_and_own_clocks() {
         let done = amdahl(2.0) + 1.7 * amdahl(4.0 / 3.0) + 1.9 * amdahl(2.0);
         let amd = rec("amd");
         assert!(close(amd.turnaround, 4.6 + (8.0 - done) / amdahl(4.0), 1e-6), "{amd:?}");
-        assert!(close(amd.cpu_seconds, 2.0 + 1.7 * 4.0 / 3.0 + 1.9 * 2.0 + 4.0 * (amd.turnaround - 4.6), 1e-6), "{amd:?}");
+        assert!(
+            close(amd.cpu_seconds, 2.0 + 1.7 * 4.0 / 3.0 + 1.9 * 2.0 + 4.0 * (amd.turnaround - 4.6), 1e-6),
+            "{amd:?}"
+        );
     }
 }
 
 #[test]
 fn a_rigid_job_squeezed_by_itself_pays_the_self_rate() {
     // 8 processes: under SCS with mpl=2 it starts on 4 CPUs of a machine it shares with a
-    // waiting job, so it never grows: f = 2, loss 1 + 0.05 × 1 × 1.
+    // waiting job, so it never grows: f = 2, loss 1 + sync_self × 1 × 1.
     let mut a = JobSpec::rigid("a", 0, 8, 40.0, SpeedupModel::LINEAR);
     a.sync = 1.0;
     let b = JobSpec::rigid("b", 0, 8, 40.0, SpeedupModel::LINEAR);
     let c = JobSpec::rigid("c", 0, 8, 40.0, SpeedupModel::LINEAR);
     let (_, recs) = run_workload(&sized(8, vec![a, b, c]), "scs:mpl=2", &SimConfig::default());
-    assert!(close(recs.iter().find(|r| r.name == "a").unwrap().turnaround, 40.0 / 4.0 * 1.05, 0.01), "{recs:?}");
+    let loss = 1.0 + CostModel::default().sync_self;
+    assert!(close(recs.iter().find(|r| r.name == "a").unwrap().turnaround, 40.0 / 4.0 * loss, 0.01), "{recs:?}");
 }
 
 #[test]
@@ -137,7 +145,12 @@ fn fast_forward_matches_a_quantum_by_quantum_run() {
         assert!(b.skipped_quanta > 0, "{policy}: nothing was skipped");
         let rel = |x: f64, y: f64| (x - y).abs() / x.abs().max(1e-9);
         assert!(rel(a.makespan, b.makespan) < 0.01, "{policy}: makespan {} vs {}", a.makespan, b.makespan);
-        assert!(rel(a.mean_turnaround, b.mean_turnaround) < 0.02, "{policy}: turnaround {} vs {}", a.mean_turnaround, b.mean_turnaround);
+        assert!(
+            rel(a.mean_turnaround, b.mean_turnaround) < 0.02,
+            "{policy}: turnaround {} vs {}",
+            a.mean_turnaround,
+            b.mean_turnaround
+        );
         assert!(rel(a.utilization, b.utilization) < 0.02, "{policy}");
     }
 }
@@ -158,10 +171,49 @@ fn a_backlog_of_waiting_jobs_fast_forwards_like_a_quantum_by_quantum_run_under_e
         assert_eq!((a.jobs, b.jobs), (30, 30), "{policy}");
         let rel = |x: f64, y: f64| (x - y).abs() / x.abs().max(1e-9);
         assert!(rel(a.makespan, b.makespan) < 0.01, "{policy}: makespan {} vs {}", a.makespan, b.makespan);
-        assert!(rel(a.mean_turnaround, b.mean_turnaround) < 0.02, "{policy}: turnaround {} vs {}", a.mean_turnaround, b.mean_turnaround);
+        assert!(
+            rel(a.mean_turnaround, b.mean_turnaround) < 0.02,
+            "{policy}: turnaround {} vs {}",
+            a.mean_turnaround,
+            b.mean_turnaround
+        );
         let waited = ja.iter().filter(|j| j.response > 0.0).count();
         assert!(waited >= 5, "{policy}: only {waited} jobs waited: no backlog");
         assert_eq!(ja.len(), jb.len());
+    }
+}
+
+#[test]
+fn fast_forward_gives_every_job_the_record_of_a_quantum_by_quantum_run_under_every_policy() {
+    // Per-job records, not only the run's means: ids and moves exactly, times and CPU-seconds
+    // to float rounding (a jump adds whole periods' progress at once where ticking adds it
+    // quantum by quantum; `os` computes the same model on virtual clocks).
+    let mut g = Generator::new(Model::Poisson, 80, 32);
+    g.mean_runtime = 5.0;
+    g.load = 1.2;
+    let w = Workload { cpus: Some(32), generator: Some(g), ..Workload::of("records", vec![]) };
+    for info in policies::CATALOG {
+        let policy = if info.name == "static" { "static:parts=1" } else { info.name };
+        let exact = SimConfig { fast_forward: false, ..SimConfig::default() };
+        let (a, ja) = run_workload(&w, policy, &exact);
+        let (b, jb) = run_workload(&w, policy, &SimConfig::default());
+        assert_eq!((a.jobs, b.jobs), (80, 80), "{policy}");
+        assert!(b.skipped_quanta > 0 || policy == "vtq-dss", "{policy}: nothing was skipped");
+        let key = |j: &cpumgr_sim::JobRecord| j.id;
+        let (mut ja, mut jb) = (ja, jb);
+        ja.sort_by_key(key);
+        jb.sort_by_key(key);
+        for (x, y) in ja.iter().zip(&jb) {
+            assert_eq!((x.id, x.moves), (y.id, y.moves), "{policy}: {x:?} vs {y:?}");
+            for (what, u, v) in [
+                ("response", x.response, y.response),
+                ("turnaround", x.turnaround, y.turnaround),
+                ("wait", x.wait, y.wait),
+                ("cpu_seconds", x.cpu_seconds, y.cpu_seconds),
+            ] {
+                assert!((u - v).abs() <= 1e-6 * u.abs().max(1.0), "{policy}: job {} {what} {u} vs {v}", x.id);
+            }
+        }
     }
 }
 
@@ -206,7 +258,8 @@ fn a_starving_policy_is_an_error_not_a_hang() {
 fn a_job_larger_than_the_machine_is_refused() {
     let t = Topology::flat(4);
     let jobs = vec![JobSpec::rigid("big", 0, 8, 1.0, SpeedupModel::LINEAR)];
-    let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), jobs, &SimConfig::default(), &mut ()).unwrap_err();
+    let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), jobs, &SimConfig::default(), &mut ())
+        .unwrap_err();
     assert!(matches!(e, SimError::Job { field: "request", .. }), "{e}");
 }
 
@@ -231,7 +284,15 @@ fn the_trace_tells_the_story_in_time_order() {
     let other = JobSpec::malleable("b", S / 2, 4, 4.0, SpeedupModel::LINEAR);
     let t = Topology::flat(8);
     let mut ev = Events::default();
-    run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![lt, other], &SimConfig::default(), &mut ev).unwrap();
+    run(
+        &t,
+        "equipartition",
+        policies::build("equipartition").unwrap(),
+        vec![lt, other],
+        &SimConfig::default(),
+        &mut ev,
+    )
+    .unwrap();
     let ev = ev.0;
     assert!(matches!(ev[0].kind, EventKind::Start { .. }));
     assert!(ev.windows(2).all(|w| w[0].t <= w[1].t), "time order");
@@ -239,17 +300,21 @@ fn the_trace_tells_the_story_in_time_order() {
     assert_eq!(count(|k| matches!(k, EventKind::Arrive { .. })), 2);
     assert_eq!(count(|k| matches!(k, EventKind::Exit { .. })), 2);
     // ltomcatv: I/O (1) → parallel (8) → I/O (1) → parallel (8).
-    let requests: Vec<u32> = ev.iter().filter_map(|e| match e.kind {
-        EventKind::Request { now } => Some(now),
-        _ => None,
-    }).collect();
+    let requests: Vec<u32> = ev
+        .iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Request { now } => Some(now),
+            _ => None,
+        })
+        .collect();
     assert_eq!(requests, vec![8, 1, 8]);
     assert!(count(|k| matches!(k, EventKind::Allocate { running: true, .. })) >= 3);
 }
 
 #[test]
 fn mpl_limits_admission() {
-    let jobs: Vec<JobSpec> = (0..4).map(|k| JobSpec::malleable(format!("j{k}"), 0, 4, 40.0, SpeedupModel::LINEAR)).collect();
+    let jobs: Vec<JobSpec> =
+        (0..4).map(|k| JobSpec::malleable(format!("j{k}"), 0, 4, 40.0, SpeedupModel::LINEAR)).collect();
     let mut w = sized(4, jobs);
     w.mpl = 1;
     let (s, recs) = run_workload(&w, "equipartition", &free());
@@ -264,7 +329,8 @@ fn absurd_times_are_errors_not_overflows() {
     let t = Topology::flat(4);
     // An arrival at the end of the nanosecond clock: refused, naming the job and the field.
     let late = JobSpec::malleable("late", u64::MAX, 2, 1.0, SpeedupModel::LINEAR);
-    let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![late], &free(), &mut ()).unwrap_err();
+    let e =
+        run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![late], &free(), &mut ()).unwrap_err();
     assert!(matches!(&e, SimError::Job { name, field: "arrival", .. } if name == "late"), "{e}");
     // Work that would run past the horizon on one CPU: the run stops there, with or without
     // fast-forward, instead of overflowing its clock.
@@ -276,14 +342,17 @@ fn absurd_times_are_errors_not_overflows() {
             // ticks to the horizon.
             let mut near = huge.clone();
             near.arrival = 999_999_000 * S;
-            let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![near], &cfg, &mut ()).unwrap_err();
+            let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![near], &cfg, &mut ())
+                .unwrap_err();
             assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{e}");
             continue;
         }
-        let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![huge.clone()], &cfg, &mut ()).unwrap_err();
+        let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![huge.clone()], &cfg, &mut ())
+            .unwrap_err();
         assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{e}");
         // The same under os, on a shared clock (linear) and on a rate of its own (Amdahl).
-        let amdahl = JobSpec { phases: vec![Phase::parallel(1e300, 1, SpeedupModel::Amdahl { serial: 0.5 })], ..huge.clone() };
+        let amdahl =
+            JobSpec { phases: vec![Phase::parallel(1e300, 1, SpeedupModel::Amdahl { serial: 0.5 })], ..huge.clone() };
         for job in [huge, amdahl] {
             let e = run(&t, "os", policies::build("os").unwrap(), vec![job], &cfg, &mut ()).unwrap_err();
             assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{e}");
