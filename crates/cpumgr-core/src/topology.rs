@@ -12,9 +12,10 @@
 //! *position*, their index in a depth-first walk of the tree. Every domain covers a contiguous range
 //! of positions, which is what lets the placer find "free CPUs near this one" with a range scan.
 //!
-//! A topology's memory and build time grow with its CPUs times its levels (sorting each domain's
-//! ids adds a log factor), whatever the CPU ids: each domain keeps its CPUs as [`CpuIds`], not as
-//! a bitset from CPU 0, which made them grow with the square of the CPUs (found by fuzzing).
+//! A topology's memory and build time grow with its CPUs times its levels (plus one sort of the
+//! CPUs and a table as long as the largest id), whatever the ids: each domain keeps its CPUs as
+//! [`CpuIds`], not as a bitset from CPU 0, which made them grow with the square of the CPUs (found
+//! by fuzzing).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -363,12 +364,22 @@ impl Builder {
         }
         let mut path = vec![[0u32; 6]; order.len()];
         let mut by_level: [Vec<usize>; 6] = Default::default();
-        for (i, d) in domains.iter_mut().enumerate() {
-            d.cpus = order[d.first as usize..d.end as usize].iter().copied().collect();
+        let mut ids: Vec<Vec<u32>> = Vec::with_capacity(domains.len());
+        for (i, d) in domains.iter().enumerate() {
             by_level[d.level.depth()].push(i);
             for p in d.first..d.end {
                 path[p as usize][d.level.depth()] = i as u32;
             }
+            ids.push(Vec::with_capacity((d.end - d.first) as usize));
+        }
+        // Walking the CPUs by increasing id fills every domain's list already sorted.
+        for (cpu, &p) in position.iter().enumerate().filter(|(_, p)| **p != u32::MAX) {
+            for &d in &path[p as usize] {
+                ids[d as usize].push(cpu as u32);
+            }
+        }
+        for (d, ids) in domains.iter_mut().zip(ids) {
+            d.cpus = ids.into_iter().collect();
         }
         let cpus = order.iter().copied().collect();
         Topology { domains, order, position, path, by_level, cpus }
