@@ -599,7 +599,7 @@ impl Engine<'_, '_> {
                 self.active_stale = true;
             }
             l.progress(now);
-            p.request = l.spec.request_in(l.phase.min(l.spec.phases.len() - 1));
+            // Its request is set on admission and at each phase change (complete_phases).
             p.cpu_time = (l.busy * NS) as Nanos;
             p.running = l.ran_last;
             if l.spec.reports_speedup && l.q_time > 0.0 && l.share > 0.0 && l.phase().request > 1 {
