@@ -247,9 +247,13 @@ fn schedule(shared: Arc<Shared>) {
         if let Some(chaos) = &shared.chaos {
             chaos::strike(chaos, &state);
         }
-        next += state.quantum();
-        if next < now {
-            next = now + state.quantum();
+        // Only a boundary step moves the next boundary: kicked steps, however many, do not put it
+        // off (a storm of requests would otherwise leave programs without a walk of `/proc`).
+        if boundary {
+            next += state.quantum();
+            if next < now {
+                next = now + state.quantum();
+            }
         }
         // A kick (a CPU freed or asked for) is served at once, but no sooner than
         // `KICK_SPACING` times as long as the state was held for the last step after it: under a

@@ -6,6 +6,7 @@
 
 use std::collections::HashMap;
 use std::fs;
+use std::io::Read;
 
 /// How the manager addresses a program's processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -119,8 +120,28 @@ pub fn scan_leaders(targets: &[Target]) -> HashMap<Target, Sample> {
     out
 }
 
+/// A `/proc` file's text, in one `read` when it fits in 1 KiB (a `stat` line does). The kernel
+/// writes such a file whole into a buffer large enough, so a read that does not fill the buffer
+/// is its end. `fs::read_to_string` pays a `statx` (the size is 0) and reads of 32, 32, 64, 128,
+/// 256 bytes and one more for the end: a walk of `/proc` made three times the system calls.
+fn read_proc(path: &str) -> Option<String> {
+    let mut file = fs::File::open(path).ok()?;
+    let mut buf = vec![0u8; 1024];
+    let mut len = 0;
+    loop {
+        let n = file.read(&mut buf[len..]).ok()?;
+        len += n;
+        if len < buf.len() {
+            break;
+        }
+        buf.resize(2 * len, 0);
+    }
+    buf.truncate(len);
+    String::from_utf8(buf).ok()
+}
+
 fn read_stat(pid: i32) -> Option<Stat> {
-    fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|t| parse_stat(&t))
+    read_proc(&format!("/proc/{pid}/stat")).and_then(|t| parse_stat(&t))
 }
 
 /// Adds process `pid` (its `/proc/PID/stat` read as `stat`) and its threads to `s`. A process
@@ -141,7 +162,7 @@ fn add_threads(pid: i32, s: &mut Sample) {
     let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return };
     for t in tasks.flatten() {
         let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let stat = fs::read_to_string(format!("/proc/{pid}/task/{tid}/stat")).ok().and_then(|t| parse_stat(&t));
+        let stat = read_proc(&format!("/proc/{pid}/task/{tid}/stat")).and_then(|t| parse_stat(&t));
         if let Some(stat) = stat {
             add_thread(s, tid, stat.state);
         }
@@ -161,7 +182,7 @@ fn add_thread(s: &mut Sample, tid: i32, state: char) {
 
 /// The real user id owning `pid`, from `/proc/PID/status`.
 pub fn uid_of(pid: i32) -> Option<u32> {
-    let text = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let text = read_proc(&format!("/proc/{pid}/status"))?;
     text.lines().find_map(|l| l.strip_prefix("Uid:"))?.split_ascii_whitespace().next()?.parse().ok()
 }
 
@@ -235,5 +256,18 @@ mod tests {
         assert!(s.tids.contains(&me));
         assert!(s.runnable >= 1, "the scanning thread itself is running");
         assert_eq!(uid_of(me), Some(nix::unistd::getuid().as_raw()));
+    }
+
+    #[test]
+    fn a_proc_file_is_read_whole_whatever_its_length() {
+        let me = std::process::id();
+        let limits = format!("/proc/{me}/limits");
+        let whole = fs::read_to_string(&limits).unwrap();
+        assert!(whole.len() > 1024, "longer than the first read: {} bytes", whole.len());
+        assert_eq!(read_proc(&limits).unwrap(), whole);
+        // Its counters change between two reads, not its lines.
+        let status = format!("/proc/{me}/status");
+        assert_eq!(read_proc(&status).unwrap().lines().count(), fs::read_to_string(&status).unwrap().lines().count());
+        assert_eq!(read_proc("/proc/self/stat").and_then(|t| parse_stat(&t)).map(|s| s.pgrp), pgid_of(me as i32));
     }
 }
