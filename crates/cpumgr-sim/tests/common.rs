@@ -26,9 +26,12 @@ pub fn run_workload(w: &Workload, policy: &str, cfg: &SimConfig) -> (RunSummary,
     (s, jobs.0)
 }
 
-/// Runs preset `name` under `policy` with the default configuration.
+/// Runs preset `name` under `policy` with the default configuration and the preset's own cost
+/// model where it names one (as `cpumgr sim --preset` does).
 pub fn run_preset(name: &str, policy: &str) -> (RunSummary, Vec<JobRecord>) {
-    run_workload(&presets::build(name).unwrap(), policy, &SimConfig::default())
+    let w = presets::build(name).unwrap();
+    let cfg = SimConfig { cost: w.cost.unwrap_or_default(), ..SimConfig::default() };
+    run_workload(&w, policy, &cfg)
 }
 
 /// Mean of `f` over the jobs of class `class`.
