@@ -136,9 +136,13 @@ fn two_programs_each_run_teams_of_their_one_cpu() {
     long_stencil(&mut d, &dir, "b", &lb, &[]);
     let n = wait_teams(&la, 0, 1, "a to shrink to 1 when b arrives");
     wait_teams(&lb, 0, 1, "b to run teams of 1");
-    // The manager sees the team each one reports (cooperative), so nobody is squeezed.
-    let s = d.status();
-    assert!(s.programs.iter().all(|p| p.count == 1), "{s:?}");
+    // The manager sees the team each one reports (cooperative), so nobody is squeezed: once a's
+    // 2-thread region that was running when b came has ended, each holds one CPU. (A status read
+    // at once can still see the step that ran that region as a gang of 2.)
+    wait_for("each to hold one CPU", || {
+        let s = d.status();
+        s.programs.len() == 2 && s.programs.iter().all(|p| p.count == 1)
+    });
     assert!(teams(&la)[n..].iter().all(|&t| t == 1));
 }
 
