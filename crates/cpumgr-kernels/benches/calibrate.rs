@@ -101,6 +101,11 @@ fn main() {
     );
     let mut fitted = CostModel::default();
     let mut alone = None;
+    // SAFETY: the handler only stores to an atomic, which is async-signal-safe.
+    unsafe {
+        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
+    }
     let outside = Outside::start();
     for part in &parts {
         outside.reset();
@@ -118,6 +123,14 @@ fn main() {
         "sync_shared = {:.3}, sync_self = {:.3}, reload_ms = {:.3}, resume_ms = {:.3}",
         fitted.sync_shared, fitted.sync_self, fitted.reload_ms, fitted.resume_ms
     );
+}
+
+/// Set by SIGINT or SIGTERM: the runs under way end their programs (continued, unpinned) and the
+/// bench stops, so an interrupted calibration leaves nothing stopped or running.
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::Relaxed);
 }
 
 fn fail(msg: &str) -> ! {
@@ -351,7 +364,7 @@ impl Harness {
             .collect();
         let mut out: Vec<Option<Timed>> = vec![None; children.len()];
         while out.iter().any(Option::is_none) {
-            let capped = start.elapsed() >= CAP;
+            let capped = start.elapsed() >= CAP || STOP.load(Ordering::Relaxed);
             for (slot, child) in out.iter_mut().zip(children.iter_mut()).filter(|(o, _)| o.is_none()) {
                 if capped {
                     // SAFETY: kill(2) on our own child, not reaped yet.
@@ -379,6 +392,9 @@ impl Harness {
             if running.iter().any(Option::is_some) {
                 sleep(each(&running));
             }
+        }
+        if STOP.load(Ordering::Relaxed) {
+            fail("interrupted: the kernels under way were killed");
         }
         out.into_iter().map(|t| t.expect("every child ended")).collect()
     }
@@ -517,9 +533,12 @@ impl Harness {
             omp_adapter: None,
             yield_outside: false,
         };
-        let r = cpumgr_launch::run(&workload, config, &opts, &AtomicBool::new(false), &mut |_, _| {})
+        let r = cpumgr_launch::run(&workload, config, &opts, &STOP, &mut |_, _| {})
             .unwrap_or_else(|e| fail(&format!("launch: {e}")));
         let _ = std::fs::remove_dir_all(&log_dir);
+        if STOP.load(Ordering::Relaxed) {
+            fail("interrupted: the launcher ended every job");
+        }
         if let Some(j) = r.jobs.iter().find(|j| !j.outcome.ok()) {
             fail(&format!("{} under {}: {}\n{}", j.name, r.config, j.outcome.describe(), j.stderr_tail));
         }
@@ -582,7 +601,8 @@ impl Harness {
     /// `reload_ms`: returns the median per-repeat slope, in milliseconds.
     fn reload(&self) -> f64 {
         println!("\n## reload_ms: two 1-thread stencils pinned to A / B, swapped every P µs");
-        let mut rows: BTreeMap<u64, (Vec<f64>, Vec<f64>, Vec<f64>)> = BTreeMap::new();
+        // Per period: each copy's timed part, CPU time and moves.
+        let mut rows: BTreeMap<u64, [Vec<f64>; 3]> = BTreeMap::new();
         let mut slopes = Vec::new();
         for _ in 0..self.reps {
             let mut points = Vec::new();
@@ -610,16 +630,16 @@ impl Harness {
                 });
                 let row = rows.entry(period.unwrap_or(0)).or_default();
                 for (copy, t) in times.iter().enumerate() {
-                    row.0.push(t.seconds);
-                    row.1.push(t.cpu);
-                    row.2.push(moves[copy] as f64);
+                    row[0].push(t.seconds);
+                    row[1].push(t.cpu);
+                    row[2].push(moves[copy] as f64);
                     points.push((moves[copy] as f64, t.cpu));
                 }
             }
             slopes.push(fit_line(&points).1 * 1e3);
         }
         println!("{:>8} {:>26} {:>26} {:>20}", "period", "timed part per copy, s", "CPU s per copy", "moves per copy");
-        for (p, (t, c, m)) in &rows {
+        for (p, [t, c, m]) in &rows {
             let name = if *p == 0 { "never".to_string() } else { format!("{p}us") };
             println!("{:>8} {:>26} {:>26} {:>20.0}", name, Spread::of(t), Spread::of(c), Spread::of(m));
         }
