@@ -129,7 +129,7 @@ pub enum TopologyError {
 
 /// The most CPUs a topology may have: 2^17, the simulator's largest machine (real Linux machines
 /// stop at `NR_CPUS`, 8192 on common distributions). A topology's memory is linear in its CPUs
-/// (200 to 300 bytes each, docs/FUZZING.md), but the sources do work per CPU (sysfs reads a dozen
+/// (a few hundred bytes each, docs/FUZZING.md), but the sources do work per CPU (sysfs reads a dozen
 /// files for each), so a ten-byte input (`pu:777777`, `online=0-1048575`) must not ask for
 /// millions of them.
 pub const MAX_CPUS: usize = 1 << 17;
