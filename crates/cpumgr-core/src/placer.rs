@@ -26,10 +26,9 @@ use crate::topology::{Level, Topology};
 /// then follows the changed programs, not the machine or every program.
 #[derive(Debug, Default)]
 pub struct Placer {
-    /// Per position, whether it is free (one bit each).
+    /// Per position, whether it is free (one bit each). Taking or freeing a CPU flips one bit;
+    /// a domain's free CPUs are counted from it when best fit asks.
     free: Vec<u64>,
-    /// Per domain, its free CPUs.
-    free_in: Vec<u32>,
     /// Per program, the positions it keeps or takes (scratch, cleared per placement).
     kept: Vec<Vec<u32>>,
     /// Scratch: a program's previous positions, the grow order.
@@ -99,21 +98,18 @@ impl Placer {
         let n = topology.num_cpus();
         self.free.clear();
         self.free.resize(n.div_ceil(64), 0);
-        self.free_in.clear();
         if managed == topology.cpus() {
-            // Every CPU is managed (the usual case): every position is free and every domain
-            // (a contiguous range of positions) is wholly free, with no walk over the CPUs.
+            // Every CPU is managed (the usual case): every position is free, with no walk over
+            // the CPUs.
             let full = n / 64;
             self.free[..full].fill(u64::MAX);
             if !n.is_multiple_of(64) {
                 self.free[full] = (1u64 << (n % 64)) - 1;
             }
-            self.free_in.extend(topology.domains().iter().map(|d| d.end - d.first));
         } else {
-            self.free_in.resize(topology.domains().len(), 0);
             for cpu in managed.iter() {
                 if let Some(p) = topology.position(cpu) {
-                    self.set_free(topology, p, true);
+                    self.set_free(p, true);
                 }
             }
         }
@@ -145,7 +141,7 @@ impl Placer {
         changed: &[usize],
         sets: &mut [CpuSet],
     ) -> bool {
-        if self.free.len() != topology.num_cpus().div_ceil(64) || self.free_in.len() != topology.domains().len() {
+        if self.free.len() != topology.num_cpus().div_ceil(64) {
             // No placement of this machine yet: nothing is known to be kept.
             return false;
         }
@@ -165,7 +161,7 @@ impl Placer {
     pub fn release(&mut self, topology: &Topology, cpus: &CpuSet) {
         for cpu in cpus.iter() {
             if let Some(p) = topology.position(cpu) {
-                self.set_free(topology, p, true);
+                self.set_free(p, true);
             }
         }
     }
@@ -202,7 +198,7 @@ impl Placer {
                     break;
                 }
                 if self.is_free(p) {
-                    self.set_free(topology, p, false);
+                    self.set_free(p, false);
                     kept.push(p);
                 }
             }
@@ -230,7 +226,7 @@ impl Placer {
                 if let Some(anchor) = anchor {
                     for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
                         let d = &topology.domains()[topology.domain_of(anchor, level)];
-                        need -= self.take_range(topology, d.first, d.end, need, &mut kept);
+                        need -= self.take_range(d.first, d.end, need, &mut kept);
                         if need == 0 {
                             break;
                         }
@@ -250,30 +246,34 @@ impl Placer {
         self.free[(p / 64) as usize] & (1 << (p % 64)) != 0
     }
 
-    fn set_free(&mut self, topology: &Topology, p: u32, free: bool) {
+    fn set_free(&mut self, p: u32, free: bool) {
         let bit = 1u64 << (p % 64);
         let word = &mut self.free[(p / 64) as usize];
-        if (*word & bit != 0) == free {
-            return;
-        }
         if free {
             *word |= bit;
         } else {
             *word &= !bit;
         }
-        // Free counts per domain are read for the levels above single CPUs only (best fit).
-        for level in [Level::Machine, Level::Package, Level::Numa, Level::L3, Level::Core] {
-            let d = topology.domain_of(p, level);
-            if free {
-                self.free_in[d] += 1;
-            } else {
-                self.free_in[d] -= 1;
-            }
+    }
+
+    /// Free positions in `first..end`.
+    fn free_count(&self, first: u32, end: u32) -> u32 {
+        if first >= end {
+            return 0;
         }
+        let (a, b) = ((first / 64) as usize, ((end - 1) / 64) as usize);
+        let lo = u64::MAX << (first % 64);
+        let hi = u64::MAX >> (63 - (end - 1) % 64);
+        if a == b {
+            return (self.free[a] & lo & hi).count_ones();
+        }
+        (self.free[a] & lo).count_ones()
+            + self.free[a + 1..b].iter().map(|w| w.count_ones()).sum::<u32>()
+            + (self.free[b] & hi).count_ones()
     }
 
     /// Takes up to `need` free CPUs with positions in `first..end`, lowest first.
-    fn take_range(&mut self, topology: &Topology, first: u32, end: u32, need: usize, into: &mut Vec<u32>) -> usize {
+    fn take_range(&mut self, first: u32, end: u32, need: usize, into: &mut Vec<u32>) -> usize {
         let mut taken = 0;
         let mut p = first;
         while p < end && taken < need {
@@ -286,7 +286,7 @@ impl Placer {
             if p >= end {
                 break;
             }
-            self.set_free(topology, p, false);
+            self.set_free(p, false);
             into.push(p);
             taken += 1;
             p += 1;
@@ -302,7 +302,7 @@ impl Placer {
         let mut start = 0;
         while start + block <= n && need - taken >= block {
             if (start..start + block).all(|p| self.is_free(p as u32)) {
-                taken += self.take_range(topology, start as u32, (start + block) as u32, block, into);
+                taken += self.take_range(start as u32, (start + block) as u32, block, into);
             }
             start += block;
         }
@@ -315,7 +315,8 @@ impl Placer {
         for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
             let mut best: Option<(u32, u32)> = None;
             for &d in topology.level_indices(level) {
-                let free = self.free_in[d];
+                let dom = &topology.domains()[d];
+                let free = self.free_count(dom.first, dom.end);
                 if free as usize >= need && best.is_none_or(|(f, _)| free < f) {
                     best = Some((free, d as u32));
                     if free as usize == need {
