@@ -549,13 +549,7 @@ impl Engine<'_, '_> {
                 sig: 0,
                 viewed: false,
             }));
-            let view = View {
-                now: self.now,
-                quantum: self.quantum,
-                topology: self.topology,
-                cpus: self.cpus,
-                programs: &self.programs,
-            };
+            let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
             self.policy.on_arrival(&view, id);
             // A phase of no work ends at once.
             if remaining <= 0.0 {
@@ -621,13 +615,7 @@ impl Engine<'_, '_> {
         }
         let n = self.programs.len();
         self.decision.reset(n);
-        let view = View {
-            now: self.now,
-            quantum: self.quantum,
-            topology: self.topology,
-            cpus: self.cpus,
-            programs: &self.programs,
-        };
+        let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
         self.policy.decide(&view, &mut self.decision);
         if let Some(w) = self.decision.wake_at.filter(|&w| w > self.now) {
             self.wake_at = Some(w);
@@ -926,6 +914,12 @@ pub(crate) fn dedicated_time(cost: &CostModel, cpus: u32, spec: &JobSpec) -> f64
             }
         })
         .sum()
+}
+
+/// The view the policy decides on at `now` (with `cpus` managed CPUs), as the live manager builds
+/// it.
+fn view_of<'v>(topology: &'v Topology, cpus: u32, now: Nanos, quantum: Nanos, programs: &'v [Program]) -> View<'v> {
+    View { now, quantum, topology, cpus, programs }
 }
 
 /// A running program's part of a schedule's signature, a hash of its id, count and CPUs. The

@@ -7,7 +7,9 @@ use cpumgr_core::trace::{Event, EventKind};
 use cpumgr_core::{policies, Decision, Kind, Policy, Topology, View};
 use cpumgr_sim::generate::{Generator, Model};
 use cpumgr_sim::job::ltomcatv;
-use cpumgr_sim::{run, CostModel, JobSpec, Observer, Phase, SimConfig, SimError, SpeedupModel, Workload};
+use cpumgr_sim::{
+    run, CostModel, JobRecord, JobSpec, Observer, Phase, RunSummary, SimConfig, SimError, SpeedupModel, Workload,
+};
 
 const S: u64 = 1_000_000_000;
 
@@ -155,6 +157,22 @@ fn fast_forward_matches_a_quantum_by_quantum_run() {
     }
 }
 
+/// A run's summary and its jobs' records.
+type Run = (RunSummary, Vec<JobRecord>);
+
+/// Runs `w` under every catalog policy (`static` with one partition) quantum by quantum and
+/// with fast-forward: (policy, exact run, fast-forwarded run).
+fn exact_and_fast(w: &Workload) -> Vec<(&'static str, Run, Run)> {
+    let exact = SimConfig { fast_forward: false, ..SimConfig::default() };
+    policies::CATALOG
+        .iter()
+        .map(|info| {
+            let policy = if info.name == "static" { "static:parts=1" } else { info.name };
+            (policy, run_workload(w, policy, &exact), run_workload(w, policy, &SimConfig::default()))
+        })
+        .collect()
+}
+
 #[test]
 fn a_backlog_of_waiting_jobs_fast_forwards_like_a_quantum_by_quantum_run_under_every_policy() {
     // Rigid jobs at a load above the machine: a backlog waits, never-run jobs are skipped by the
@@ -163,20 +181,12 @@ fn a_backlog_of_waiting_jobs_fast_forwards_like_a_quantum_by_quantum_run_under_e
     g.load = 2.0;
     g.mean_runtime = 1.0;
     let w = Workload { cpus: Some(16), generator: Some(g), ..Workload::of("backlog", vec![]) };
-    for info in policies::CATALOG {
-        let policy = if info.name == "static" { "static:parts=1" } else { info.name };
-        let exact = SimConfig { fast_forward: false, ..SimConfig::default() };
-        let (a, ja) = run_workload(&w, policy, &exact);
-        let (b, jb) = run_workload(&w, policy, &SimConfig::default());
+    for (policy, (a, ja), (b, jb)) in exact_and_fast(&w) {
         assert_eq!((a.jobs, b.jobs), (30, 30), "{policy}");
         let rel = |x: f64, y: f64| (x - y).abs() / x.abs().max(1e-9);
         assert!(rel(a.makespan, b.makespan) < 0.01, "{policy}: makespan {} vs {}", a.makespan, b.makespan);
-        assert!(
-            rel(a.mean_turnaround, b.mean_turnaround) < 0.02,
-            "{policy}: turnaround {} vs {}",
-            a.mean_turnaround,
-            b.mean_turnaround
-        );
+        let (ta, tb) = (a.mean_turnaround, b.mean_turnaround);
+        assert!(rel(ta, tb) < 0.02, "{policy}: turnaround {ta} vs {tb}");
         let waited = ja.iter().filter(|j| j.response > 0.0).count();
         assert!(waited >= 5, "{policy}: only {waited} jobs waited: no backlog");
         assert_eq!(ja.len(), jb.len());
@@ -192,25 +202,20 @@ fn fast_forward_gives_every_job_the_record_of_a_quantum_by_quantum_run_under_eve
     g.mean_runtime = 5.0;
     g.load = 1.2;
     let w = Workload { cpus: Some(32), generator: Some(g), ..Workload::of("records", vec![]) };
-    for info in policies::CATALOG {
-        let policy = if info.name == "static" { "static:parts=1" } else { info.name };
-        let exact = SimConfig { fast_forward: false, ..SimConfig::default() };
-        let (a, ja) = run_workload(&w, policy, &exact);
-        let (b, jb) = run_workload(&w, policy, &SimConfig::default());
+    for (policy, (a, mut ja), (b, mut jb)) in exact_and_fast(&w) {
         assert_eq!((a.jobs, b.jobs), (80, 80), "{policy}");
         assert!(b.skipped_quanta > 0 || policy == "vtq-dss", "{policy}: nothing was skipped");
-        let key = |j: &cpumgr_sim::JobRecord| j.id;
-        let (mut ja, mut jb) = (ja, jb);
-        ja.sort_by_key(key);
-        jb.sort_by_key(key);
+        ja.sort_by_key(|j| j.id);
+        jb.sort_by_key(|j| j.id);
         for (x, y) in ja.iter().zip(&jb) {
             assert_eq!((x.id, x.moves), (y.id, y.moves), "{policy}: {x:?} vs {y:?}");
-            for (what, u, v) in [
+            let times = [
                 ("response", x.response, y.response),
                 ("turnaround", x.turnaround, y.turnaround),
                 ("wait", x.wait, y.wait),
                 ("cpu_seconds", x.cpu_seconds, y.cpu_seconds),
-            ] {
+            ];
+            for (what, u, v) in times {
                 assert!((u - v).abs() <= 1e-6 * u.abs().max(1.0), "{policy}: job {} {what} {u} vs {v}", x.id);
             }
         }
