@@ -21,16 +21,21 @@
 //!
 //! Defaults: fitted on this 2-CPU VM by `cargo bench -p cpumgr-kernels --bench calibrate`
 //! (2026-11-23, commit 1e86f15; docs/EXPERIMENTS.md, "The sharing-cost model", gives the
-//! experiments, the algebra and the spread). `sync_shared = 19.2`: two copies of the
-//! barrier-heavy stencil at the demo's grain (`sync = 1`), 2 threads each with libgomp's default
-//! (spinning) waits on 2 CPUs, against each alone on its own CPU; spinning teams that share CPUs
-//! are erratic (repeats from 0.96 to 43.7), 19.2 is the median. `sync_self = 31.6`: the
-//! busy-waiting rigid kernel with 4 threads on 2 CPUs against 2. `resume_ms = 1.87`: the slope
-//! of a live `gang` run's makespan over the resumes it made. `reload_ms = 0`: moving a one-thread
-//! stencil between CPUs cost nothing measurable (below ±0.2 ms per move here). Blocking waits
-//! cost far less: `OMP_WAIT_POLICY=passive` measured `sync_shared = 0.57` and `sync_self = 0.23`
-//! in the same run; set those to model runtimes or MPI libraries that block (the `scs-mpl`
-//! preset does, as paper 002's MPI processes block).
+//! experiments, the algebra and the spread), for runtimes whose waits *block* once the CPUs are
+//! oversubscribed (libgomp's default waits spin a while and then sleep on a futex; paper 002's MPI
+//! processes block). `sync_shared = 0.57`: two copies of the barrier-heavy stencil at the demo's
+//! grain (`sync = 1`), 2 threads each with `OMP_WAIT_POLICY=passive` on 2 CPUs, against each
+//! alone on its own CPU. `sync_self = 0.23`: the same stencil, passive, 4 threads on 2 CPUs
+//! against 2. `resume_ms = 1.87`: the slope of a live `gang` run's makespan over the resumes it
+//! made. `reload_ms = 0`: moving a one-thread stencil between CPUs cost nothing measurable (below
+//! ±0.2 ms per move here). The end-to-end check, two stencils live under `os`, `static` and
+//! `gang` against the simulator, puts these defaults closest to the live runs.
+//!
+//! Lock-step *spinning* teams (`OMP_WAIT_POLICY=active`, busy-waiting kernels) are an upper
+//! range, selectable per run (`cpumgr sim --sync-shared 19.2 --sync-self 31.6`, or a workload's
+//! `[cost]` table): the same run measured `sync_shared = 19.2` (the median of erratic repeats,
+//! 0.96 to 43.7) and `sync_self = 31.6` (the busy-waiting rigid kernel, 4 threads on 2 CPUs
+//! against 2).
 
 use serde::{Deserialize, Serialize};
 
@@ -53,8 +58,9 @@ pub struct CostModel {
 impl Default for CostModel {
     fn default() -> Self {
         // Fitted by `cargo bench -p cpumgr-kernels --bench calibrate -- --reps 5` on 2026-11-23
-        // (commit 1e86f15): medians over the repeats; the module documentation says of what.
-        CostModel { sync_shared: 19.2, sync_self: 31.6, reload_ms: 0.0, resume_ms: 1.87 }
+        // (commit 1e86f15): medians over the repeats, the blocking (`OMP_WAIT_POLICY=passive`)
+        // fits for the two sync parameters; the module documentation says of what and why.
+        CostModel { sync_shared: 0.57, sync_self: 0.23, reload_ms: 0.0, resume_ms: 1.87 }
     }
 }
 

@@ -10,7 +10,6 @@ use cpumgr_core::params::{ParamError, ParamKind, ParamSpec, Params, PolicySpec};
 use cpumgr_core::program::NANOS_PER_SEC;
 use cpumgr_core::{Kind, Nanos};
 
-use crate::cost::CostModel;
 use crate::error::InputError;
 use crate::generate::{Generator, JobKind, Model};
 use crate::job::{epd, ltomcatv, JobSpec, Phase};
@@ -216,13 +215,7 @@ fn scs_mpl(p: &Params) -> Result<Workload, ParamError> {
             j
         })
         .collect();
-    let mut w = workload("scs-mpl", 64, 0, jobs, &["fcfs", "scs:mpl=2", "cs:mpl=2", "scs:mpl=4", "cs:mpl=4", "scs:mpl=6", "cs:mpl=6"]);
-    // Paper 002's MPI processes block when they wait, handing the CPU to a sibling; the default
-    // `sync_self` is fitted to a busy-waiting rigid kernel (31.6). This is the blocking fit of
-    // the same calibration run (a stencil with OMP_WAIT_POLICY=passive, 4 threads on 2 CPUs
-    // against 2; docs/EXPERIMENTS.md, "The sharing-cost model").
-    w.cost = Some(CostModel { sync_self: 0.23, ..CostModel::default() });
-    Ok(w)
+    Ok(workload("scs-mpl", 64, 0, jobs, &["fcfs", "scs:mpl=2", "cs:mpl=2", "scs:mpl=4", "cs:mpl=4", "scs:mpl=6", "cs:mpl=6"]))
 }
 
 fn omp_multiprog(p: &Params) -> Result<Workload, ParamError> {
