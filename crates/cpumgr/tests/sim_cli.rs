@@ -214,3 +214,31 @@ fn the_shared_lublin_trace_runs_when_present() {
     assert_eq!(v["cpus"], 256);
     assert!(v["results"].as_array().unwrap().iter().all(|r| r["jobs"] == 300));
 }
+
+#[test]
+fn every_cost_parameter_has_a_flag_that_overrides_the_workload() {
+    // Three barrier-heavy rigid jobs of 8 processes on 8 CPUs: SCS at mpl 2 squeezes a job onto
+    // 4 CPUs, time-sharing with itself (sync_self); gang rotates them each quantum (a resume
+    // each time: resume_ms). The workload's [cost] charges both; the flags override it.
+    let dir = tempfile::tempdir().unwrap();
+    let jobs =
+        (0..3).map(|i| format!("[[job]]\nname = \"j{i}\"\nprocs = 8\nwork = 40.0\nsync = 1.0\n")).collect::<String>();
+    let w = write(dir.path(), "w.toml", &format!("cpus = 8\n[cost]\nsync_self = 2.0\nresume_ms = 20.0\n{jobs}"));
+    let run = |policy: &str, flags: &[&str]| {
+        let o = cpumgr(&[&["sim", "--workload", &w, "--policy", policy, "--json"], flags].concat());
+        assert!(o.status.success(), "{flags:?}: {}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (v["results"][0]["mean_turnaround"].as_f64().unwrap(), v["results"][0]["makespan"].as_f64().unwrap())
+    };
+    let (squeezed, _) = run("scs:mpl=2", &[]);
+    let (free, _) = run("scs:mpl=2", &["--sync-self", "0"]);
+    assert!(squeezed > free * 1.2, "the workload's sync_self 2 costs: {squeezed} against {free}");
+    let (_, resumed) = run("gang", &[]);
+    let (_, unresumed) = run("gang", &["--resume-ms", "0"]);
+    assert!(resumed > unresumed + 1.0, "the workload's 20 ms resumes cost: {resumed} against {unresumed}");
+    for flag in ["--sync-self=-1", "--resume-ms=-1"] {
+        let o = cpumgr(&["sim", "--workload", &w, "--policy", "gang", flag]);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {}", stderr(&o));
+        assert!(stderr(&o).contains(&flag[..flag.len() - 3]), "{flag}: {}", stderr(&o));
+    }
+}

@@ -70,9 +70,15 @@ pub struct Args {
     /// Cost model: loss per unit of oversubscription shared with other programs.
     #[arg(long)]
     sync_shared: Option<f64>,
+    /// Cost model: loss per unit of oversubscription when a rigid job time-shares with itself.
+    #[arg(long)]
+    sync_self: Option<f64>,
     /// Cost model: milliseconds lost per moved CPU.
     #[arg(long)]
     reload_ms: Option<f64>,
+    /// Cost model: milliseconds lost when a stopped program runs again.
+    #[arg(long)]
+    resume_ms: Option<f64>,
     /// SWF jobs are `rigid` (default), `moldable` or `malleable`.
     #[arg(long, default_value = "rigid")]
     swf_kind: String,
@@ -237,7 +243,9 @@ fn check_static(w: &Workload, spec: &str, part: u32, cpus: u32) -> anyhow::Resul
 fn config(args: &Args, w: &Workload) -> anyhow::Result<SimConfig> {
     let mut cost = w.cost.unwrap_or_default();
     cost.sync_shared = args.sync_shared.unwrap_or(cost.sync_shared);
+    cost.sync_self = args.sync_self.unwrap_or(cost.sync_self);
     cost.reload_ms = args.reload_ms.unwrap_or(cost.reload_ms);
+    cost.resume_ms = args.resume_ms.unwrap_or(cost.resume_ms);
     cost.check().map_err(|(f, m)| InputError::new(format!("--{}: {m}", f.replace('_', "-"))))?;
     let quantum = match args.quantum_ms {
         Some(q) if !(q.is_finite() && q > 0.0) => return Err(InputError::new(format!("--quantum-ms {q}: must be positive"))),
