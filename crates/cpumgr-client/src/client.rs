@@ -84,11 +84,14 @@ impl Managed {
         self.link().closing
     }
 
-    /// Makes a new registration the client's: its connection, id and doorbell. False (and
-    /// nothing changed) when the client is ending.
+    /// Makes a new registration the client's: its connection, id and doorbell. When the client
+    /// is ending (its `Drop` already unregistered through the old connection), nothing changes and
+    /// the new registration is undone through `conn`, so no registration outlives the client.
+    /// False then.
     pub(crate) fn relink(&self, conn: Conn, id: u64, doorbell: Option<Doorbell>) -> bool {
         let mut link = self.link();
         if link.closing {
+            let _ = call(&conn, &Request::Unregister { id }, &[]);
             return false;
         }
         *link = Link { conn, id, doorbell, closing: false };

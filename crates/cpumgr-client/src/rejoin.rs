@@ -28,9 +28,9 @@ const ALIVE_CHECK: Duration = Duration::from_secs(1);
 /// How often the socket is tried while no manager answers.
 const RETRY: Duration = Duration::from_millis(100);
 
-/// How long to wait before trying again after a manager refused the registration (a per-user
-/// limit, say): long enough not to flood it.
-const AFTER_REFUSAL: Duration = Duration::from_secs(2);
+/// The longest wait between tries after a manager refused the registration (a per-user limit,
+/// say): the wait doubles from [`RETRY`] up to this, so a refusing manager is not flooded.
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
 
 /// Starts the thread that re-registers `client` (registered with `reg` on `socket`, its manager
 /// connection watched through `watch`, a duplicate of that connection's descriptor) whenever its
@@ -50,7 +50,7 @@ fn keep(client: Weak<Managed>, mut watch: OwnedFd, socket: PathBuf, reg: Registr
         if !wait_for_hang_up(&client, &watch) {
             return;
         }
-        let mut delay = RETRY;
+        let (mut delay, mut told) = (RETRY, false);
         loop {
             std::thread::sleep(delay);
             let Some(m) = client.upgrade() else { return };
@@ -58,12 +58,18 @@ fn keep(client: Weak<Managed>, mut watch: OwnedFd, socket: PathBuf, reg: Registr
                 return;
             }
             match rejoin(&m, &socket, &reg) {
-                Ok(Some(fd)) => {
+                Ok(Ok(fd)) => {
                     note(&format!("registered again with the manager on {}", socket.display()));
                     watch = fd;
                     break;
                 }
-                Ok(None) => delay = AFTER_REFUSAL,
+                Ok(Err(refusal)) => {
+                    if !told {
+                        note(&refusal);
+                        told = true;
+                    }
+                    delay = (delay * 2).min(MAX_BACKOFF);
+                }
                 Err(()) => delay = RETRY,
             }
         }
@@ -91,20 +97,24 @@ fn wait_for_hang_up(client: &Weak<Managed>, watch: &OwnedFd) -> bool {
 }
 
 /// One try: connects, registers `reg` again with the slot attached, and on success makes the new
-/// connection, id and doorbell the client's. `Ok(Some(watch))`: registered, `watch` duplicates
-/// the new connection; `Ok(None)`: a manager answered and refused; `Err`: no manager answered.
-fn rejoin(m: &Managed, socket: &std::path::Path, reg: &Registration) -> Result<Option<OwnedFd>, ()> {
+/// connection, id and doorbell the client's. `Ok(Ok(watch))`: registered, `watch` duplicates the
+/// new connection; `Ok(Err(why))`: a manager answered and refused (or the client is ending);
+/// `Err`: no manager answered.
+fn rejoin(m: &Managed, socket: &std::path::Path, reg: &Registration) -> Result<Result<OwnedFd, String>, ()> {
     let conn = Conn::connect(socket).map_err(|_| ())?;
     conn.set_timeout(Some(Duration::from_secs(5))).map_err(|_| ())?;
     let id = match call(&conn, &Request::Register(reg.clone()), &[m.segment.fd()]) {
         Ok((Reply::Registered { id }, _)) => id,
         Ok((Reply::Error { message }, _)) => {
-            note(&format!("a restarted manager refused this program: {message}"));
-            return Ok(None);
+            return Ok(Err(format!("a restarted manager refused this program: {message}")))
         }
         Ok(_) | Err(_) => return Err(()),
     };
     let watch = conn.as_fd().try_clone_to_owned().map_err(|_| ())?;
     let doorbell = open_doorbell(&conn, id);
-    Ok(m.relink(conn, id, doorbell).then_some(watch))
+    if m.relink(conn, id, doorbell) {
+        Ok(Ok(watch))
+    } else {
+        Ok(Err("the program is ending".into()))
+    }
 }

@@ -235,11 +235,16 @@ fn schedule(shared: Arc<Shared>) {
         let samples = survey.read();
         state = shared.lock();
         let locked = Instant::now();
-        // Listed before the step that may stop or pin them: at every boundary (which also starts
-        // a watchdog again if someone killed it) and whenever the list changed.
-        if let Some(w) = shared.watchdog.as_ref().filter(|_| boundary || published != Some(state.roster())) {
-            w.publish(state.originals());
-            published = Some(state.roster());
+        // Listed before the step that may stop or pin them: at every boundary and whenever the
+        // list changed. A watchdog someone killed is started again before every step, since any
+        // step may stop or pin.
+        if let Some(w) = &shared.watchdog {
+            if boundary || published != Some(state.roster()) {
+                w.publish(state.originals());
+                published = Some(state.roster());
+            } else {
+                w.revive();
+            }
         }
         state.step(samples);
         let now = Instant::now();

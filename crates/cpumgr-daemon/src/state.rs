@@ -592,6 +592,11 @@ impl State {
             if !(peer.uid == 0 || peer.uid == e.uid) || !crate::adopt::same_file(&slot, e.segment.fd()) {
                 return (Reply::Error { message: format!("process {pid} is already registered") }, None);
             }
+            // A supervisor released its program before coming back, but a program's own client
+            // (rejoin) may have sent this while a step stopped it: continue it, or no step would.
+            if e.stopped {
+                let _ = enforce::cont(e.target);
+            }
             e.stopped = false;
             e.applied = None;
             self.kick = true;

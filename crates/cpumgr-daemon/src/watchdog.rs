@@ -84,8 +84,8 @@ impl Watchdog {
     }
 
     /// Starts a new watchdog on the same board if the current one has ended (someone killed it):
-    /// a manager is never left without one for longer than a quantum.
-    fn revive(&self) {
+    /// the scheduler calls it before every step, so no step stops or pins a program without one.
+    pub fn revive(&self) {
         let mut pipe = self.pipe.lock().unwrap_or_else(|e| e.into_inner());
         let pid = self.pid.load(Ordering::Relaxed);
         // SAFETY: a non-blocking wait for our own child, and a signal-0 probe of it.

@@ -447,3 +447,37 @@ fn a_bad_chaos_spec_is_refused_with_exit_2() {
     let err = daemon_refuses(&["--chaos", "drop=2"]);
     assert!(err.contains("--chaos drop=2: drop=2: not a probability"), "{err}");
 }
+
+/// A program registered again with its own slot while the manager still has it, as its client
+/// does after a lost connection (`cpumgr-client`'s rejoin), may be stopped at that moment: the
+/// manager continues it, or it would stay stopped while allocated (no step continues a program
+/// the manager believes running).
+#[test]
+fn a_program_registered_again_while_stopped_is_continued_when_allocated() {
+    use std::os::unix::process::CommandExt;
+    let mut d = Daemon::start("gang");
+    let mut slots = Vec::new();
+    for _ in 0..2 {
+        let child = Command::new("sh").args(["-c", BUSY]).process_group(0).spawn().unwrap();
+        let pid = child.id() as i32;
+        d.runs.push(child);
+        let conn = Conn::connect(&d.socket).unwrap();
+        let (reply, fds) = conn.call(&Request::Register(cpumgr_proto::Registration { pid: Some(pid), ..Default::default() })).unwrap();
+        assert!(matches!(reply, Reply::Registered { .. }), "{reply:?}");
+        slots.push((pid, fds.into_iter().next().expect("the slot")));
+    }
+    wait_for("gang to stop one of them", || slots.iter().any(|(p, _)| stopped(*p)));
+    // No more rotation: whoever is stopped now stays stopped under gang.
+    assert!(d.cpumgr(&["quantum", "set", "10s"]).status().unwrap().success());
+    std::thread::sleep(QUANTUM * 4);
+    let (pid, slot) = slots.iter().find(|(p, _)| stopped(*p)).expect("one stopped");
+    let conn = Conn::connect(&d.socket).unwrap();
+    let reg = cpumgr_proto::Registration { pid: Some(*pid), ..Default::default() };
+    let (reply, _) = conn.call_with(&Request::Register(reg), &[std::os::fd::AsFd::as_fd(slot)]).unwrap();
+    assert!(matches!(reply, Reply::Registered { .. }), "{reply:?}");
+    // Space sharing allocates both: the one registered again must run.
+    assert!(d.cpumgr(&["policy", "set", "equipartition"]).status().unwrap().success());
+    wait_for("both to run under equipartition", || slots.iter().all(|(p, _)| !stopped(*p)));
+    let s = d.status();
+    assert!(s.programs.iter().all(|p| p.state == "running" && p.count == 1), "{s:?}");
+}
