@@ -195,9 +195,14 @@ impl Client {
     /// Tells the manager the slot's request changed, so CPUs this program released reach a
     /// waiting program at once rather than at the next quantum.
     fn ring(&self) {
+        // try_lock: the ring only hastens what the next quantum does anyway, so a runtime thread
+        // never waits for the rejoin thread (nor deadlocks in a child forked while it held the
+        // lock).
         if let Backend::Managed(m) = &self.backend {
-            if let Some(d) = &m.link().doorbell {
-                d.ring();
+            if let Ok(link) = m.link.try_lock() {
+                if let Some(d) = &link.doorbell {
+                    d.ring();
+                }
             }
         }
     }
