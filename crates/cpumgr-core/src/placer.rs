@@ -157,10 +157,12 @@ impl Placer {
     }
 
     /// Marks `cpus` free again: a program gave them up since the last placement (it stopped or
-    /// left), for [`Placer::place_changed`].
+    /// left), for [`Placer::place_changed`]. They must be CPUs that placement gave out: freeing
+    /// one twice would let two programs share it (checked in debug builds).
     pub fn release(&mut self, topology: &Topology, cpus: &CpuSet) {
         for cpu in cpus.iter() {
             if let Some(p) = topology.position(cpu) {
+                debug_assert!(!self.is_free(p), "CPU {cpu} released but not held");
                 self.set_free(p, true);
             }
         }
