@@ -26,9 +26,13 @@ use crate::topology::{Level, Topology};
 /// then follows the changed programs, not the machine or every program.
 #[derive(Debug, Default)]
 pub struct Placer {
-    /// Per position, whether it is free (one bit each). Taking or freeing a CPU flips one bit;
-    /// a domain's free CPUs are counted from it when best fit asks.
+    /// Per position, whether it is free (one bit each).
     free: Vec<u64>,
+    /// Per domain, its free CPUs: best fit reads them for every domain of a level, once per
+    /// program it grows, so they are kept up to date as CPUs are taken and freed (six counters
+    /// found with one lookup) rather than counted from `free` each time (4x slower on 1024 CPUs
+    /// and 1024 programs).
+    free_in: Vec<u32>,
     /// Per program, the positions it keeps or takes (scratch, cleared per placement).
     kept: Vec<Vec<u32>>,
     /// Scratch: a program's previous positions, the grow order.
@@ -98,6 +102,7 @@ impl Placer {
         let n = topology.num_cpus();
         self.free.clear();
         self.free.resize(n.div_ceil(64), 0);
+        self.free_in.clear();
         if managed == topology.cpus() {
             // Every CPU is managed (the usual case): every position is free, with no walk over
             // the CPUs.
@@ -106,10 +111,12 @@ impl Placer {
             if !n.is_multiple_of(64) {
                 self.free[full] = (1u64 << (n % 64)) - 1;
             }
+            self.free_in.extend(topology.domains().iter().map(|d| d.end - d.first));
         } else {
+            self.free_in.resize(topology.domains().len(), 0);
             for cpu in managed.iter() {
                 if let Some(p) = topology.position(cpu) {
-                    self.set_free(p, true);
+                    self.set_free(topology, p, true);
                 }
             }
         }
@@ -163,7 +170,7 @@ impl Placer {
         for cpu in cpus.iter() {
             if let Some(p) = topology.position(cpu) {
                 debug_assert!(!self.is_free(p), "CPU {cpu} released but not held");
-                self.set_free(p, true);
+                self.set_free(topology, p, true);
             }
         }
     }
@@ -200,7 +207,7 @@ impl Placer {
                     break;
                 }
                 if self.is_free(p) {
-                    self.set_free(p, false);
+                    self.set_free(topology, p, false);
                     kept.push(p);
                 }
             }
@@ -228,7 +235,7 @@ impl Placer {
                 if let Some(anchor) = anchor {
                     for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
                         let d = &topology.domains()[topology.domain_of(anchor, level)];
-                        need -= self.take_range(d.first, d.end, need, &mut kept);
+                        need -= self.take_range(topology, d.first, d.end, need, &mut kept);
                         if need == 0 {
                             break;
                         }
@@ -248,34 +255,28 @@ impl Placer {
         self.free[(p / 64) as usize] & (1 << (p % 64)) != 0
     }
 
-    fn set_free(&mut self, p: u32, free: bool) {
+    fn set_free(&mut self, topology: &Topology, p: u32, free: bool) {
         let bit = 1u64 << (p % 64);
         let word = &mut self.free[(p / 64) as usize];
+        if (*word & bit != 0) == free {
+            return;
+        }
         if free {
             *word |= bit;
         } else {
             *word &= !bit;
         }
-    }
-
-    /// Free positions in `first..end`.
-    fn free_count(&self, first: u32, end: u32) -> u32 {
-        if first >= end {
-            return 0;
+        for &d in topology.domains_of(p) {
+            if free {
+                self.free_in[d as usize] += 1;
+            } else {
+                self.free_in[d as usize] -= 1;
+            }
         }
-        let (a, b) = ((first / 64) as usize, ((end - 1) / 64) as usize);
-        let lo = u64::MAX << (first % 64);
-        let hi = u64::MAX >> (63 - (end - 1) % 64);
-        if a == b {
-            return (self.free[a] & lo & hi).count_ones();
-        }
-        (self.free[a] & lo).count_ones()
-            + self.free[a + 1..b].iter().map(|w| w.count_ones()).sum::<u32>()
-            + (self.free[b] & hi).count_ones()
     }
 
     /// Takes up to `need` free CPUs with positions in `first..end`, lowest first.
-    fn take_range(&mut self, first: u32, end: u32, need: usize, into: &mut Vec<u32>) -> usize {
+    fn take_range(&mut self, topology: &Topology, first: u32, end: u32, need: usize, into: &mut Vec<u32>) -> usize {
         let mut taken = 0;
         let mut p = first;
         while p < end && taken < need {
@@ -288,7 +289,7 @@ impl Placer {
             if p >= end {
                 break;
             }
-            self.set_free(p, false);
+            self.set_free(topology, p, false);
             into.push(p);
             taken += 1;
             p += 1;
@@ -304,7 +305,7 @@ impl Placer {
         let mut start = 0;
         while start + block <= n && need - taken >= block {
             if (start..start + block).all(|p| self.is_free(p as u32)) {
-                taken += self.take_range(start as u32, (start + block) as u32, block, into);
+                taken += self.take_range(topology, start as u32, (start + block) as u32, block, into);
             }
             start += block;
         }
@@ -317,8 +318,7 @@ impl Placer {
         for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
             let mut best: Option<(u32, u32)> = None;
             for &d in topology.level_indices(level) {
-                let dom = &topology.domains()[d];
-                let free = self.free_count(dom.first, dom.end);
+                let free = self.free_in[d];
                 if free as usize >= need && best.is_none_or(|(f, _)| free < f) {
                     best = Some((free, d as u32));
                     if free as usize == need {

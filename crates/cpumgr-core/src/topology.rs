@@ -266,6 +266,12 @@ impl Topology {
         self.path[position as usize][level.depth()] as usize
     }
 
+    /// The indices of the domains that hold the CPU at `position`, one per level (machine
+    /// first): one lookup for what [`Topology::domain_of`] gives level by level.
+    pub fn domains_of(&self, position: u32) -> &[u32; 6] {
+        &self.path[position as usize]
+    }
+
     /// CPUs per core (SMT width) of the first core; 1 on machines without SMT.
     pub fn smt(&self) -> usize {
         self.level(Level::Core).next().map_or(1, |c| c.cpus.len())
