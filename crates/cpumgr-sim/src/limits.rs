@@ -5,9 +5,10 @@
 use cpumgr_core::sources::synthetic::MAX_SYNTHETIC_CPUS;
 use cpumgr_core::Nanos;
 
-/// The largest simulated machine: the largest synthetic topology (2^17 CPUs). A topology's memory
-/// grows with the square of its CPUs (see `cpumgr_core::topology::MAX_SET_WORDS`); with every id
-/// a [`cpumgr_core::CpuSet`] can hold, `cpus = 1000000` needed tens of gigabytes.
+/// The largest simulated machine: the largest synthetic topology (2^17 CPUs,
+/// [`cpumgr_core::topology::MAX_CPUS`]). A topology costs a few hundred bytes a CPU, but every
+/// program's [`cpumgr_core::CpuSet`] is a bitset up to the largest id, so a bound keeps absurd
+/// inputs (`cpus = 1000000`) a clear error rather than gigabytes of sets.
 pub const MAX_CPUS: u32 = MAX_SYNTHETIC_CPUS as u32;
 
 /// The latest arrival and the longest run time, in seconds (about 31.7 years: the longest traces
