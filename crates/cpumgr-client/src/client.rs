@@ -11,12 +11,12 @@
 //! [`Client::end_region`], [`Client::should_yield`]) is a few loads and stores on the slot plus
 //! one vDSO clock read: no system call, no lock.
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use cpumgr_proto::slot::{monotonic_ns, Allocation, Phase};
-use cpumgr_proto::transport::{default_socket, TransportError};
+use cpumgr_proto::transport::default_socket;
 use cpumgr_proto::{Conn, Doorbell, Registration, Reply, Request, Segment};
 
 use crate::llpc::Llpc;
@@ -91,7 +91,7 @@ impl Managed {
     pub(crate) fn relink(&self, conn: Conn, id: u64, doorbell: Option<Doorbell>) -> bool {
         let mut link = self.link();
         if link.closing {
-            let _ = call(&conn, &Request::Unregister { id }, &[]);
+            let _ = conn.call(&Request::Unregister { id });
             return false;
         }
         *link = Link { conn, id, doorbell, closing: false };
@@ -319,7 +319,7 @@ impl Drop for Client {
             let mut link = m.link();
             link.closing = true;
             if m.owned {
-                let _ = call(&link.conn, &Request::Unregister { id: link.id }, &[]);
+                let _ = link.conn.call(&Request::Unregister { id: link.id });
             } else {
                 m.segment.slot().set_phase(Phase::Unknown, 0, monotonic_ns());
             }
@@ -348,7 +348,7 @@ fn connect(opts: &Options, max: u32) -> Result<(Managed, Option<Rejoin>), String
                     .unwrap_or_else(|| "program".into())
             });
             let reg = Registration { name, now: Some(max), min: opts.min, max: Some(max), ..Default::default() };
-            match call(&conn, &Request::Register(reg.clone()), &[]) {
+            match conn.call(&Request::Register(reg.clone())) {
                 Ok((Reply::Registered { id }, fds)) => {
                     let watch = conn.as_fd().try_clone_to_owned().map_err(|e| e.to_string())?;
                     (id, first_fd(fds)?, Some((watch, socket, reg)))
@@ -367,7 +367,7 @@ fn connect(opts: &Options, max: u32) -> Result<(Managed, Option<Rejoin>), String
 
 /// Program `id`'s work-list doorbell, when the manager hands one out.
 pub(crate) fn open_doorbell(conn: &Conn, id: u64) -> Option<Doorbell> {
-    match call(conn, &Request::OpenDoorbell { id: Some(id) }, &[]) {
+    match conn.call(&Request::OpenDoorbell { id: Some(id) }) {
         Ok((Reply::Doorbell { .. }, fds)) => fds.into_iter().next().map(Doorbell::from_fd),
         _ => None,
     }
@@ -380,7 +380,7 @@ fn open_own_slot(conn: &Conn) -> Option<(u64, Vec<OwnedFd>)> {
     let launched = std::env::var_os("CPUMGR_LAUNCHED").is_some();
     let deadline = Instant::now() + LAUNCHER_WAIT;
     loop {
-        match call(conn, &Request::OpenSlot { id: None }, &[]) {
+        match conn.call(&Request::OpenSlot { id: None }) {
             Ok((Reply::Slot { id }, fds)) => return Some((id, fds)),
             Ok((Reply::Error { .. }, _)) if launched && Instant::now() < deadline => {
                 std::thread::sleep(Duration::from_millis(5))
@@ -388,27 +388,6 @@ fn open_own_slot(conn: &Conn) -> Option<(u64, Vec<OwnedFd>)> {
             _ => return None,
         }
     }
-}
-
-/// Most times [`call`] waits again for a reply after a signal interrupted the wait.
-const INTERRUPTED_RETRIES: u32 = 100;
-
-/// Sends `req` with `fds` attached and waits for its reply, waiting again when a signal
-/// interrupts the wait: the manager may stop and continue the program (`SIGSTOP`/`SIGCONT`) at
-/// any time, which makes a receive with a timeout fail with `EINTR` while the reply is still on
-/// its way. Giving up then would leave that reply to be read as the answer to the next request.
-pub(crate) fn call(conn: &Conn, req: &Request, fds: &[BorrowedFd<'_>]) -> Result<(Reply, Vec<OwnedFd>), TransportError> {
-    conn.send(&cpumgr_proto::msg::encode(req)?, fds)?;
-    let mut tries = 0;
-    let received = loop {
-        match conn.recv() {
-            Err(TransportError::Io(e)) if e.kind() == std::io::ErrorKind::Interrupted && tries < INTERRUPTED_RETRIES => {
-                tries += 1
-            }
-            other => break other?,
-        }
-    };
-    Ok((cpumgr_proto::msg::decode(&received.bytes)?, received.fds))
 }
 
 fn first_fd(fds: Vec<OwnedFd>) -> Result<OwnedFd, String> {

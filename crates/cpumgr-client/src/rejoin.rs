@@ -20,7 +20,7 @@ use std::time::Duration;
 use cpumgr_proto::{Conn, Registration, Reply, Request};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-use crate::client::{call, note, open_doorbell, Managed};
+use crate::client::{note, open_doorbell, Managed};
 
 /// How often a waiting thread checks that its client still exists.
 const ALIVE_CHECK: Duration = Duration::from_secs(1);
@@ -103,7 +103,7 @@ fn wait_for_hang_up(client: &Weak<Managed>, watch: &OwnedFd) -> bool {
 fn rejoin(m: &Managed, socket: &std::path::Path, reg: &Registration) -> Result<Result<OwnedFd, String>, ()> {
     let conn = Conn::connect(socket).map_err(|_| ())?;
     conn.set_timeout(Some(Duration::from_secs(5))).map_err(|_| ())?;
-    let id = match call(&conn, &Request::Register(reg.clone()), &[m.segment.fd()]) {
+    let id = match conn.call_with(&Request::Register(reg.clone()), &[m.segment.fd()]) {
         Ok((Reply::Registered { id }, _)) => id,
         Ok((Reply::Error { message }, _)) => {
             return Ok(Err(format!("a restarted manager refused this program: {message}")))

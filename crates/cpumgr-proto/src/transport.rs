@@ -145,13 +145,27 @@ impl Conn {
     }
 
     /// Sends a request with descriptors attached (a re-registration hands its slot back) and
-    /// waits for the reply.
+    /// waits for the reply, waiting again when a signal interrupts the wait: a managed program
+    /// may be stopped and continued (`SIGSTOP`/`SIGCONT`) at any time, which makes a receive with
+    /// a timeout fail with `EINTR` while the reply is still on its way. Giving up then would leave
+    /// that reply to be read as the answer to the next request.
     pub fn call_with(&self, req: &Request, fds: &[BorrowedFd<'_>]) -> Result<(Reply, Vec<OwnedFd>), TransportError> {
         self.send(&msg::encode(req)?, fds)?;
-        let r = self.recv()?;
+        let mut tries = 0;
+        let r = loop {
+            match self.recv() {
+                Err(TransportError::Io(e)) if e.kind() == std::io::ErrorKind::Interrupted && tries < INTERRUPTED_RETRIES => {
+                    tries += 1
+                }
+                other => break other?,
+            }
+        };
         Ok((msg::decode(&r.bytes)?, r.fds))
     }
 }
+
+/// Most times [`Conn::call_with`] waits again for a reply after a signal interrupted the wait.
+const INTERRUPTED_RETRIES: u32 = 100;
 
 fn libc_timeval(d: Duration) -> nix::libc::timeval {
     nix::libc::timeval { tv_sec: d.as_secs() as _, tv_usec: d.subsec_micros() as _ }
