@@ -113,6 +113,23 @@ pub trait Policy: Send {
     fn preferred_quantum(&self) -> Option<Nanos> {
         None
     }
+
+    /// The multiprogramming level the policy is designed to run under, if it has one: how many
+    /// programs a long-term scheduler admits at once, the rest waiting in arrival order. The
+    /// time-shared policies rotate through every admitted program, so a backlog that grows
+    /// without bound makes every program wait a rotation as long as the backlog; their papers
+    /// always ran them under a bounded degree (paper 000 §6.4: 5, paper 003: 1 to 8). The
+    /// simulator applies it when neither the run nor the workload sets a level; the live manager
+    /// runs every program that registers.
+    fn preferred_mpl(&self) -> Option<u32> {
+        None
+    }
+
+    /// The simulator moved time `by` nanoseconds ahead, over whole periods of a schedule that
+    /// repeats, without calling [`Policy::decide`]. A policy that keeps absolute times (VTQ-DSS's
+    /// per-program expiries) shifts them by as much, so that its next decision is the one it
+    /// would have made `by` earlier, at the same point of its rotation.
+    fn skip(&mut self, _by: Nanos) {}
 }
 
 /// Splits `cpus` among programs in proportion to `weights`, largest remainder first, ties to the

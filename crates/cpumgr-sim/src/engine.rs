@@ -20,7 +20,13 @@
 //! progress per period, up to just before the next completion or arrival, and then resumes
 //! quantum by quantum. This assumes a policy in a repeating schedule keeps repeating while nothing
 //! changes (true of every policy in the catalog once its state settles); set
-//! [`SimConfig::fast_forward`] to `false` for a quantum-by-quantum run.
+//! [`SimConfig::fast_forward`] to `false` for a quantum-by-quantum run. A policy's wake-ups
+//! between boundaries (VTQ-DSS's member expiries) count in the next boundary's signature, and a
+//! jump moves the pending wake-up and tells the policy ([`cpumgr_core::Policy::skip`]), so that
+//! its absolute times stay at the same point of its rotation.
+//!
+//! **Admission.** Jobs beyond the multiprogramming level ([`SimConfig::mpl`], else the policy's
+//! [`cpumgr_core::Policy::preferred_mpl`]) wait in arrival order and are admitted at ticks.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -52,8 +58,9 @@ pub struct SimConfig {
     pub quantum: Option<Nanos>,
     /// The cost-of-sharing model.
     pub cost: CostModel,
-    /// Most jobs admitted at once (the multiprogramming level); 0 for no limit. Jobs beyond it
-    /// queue in arrival order (a FCFS long-term scheduler).
+    /// Most jobs admitted at once (the multiprogramming level); 0 for the policy's preferred
+    /// level ([`Policy::preferred_mpl`]), or no limit if it has none. Jobs beyond it queue in
+    /// arrival order (a FCFS long-term scheduler).
     pub mpl: u32,
     /// Whether the admission limit follows the policy's MPL advice (PDPA) when it gives one.
     pub follow_mpl_advice: bool,
@@ -280,6 +287,9 @@ struct Engine<'a, 'o> {
     ends: BinaryHeap<Reverse<(Nanos, u64)>>,
     global_hist: VecDeque<(f64, f64)>,
     sigs: VecDeque<u64>,
+    /// The signatures of the wake-up decisions since the last quantum boundary, folded into the
+    /// next boundary's.
+    wake_sig: u64,
     quiet: usize,
     idle_quanta: u64,
 }
@@ -300,12 +310,13 @@ pub fn run(
     let quantum = cfg.quantum.or(policy.preferred_quantum()).unwrap_or(100_000_000).clamp(1, max_quantum);
     let managed = topology.cpus().clone();
     let cpus = managed.len() as u32;
+    let mpl = if cfg.mpl > 0 { cfg.mpl } else { policy.preferred_mpl().unwrap_or(0) };
     if obs.wants_events() {
         let kind = EventKind::Start { source: "sim".into(), cpus: managed.clone(), policy: spec.to_string(), quantum };
         obs.event(&Event { t: 0, program: None, kind });
     }
     if policy.oversubscribes() {
-        return crate::sharing::run(managed, spec, quantum, jobs, cfg, obs, started);
+        return crate::sharing::run(managed, spec, quantum, jobs, &SimConfig { mpl, ..cfg.clone() }, obs, started);
     }
     let mut e = Engine {
         topology,
@@ -319,7 +330,7 @@ pub fn run(
         now: 0,
         next_tick: 0,
         wake_at: None,
-        limit: cfg.mpl,
+        limit: mpl,
         queue: VecDeque::new(),
         programs: Vec::new(),
         live: Vec::new(),
@@ -336,6 +347,7 @@ pub fn run(
         ends: BinaryHeap::new(),
         global_hist: VecDeque::new(),
         sigs: VecDeque::new(),
+        wake_sig: 0,
         quiet: 0,
         idle_quanta: 0,
     };
@@ -371,7 +383,7 @@ pub fn run(
             e.tick(wake, pending.next_arrival(e.now)?)?;
         }
     }
-    Ok(e.tally.summary(&e.spec, started))
+    Ok(e.tally.summary(&e.spec, mpl, started))
 }
 
 impl Engine<'_, '_> {
@@ -383,6 +395,7 @@ impl Engine<'_, '_> {
     fn changed(&mut self) {
         self.quiet = 0;
         self.sigs.clear();
+        self.wake_sig = 0;
         self.idle_quanta = 0;
     }
 
@@ -577,8 +590,9 @@ impl Engine<'_, '_> {
             self.next_tick = self.now + self.quantum;
         }
         if wake {
+            // A wake-up is part of the policy's schedule (VTQ-DSS's member expiries): it repeats
+            // with the quanta around it, so it does not start the fast-forward over.
             self.wake_at = None;
-            self.changed();
         }
         self.compact();
         self.admit();
@@ -606,7 +620,7 @@ impl Engine<'_, '_> {
             };
             l.q_work = 0.0;
             l.q_time = 0.0;
-            if self.cfg.fast_forward {
+            if self.cfg.fast_forward && regular {
                 if l.hist.len() > MAX_PERIOD {
                     l.hist.pop_front();
                 }
@@ -654,8 +668,15 @@ impl Engine<'_, '_> {
                 return Err(SimError::Starved { at: now as f64 / NS, jobs: self.live.len() });
             }
         }
-        if self.cfg.fast_forward && regular && !wake {
-            self.fast_forward(sig, next_arrival);
+        if self.cfg.fast_forward {
+            if !regular {
+                // A wake-up's decision counts in the signature of the next quantum boundary, so
+                // that a repeating sequence of boundaries repeats what happens between them.
+                self.wake_sig = self.wake_sig.rotate_left(7).wrapping_add(sig);
+            } else if !wake {
+                let sig = sig.wrapping_add(std::mem::take(&mut self.wake_sig).rotate_left(17));
+                self.fast_forward(sig, next_arrival);
+            }
         }
         Ok(())
     }
@@ -842,7 +863,7 @@ impl Engine<'_, '_> {
             len >= REPEATS * p && (0..(REPEATS - 1) * p).all(|j| self.sigs[len - 1 - j] == self.sigs[len - 1 - j - p])
         });
         let Some(p) = period else { return };
-        if self.global_hist.len() <= p || self.wake_at.is_some() {
+        if self.global_hist.len() <= p {
             return;
         }
         let cycle = p as u64 * self.quantum;
@@ -886,6 +907,9 @@ impl Engine<'_, '_> {
         let jump = n * cycle;
         self.now += jump;
         self.next_tick += jump;
+        // The policy and its pending wake-up land at the same point of the rotation.
+        self.wake_at = self.wake_at.map(|w| w + jump);
+        self.policy.skip(jump);
         self.tally.skipped += n * p as u64;
         let now = self.now;
         self.ends.clear();

@@ -145,6 +145,7 @@ impl Accumulator {
             class_mean_run: self.classes.iter().map(|(c, m)| (c.clone(), m.mean())).collect(),
             class_cv: self.classes.iter().map(|(c, m)| (c.clone(), m.cv())).collect(),
             skipped_quanta: run.skipped_quanta,
+            mpl: run.mpl,
             wall_seconds: run.wall_seconds,
         }
     }
@@ -167,6 +168,8 @@ pub struct RunTotals {
     pub fragmented_cpu_seconds: f64,
     /// Quanta skipped by fast-forwarding a repeating schedule.
     pub skipped_quanta: u64,
+    /// The admission limit the run started with, 0 for none.
+    pub mpl: u32,
     /// Host seconds the run took.
     pub wall_seconds: f64,
 }
@@ -210,6 +213,10 @@ pub struct RunSummary {
     pub class_cv: BTreeMap<String, f64>,
     /// Quanta skipped by fast-forwarding.
     pub skipped_quanta: u64,
+    /// The admission limit (multiprogramming level) the run started with, 0 for none: the
+    /// run's, the workload's, or the policy's preferred one; a policy's advice (PDPA) may move
+    /// it during the run. Runs compared side by side may differ here.
+    pub mpl: u32,
     /// Host seconds the run took.
     pub wall_seconds: f64,
 }

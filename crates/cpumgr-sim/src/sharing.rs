@@ -230,7 +230,7 @@ pub(crate) fn run(
             }
         }
     }
-    Ok(e.tally.summary(spec, started))
+    Ok(e.tally.summary(spec, e.mpl, started))
 }
 
 impl Sharing<'_> {

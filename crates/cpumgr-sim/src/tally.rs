@@ -171,8 +171,9 @@ impl<'o> Tally<'o> {
         Ok(())
     }
 
-    /// The run's figures, under the policy named `policy`, for a run started at `started`.
-    pub fn summary(self, policy: &str, started: Instant) -> RunSummary {
+    /// The run's figures, under the policy named `policy` with admission limit `mpl`, for a run
+    /// started at `started`.
+    pub fn summary(self, policy: &str, mpl: u32, started: Instant) -> RunSummary {
         let makespan = self.first_arrival.map_or(0.0, |f| self.last_end.saturating_sub(f) as f64 / NS);
         self.acc.finish(RunTotals {
             policy: policy.to_string(),
@@ -182,6 +183,7 @@ impl<'o> Tally<'o> {
             busy_cpu_seconds: self.busy,
             fragmented_cpu_seconds: self.frag,
             skipped_quanta: self.skipped,
+            mpl,
             wall_seconds: started.elapsed().as_secs_f64(),
         })
     }

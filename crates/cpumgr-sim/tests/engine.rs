@@ -204,7 +204,7 @@ fn fast_forward_gives_every_job_the_record_of_a_quantum_by_quantum_run_under_eve
     let w = Workload { cpus: Some(32), generator: Some(g), ..Workload::of("records", vec![]) };
     for (policy, (a, mut ja), (b, mut jb)) in exact_and_fast(&w) {
         assert_eq!((a.jobs, b.jobs), (80, 80), "{policy}");
-        assert!(b.skipped_quanta > 0 || policy == "vtq-dss", "{policy}: nothing was skipped");
+        assert!(b.skipped_quanta > 0, "{policy}: nothing was skipped");
         ja.sort_by_key(|j| j.id);
         jb.sort_by_key(|j| j.id);
         for (x, y) in ja.iter().zip(&jb) {
@@ -327,6 +327,29 @@ fn mpl_limits_admission() {
     ends.sort_by(f64::total_cmp);
     assert!(ends.iter().zip([10.0, 20.0, 30.0, 40.0]).all(|(a, b)| close(*a, b, 1e-6)), "one at a time: {ends:?}");
     assert!(close(s.mean_wait, 15.0, 1e-6));
+}
+
+#[test]
+fn a_time_shared_policy_admits_its_preferred_level_unless_the_run_sets_one() {
+    // 20 one-CPU jobs of 10 s at once on 32 CPUs: they all fit, but gang and the time-shared DSS
+    // variants admit 8 at a time by default (`admit`), so three batches run one after another.
+    let jobs: Vec<JobSpec> = (0..20).map(|k| JobSpec::rigid(format!("j{k}"), 0, 1, 10.0, SpeedupModel::LINEAR)).collect();
+    let w = sized(32, jobs);
+    for policy in ["gang", "sw-dss", "ssw-dss", "vtq-dss", "omp-dss"] {
+        let (s, _) = run_workload(&w, policy, &free());
+        assert_eq!(s.mpl, 8, "{policy}");
+        assert!(close(s.makespan, 30.0, 0.5), "{policy}: three batches of 8, 8 and 4: {}", s.makespan);
+        let (s, _) = run_workload(&w, &format!("{policy}:admit=0"), &free());
+        assert_eq!(s.mpl, 0, "{policy}");
+        assert!(close(s.makespan, 10.0, 0.5), "{policy}:admit=0 runs every job at once: {}", s.makespan);
+        let mut w = w.clone();
+        w.mpl = 20;
+        let (s, _) = run_workload(&w, policy, &free());
+        assert_eq!(s.mpl, 20, "{policy}: the workload's level wins");
+        assert!(close(s.makespan, 10.0, 0.5), "{policy}: {}", s.makespan);
+    }
+    let (s, _) = run_workload(&w, "equipartition", &free());
+    assert_eq!((s.mpl, s.makespan.round()), (0, 10.0), "a space-sharing policy admits every job");
 }
 
 #[test]

@@ -17,7 +17,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
         ParamSpec { key: "mpl", help: "jobs that time-share each CPU (rows of the matrix)", kind: ParamKind::Int { default: 4, min: 1, max: 64 } },
         ParamSpec { key: "fill", help: "give a row's idle CPUs to jobs of other rows that fit", kind: ParamKind::Bool { default: true } },
     ],
-    build: |p| super::gang::build("cs", p, "mpl"),
+    build: |p| super::gang::build("cs", p, "mpl", None),
 };
 
 #[cfg(test)]

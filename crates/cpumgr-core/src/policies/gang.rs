@@ -4,19 +4,20 @@
 //! CPUs: its request, or its processes if rigid, up to the machine). Each quantum the next row
 //! runs; with `fill=true` the CPUs its row leaves idle go to programs of other rows that fit
 //! whole (alternate scheduling). `slots` bounds the rows (the multiprogramming level); programs
-//! that do not fit in them wait.
+//! that do not fit in them wait. `admit` bounds the programs admitted at once
+//! ([`Policy::preferred_mpl`]): without either bound a growing backlog makes as many rows.
 //!
 //! Good at: spinning, synchronising programs always run with all their threads together.
 //! Bad at: CPUs idle when rows pack badly, and every program waits `rows − 1` quanta per cycle.
 
 use super::PolicyInfo;
-use crate::params::{ParamKind, ParamSpec, Params};
-use crate::params::ParamError;
+use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 use crate::policy::{Decision, Policy, View};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec { key: "slots", help: "most rows (time slots) in the matrix; 0 for no limit", kind: ParamKind::Int { default: 0, min: 0, max: 65536 } },
     ParamSpec { key: "fill", help: "give a row's idle CPUs to programs of other rows that fit", kind: ParamKind::Bool { default: true } },
+    super::ADMIT,
 ];
 
 /// The catalog entry.
@@ -25,12 +26,18 @@ pub const INFO: PolicyInfo = PolicyInfo {
     paper: "004 §3 (Ousterhout)",
     summary: "time slices of whole programs: rows of programs that fit together run in turn",
     params: PARAMS,
-    build: |p| build("gang", p, "slots"),
+    build: |p| build("gang", p, "slots", super::admission(p.u32("admit")?)),
 };
 
-/// Builds a gang scheduler named `name` whose row limit is the parameter `slots_key`.
-pub fn build(name: &'static str, p: &Params, slots_key: &'static str) -> Result<Box<dyn Policy>, ParamError> {
-    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, next_row: 0 }))
+/// Builds a gang scheduler named `name` whose row limit is the parameter `slots_key`, advising
+/// the admission limit `admit`.
+pub fn build(
+    name: &'static str,
+    p: &Params,
+    slots_key: &'static str,
+    admit: Option<u32>,
+) -> Result<Box<dyn Policy>, ParamError> {
+    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, admit, next_row: 0 }))
 }
 
 /// The gang scheduler.
@@ -39,6 +46,7 @@ pub struct Gang {
     name: &'static str,
     slots: u32,
     fill: bool,
+    admit: Option<u32>,
     next_row: usize,
 }
 
@@ -86,6 +94,10 @@ impl Policy for Gang {
 
     fn time_sharing(&self) -> bool {
         true
+    }
+
+    fn preferred_mpl(&self) -> Option<u32> {
+        self.admit
     }
 }
 

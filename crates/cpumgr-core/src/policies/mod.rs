@@ -4,7 +4,7 @@
 //! list of what exists: `cpumgr policies`, the daemon's `policy set`, the simulator and the tests
 //! all read it, so a policy added here is everywhere at once.
 
-use crate::params::{ParamError, ParamSpec, Params, PolicySpec};
+use crate::params::{ParamError, ParamKind, ParamSpec, Params, PolicySpec};
 use crate::policy::{Decision, Policy, View};
 
 pub mod burst;
@@ -75,6 +75,20 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, ParamError> {
     })?;
     let params = Params::new(info.name, info.params, &spec.values)?;
     (info.build)(&params)
+}
+
+/// The admission parameter of the policies that rotate through every admitted program (gang and
+/// the time-shared DSS variants): see [`Policy::preferred_mpl`]. The default, 8, is the largest
+/// multiprogramming degree of the papers' time-sharing experiments (paper 003, Table 2).
+pub const ADMIT: ParamSpec = ParamSpec {
+    key: "admit",
+    help: "most programs admitted at once, the rest wait in arrival order (the simulator's long-term scheduler); 0 for every program",
+    kind: ParamKind::Int { default: 8, min: 0, max: 1 << 20 },
+};
+
+/// An admission limit of `admit` programs, 0 meaning none, as [`Policy::preferred_mpl`] gives it.
+pub fn admission(admit: u32) -> Option<u32> {
+    (admit > 0).then_some(admit)
 }
 
 /// Serves rigid programs first, in arrival order, with all their processes or nothing: a rigid job

@@ -15,7 +15,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     paper: "003 §5",
     summary: "paper 003's time-shared DSS: sw-dss with a 120 ms quantum",
     params: PARAMS,
-    build: |p| Ok(Box::new(Sliding::new("omp-dss", Step::Window, p.float("k")?, Some(QUANTUM)))),
+    build: |p| Sliding::build("omp-dss", Step::Window, p, Some(QUANTUM)),
 };
 
 #[cfg(test)]

@@ -4,16 +4,19 @@
 
 use super::dss::dss_shares;
 use super::window::{next_id, window};
-use crate::params::{ParamKind, ParamSpec};
+use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 use crate::policy::{Decision, Policy, View};
 use crate::program::ProgramId;
 
 /// Parameters shared by the sliding-window policies.
-pub const PARAMS: &[ParamSpec] = &[ParamSpec {
-    key: "k",
-    help: "a gang's requests add up to at most k × P",
-    kind: ParamKind::Float { default: 1.0, min: 0.01, max: 64.0 },
-}];
+pub const PARAMS: &[ParamSpec] = &[
+    ParamSpec {
+        key: "k",
+        help: "a gang's requests add up to at most k × P",
+        kind: ParamKind::Float { default: 1.0, min: 0.01, max: 64.0 },
+    },
+    super::ADMIT,
+];
 
 /// How the window advances each quantum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -31,14 +34,21 @@ pub struct Sliding {
     step: Step,
     k: f64,
     quantum: Option<crate::program::Nanos>,
+    admit: Option<u32>,
     start: ProgramId,
 }
 
 impl Sliding {
-    /// A policy named `name` advancing by `step`, with gangs of at most `k × P` requested CPUs
-    /// and, if given, a preferred quantum.
-    pub fn new(name: &'static str, step: Step, k: f64, quantum: Option<crate::program::Nanos>) -> Self {
-        Sliding { name, step, k, quantum, start: ProgramId(0) }
+    /// A policy named `name` advancing by `step`, with gangs of at most `k × P` requested CPUs,
+    /// its [`PARAMS`] read from `p` and, if given, a preferred quantum.
+    pub fn build(
+        name: &'static str,
+        step: Step,
+        p: &Params,
+        quantum: Option<crate::program::Nanos>,
+    ) -> Result<Box<dyn Policy>, ParamError> {
+        let (k, admit) = (p.float("k")?, super::admission(p.u32("admit")?));
+        Ok(Box::new(Sliding { name, step, k, quantum, admit, start: ProgramId(0) }))
     }
 }
 
@@ -64,6 +74,10 @@ impl Policy for Sliding {
 
     fn preferred_quantum(&self) -> Option<crate::program::Nanos> {
         self.quantum
+    }
+
+    fn preferred_mpl(&self) -> Option<u32> {
+        self.admit
     }
 }
 

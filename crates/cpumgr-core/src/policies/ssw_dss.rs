@@ -14,7 +14,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     paper: "000 §4.3",
     summary: "time-shared DSS: the gang window drops its first program each quantum and refills up to k·P",
     params: PARAMS,
-    build: |p| Ok(Box::new(Sliding::new("ssw-dss", Step::Program, p.float("k")?, None))),
+    build: |p| Sliding::build("ssw-dss", Step::Program, p, None),
 };
 
 #[cfg(test)]

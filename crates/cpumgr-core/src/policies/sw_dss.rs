@@ -15,7 +15,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     paper: "000 §4.3",
     summary: "time-shared DSS: gangs of requests ≤ k·P run in turn, the window jumps gang by gang",
     params: PARAMS,
-    build: |p| Ok(Box::new(Sliding::new("sw-dss", Step::Window, p.float("k")?, None))),
+    build: |p| Sliding::build("sw-dss", Step::Window, p, None),
 };
 
 #[cfg(test)]

@@ -27,13 +27,15 @@ pub const INFO: PolicyInfo = PolicyInfo {
     paper: "000 §4.3",
     summary: "time-shared DSS with a per-program quantum that equalises CPU time in each gang, repository queue",
     params: PARAMS,
-    build: |p| Ok(Box::new(VtqDss { k: p.float("k")?, ..VtqDss::default() })),
+    build: |p| Ok(Box::new(VtqDss { k: p.float("k")?, admit: super::admission(p.u32("admit")?), ..VtqDss::default() })),
 };
 
 /// The VTQ-DSS policy.
 #[derive(Debug, Clone, Default)]
 pub struct VtqDss {
     k: f64,
+    /// The admission limit it advises ([`Policy::preferred_mpl`]).
+    admit: Option<u32>,
     /// Members of the current gang: CPUs and the end of their quantum.
     gang: HashMap<ProgramId, (u32, Nanos)>,
     gang_end: Nanos,
@@ -113,6 +115,17 @@ impl Policy for VtqDss {
     fn time_sharing(&self) -> bool {
         true
     }
+
+    fn preferred_mpl(&self) -> Option<u32> {
+        self.admit
+    }
+
+    fn skip(&mut self, by: Nanos) {
+        self.gang_end = self.gang_end.saturating_add(by);
+        for (_, until) in self.gang.values_mut() {
+            *until = until.saturating_add(by);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -154,6 +167,30 @@ mod tests {
         let used = cpu_time("vtq-dss:k=2", 8, &[8, 2], 90, 900);
         assert_eq!(used[0], used[1], "{used:?}");
         assert_eq!(used[0], 10 * 2 * 90);
+    }
+
+    #[test]
+    fn a_skip_moves_the_gang_with_the_clock() {
+        // Deciding at a member's expiry after skipping `by` gives what deciding at the expiry
+        // gives without the skip: the gang's absolute times moved with the clock.
+        let t = Topology::flat(4);
+        let progs = programs(&[4, 1, 1]);
+        let decide_at = |p: &mut Box<dyn Policy>, now: Nanos| {
+            let mut d = Decision::default();
+            d.reset(3);
+            p.decide(&View { now, quantum: 100, topology: &t, cpus: 4, programs: &progs }, &mut d);
+            d
+        };
+        let mut plain = crate::policies::build("vtq-dss:k=1.25").unwrap();
+        let mut skipped = crate::policies::build("vtq-dss:k=1.25").unwrap();
+        let first = decide_at(&mut plain, 0);
+        assert_eq!(decide_at(&mut skipped, 0), first);
+        let wake = first.wake_at.expect("p1 expires before the gang ends");
+        let by = 1000 * 100;
+        skipped.skip(by);
+        let (a, b) = (decide_at(&mut plain, wake), decide_at(&mut skipped, wake + by));
+        assert_eq!(b.allocations, a.allocations, "the same decision at the same point of the rotation");
+        assert_eq!(b.wake_at, a.wake_at.map(|w| w + by));
     }
 
     #[test]

@@ -61,7 +61,9 @@ pub struct Args {
     /// Scheduler quantum in milliseconds; default: the workload's, the policy's, or 100.
     #[arg(long)]
     quantum_ms: Option<f64>,
-    /// Most jobs admitted at once (0: no limit); default: the workload's.
+    /// Most jobs admitted at once; default: the workload's, else the policy's own level (gang
+    /// and the time-shared DSS variants admit 8: their `admit` parameter, 0 for every job), else
+    /// every job.
     #[arg(long)]
     mpl: Option<u32>,
     /// Simulate every quantum instead of skipping repeating schedules.
@@ -313,7 +315,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// The comparison table: the documented columns, one row per policy.
 fn table(results: &[RunSummary]) -> Table {
-    let columns = ["policy", "makespan", "mean_turnaround", "mean_slowdown", "mean_bounded_slowdown", "utilization", "fragmentation", "fairness", "moves", "jobs", "events", "wall_seconds"];
+    let columns = ["policy", "makespan", "mean_turnaround", "mean_slowdown", "mean_bounded_slowdown", "utilization", "fragmentation", "fairness", "moves", "jobs", "mpl", "events", "wall_seconds"];
     let rows = results
         .iter()
         .map(|s| {
@@ -328,6 +330,7 @@ fn table(results: &[RunSummary]) -> Table {
                 format!("{:.3}", s.fairness),
                 s.moves.to_string(),
                 s.jobs.to_string(),
+                s.mpl.to_string(),
                 s.events.to_string(),
                 format!("{:.3}", s.wall_seconds),
             ]
@@ -351,7 +354,7 @@ fn print_results(args: &Args, w: &Workload, topology: &Topology, results: &[RunS
         return Ok(());
     }
     outln!("workload {} on {} CPUs ({})", w.name, topology.num_cpus(), topology.summary());
-    let short = ["policy", "makespan s", "turnaround s", "slowdown", "bsld", "util", "frag", "fair", "moves", "jobs", "events", "wall s"];
+    let short = ["policy", "makespan s", "turnaround s", "slowdown", "bsld", "util", "frag", "fair", "moves", "jobs", "mpl", "events", "wall s"];
     let widths: Vec<usize> = (0..short.len()).map(|c| rows.iter().map(|r| r[c].len()).chain([short[c].len()]).max().unwrap_or(0)).collect();
     let line = |cells: Vec<String>| cells.iter().enumerate().map(|(c, s)| if c == 0 { format!("{s:<w$}", w = widths[c]) } else { format!("{s:>w$}", w = widths[c]) }).collect::<Vec<_>>().join("  ");
     outln!("{}", line(short.iter().map(|s| s.to_string()).collect()));
