@@ -125,6 +125,15 @@ pub trait Policy: Send {
         None
     }
 
+    /// How many quanta after its last decision this policy's decisions repeat while the view
+    /// does not change (a time-sharing rotation's length), if it knows and it is at most `max`.
+    /// A stated period lets the simulator trust a schedule that repeated once, from the first
+    /// quantum after a change, instead of waiting for it to repeat three times (the decisions
+    /// alone could repeat for a while in a longer rotation). `None`: unknown or longer.
+    fn period(&self, _view: &View, _max: u32) -> Option<u32> {
+        None
+    }
+
     /// The simulator moved time `by` nanoseconds ahead, over whole periods of a schedule that
     /// repeats, without calling [`Policy::decide`]. A policy that keeps absolute times (VTQ-DSS's
     /// per-program expiries) shifts them by as much, so that its next decision is the one it

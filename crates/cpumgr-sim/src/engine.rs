@@ -146,6 +146,9 @@ struct Snap {
     run_ns: Nanos,
     busy: f64,
     moves: u64,
+    /// Stall still to serve: a program resumed for slices shorter than its resume cost (a wide
+    /// VTQ-DSS member) carries more of it from period to period.
+    stall: f64,
 }
 
 /// A job in the system.
@@ -185,7 +188,7 @@ struct Live {
 
 impl Live {
     fn snap(&self) -> Snap {
-        Snap { done: self.done, run_ns: self.run_ns, busy: self.busy, moves: self.moves }
+        Snap { done: self.done, run_ns: self.run_ns, busy: self.busy, moves: self.moves, stall: self.stall }
     }
 
     fn phase(&self) -> &crate::job::Phase {
@@ -286,7 +289,10 @@ struct Engine<'a, 'o> {
     /// changes), beside entries that no longer apply, dropped when they reach the top.
     ends: BinaryHeap<Reverse<(Nanos, u64)>>,
     global_hist: VecDeque<(f64, f64)>,
-    sigs: VecDeque<u64>,
+    /// Per quantum boundary since the last change, the signature of the running programs and
+    /// that of every program's CPUs (running or last run: a stopped program's set is where it
+    /// will want to resume).
+    sigs: VecDeque<(u64, u64)>,
     /// The signatures of the wake-up decisions since the last quantum boundary, folded into the
     /// next boundary's.
     wake_sig: u64,
@@ -641,8 +647,8 @@ impl Engine<'_, '_> {
                 }
             }
         }
-        let mut sig = 0;
-        self.apply_placed(&mut sig)?;
+        let (mut sig, mut held_sig) = (0, 0);
+        self.apply_placed(&mut sig, &mut held_sig)?;
         let mut progressing = false;
         self.held = 0.0;
         self.unserved = 0;
@@ -675,7 +681,7 @@ impl Engine<'_, '_> {
                 self.wake_sig = self.wake_sig.rotate_left(7).wrapping_add(sig);
             } else if !wake {
                 let sig = sig.wrapping_add(std::mem::take(&mut self.wake_sig).rotate_left(17));
-                self.fast_forward(sig, next_arrival);
+                self.fast_forward((sig, held_sig), next_arrival);
             }
         }
         Ok(())
@@ -684,7 +690,7 @@ impl Engine<'_, '_> {
     /// Applies a space-sharing or gang decision through the placer: only the programs whose
     /// count changed are placed when the placer can prove the others keep their sets
     /// ([`Placer::place_changed`]), else every program is.
-    fn apply_placed(&mut self, sig: &mut u64) -> Result<(), SimError> {
+    fn apply_placed(&mut self, sig: &mut u64, held_sig: &mut u64) -> Result<(), SimError> {
         if self.holds_decision() {
             // Every running program keeps the CPUs it holds: the placer would return them. A
             // running program ran last quantum, so it is not idle: the idle ones need nothing.
@@ -729,6 +735,7 @@ impl Engine<'_, '_> {
             if self.live[i].ran_last {
                 *sig = sig.wrapping_add(self.live[i].sig);
             }
+            *held_sig = held_sig.wrapping_add(self.live[i].sig);
         }
         Ok(())
     }
@@ -847,8 +854,28 @@ impl Engine<'_, '_> {
         self.set_rate(i, count as f64, threads as f64);
     }
 
+    /// The period of the schedule since the last change, if it repeats. When the policy states
+    /// its rotation's length `p` ([`Policy::period`]), one repetition is proof: if after the
+    /// last boundary but one the policy is where it was `p` boundaries before (its rotation, all
+    /// since the change) and so is every program's set (running, or where a stopped one will
+    /// resume), then the last `p` quanta, and the moves and stalls their decisions caused,
+    /// repeat for as long as nothing changes. Otherwise the running sets must have repeated
+    /// [`REPEATS`] times over.
+    fn period(&self) -> Option<usize> {
+        let len = self.sigs.len();
+        let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
+        if let Some(p) = self.policy.period(&view, MAX_PERIOD as u32) {
+            let p = p as usize;
+            let repeated = |back: usize| self.sigs[len - 1 - back] == self.sigs[len - 1 - back - p];
+            return (self.quiet > p + 1 && repeated(1) && repeated(0)).then_some(p);
+        }
+        (1..=MAX_PERIOD.min(self.quiet / REPEATS)).find(|&p| {
+            len >= REPEATS * p && (0..(REPEATS - 1) * p).all(|j| self.sigs[len - 1 - j].0 == self.sigs[len - 1 - j - p].0)
+        })
+    }
+
     /// Jumps over whole periods of a repeating schedule (module documentation).
-    fn fast_forward(&mut self, sig: u64, next_arrival: Option<Nanos>) {
+    fn fast_forward(&mut self, sigs: (u64, u64), next_arrival: Option<Nanos>) {
         self.quiet += 1;
         if self.global_hist.len() > MAX_PERIOD {
             self.global_hist.pop_front();
@@ -857,12 +884,8 @@ impl Engine<'_, '_> {
         if self.sigs.len() >= REPEATS * MAX_PERIOD {
             self.sigs.pop_front();
         }
-        self.sigs.push_back(sig);
-        let len = self.sigs.len();
-        let period = (1..=MAX_PERIOD.min(self.quiet / REPEATS)).find(|&p| {
-            len >= REPEATS * p && (0..(REPEATS - 1) * p).all(|j| self.sigs[len - 1 - j] == self.sigs[len - 1 - j - p])
-        });
-        let Some(p) = period else { return };
+        self.sigs.push_back(sigs);
+        let Some(p) = self.period() else { return };
         if self.global_hist.len() <= p {
             return;
         }
@@ -873,7 +896,17 @@ impl Engine<'_, '_> {
             let (now, then) = l.period_ends(p);
             let d = now.done - then.done;
             if d > 1e-12 {
-                n = n.min(((l.remaining / d).floor() as Nanos).saturating_sub(1));
+                // Progress within a period never exceeds the period's, so after `n` periods
+                // with `n × d < remaining` the job has not ended: the largest such `n`.
+                n = n.min(((l.remaining / d).ceil() as Nanos).saturating_sub(1));
+            }
+            // A stall that grows from period to period (slices shorter than the resume cost) was
+            // never served to the end, so the job made no progress and will make none: the jump
+            // adds the growth. One that shrinks made none either, but will once it is served:
+            // the schedule repeats only until then.
+            let shrink = then.stall - now.stall;
+            if shrink > 1e-15 {
+                n = n.min((now.stall / shrink).floor() as Nanos);
             }
         }
         if let Some(a) = next_arrival {
@@ -899,6 +932,7 @@ impl Engine<'_, '_> {
             l.run_ns += n * (now.run_ns - then.run_ns);
             l.busy += k * (now.busy - then.busy);
             l.moves += n * (now.moves - then.moves);
+            l.stall = (l.stall + k * (now.stall - then.stall)).max(0.0);
             l.hist.clear();
         }
         self.tally.busy += k * gb;

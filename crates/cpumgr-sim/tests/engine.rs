@@ -222,6 +222,55 @@ fn fast_forward_gives_every_job_the_record_of_a_quantum_by_quantum_run_under_eve
     }
 }
 
+/// A policy as another, without stating its period: the engine must find it by repetition.
+struct Unstated(Box<dyn Policy>);
+
+impl Policy for Unstated {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    fn decide(&mut self, view: &View, out: &mut Decision) {
+        self.0.decide(view, out)
+    }
+
+    fn time_sharing(&self) -> bool {
+        self.0.time_sharing()
+    }
+
+    fn preferred_mpl(&self) -> Option<u32> {
+        self.0.preferred_mpl()
+    }
+}
+
+#[test]
+fn a_stated_period_is_trusted_after_one_repetition() {
+    // Gang and the sliding windows state their rotation: the engine jumps after it repeated
+    // once, with fewer ticks than when it must see the schedule repeat three times, and every
+    // job's record is still the quantum-by-quantum one.
+    let mut g = Generator::new(Model::Poisson, 80, 32);
+    g.mean_runtime = 5.0;
+    g.load = 1.2;
+    let t = Topology::flat(32);
+    for policy in ["gang", "sw-dss", "ssw-dss", "cs"] {
+        let go = |p: Box<dyn Policy>, fast_forward: bool| {
+            let cfg = SimConfig { fast_forward, ..SimConfig::default() };
+            let mut jobs = common::Jobs::default();
+            let s = run(&t, policy, p, g.iter(), &cfg, &mut jobs).unwrap();
+            jobs.0.sort_by_key(|j| j.id);
+            (s, jobs.0)
+        };
+        let (stated, js) = go(policies::build(policy).unwrap(), true);
+        let (unstated, _) = go(Box::new(Unstated(policies::build(policy).unwrap())), true);
+        let (_, exact) = go(policies::build(policy).unwrap(), false);
+        assert!(stated.events < unstated.events, "{policy}: {} events stated, {} not", stated.events, unstated.events);
+        for (x, y) in js.iter().zip(&exact) {
+            assert_eq!((x.id, x.moves), (y.id, y.moves), "{policy}");
+            assert!((x.turnaround - y.turnaround).abs() <= 1e-6 * y.turnaround, "{policy}: {x:?} vs {y:?}");
+        }
+    }
+}
+
 #[test]
 fn runs_are_deterministic() {
     let mut g = Generator::new(Model::Lublin, 200, 32);

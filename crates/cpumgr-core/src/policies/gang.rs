@@ -37,7 +37,7 @@ pub fn build(
     slots_key: &'static str,
     admit: Option<u32>,
 ) -> Result<Box<dyn Policy>, ParamError> {
-    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, admit, next_row: 0 }))
+    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, admit, next_row: 0, rows: 0 }))
 }
 
 /// The gang scheduler.
@@ -48,6 +48,8 @@ pub struct Gang {
     fill: bool,
     admit: Option<u32>,
     next_row: usize,
+    /// Rows in the matrix at the last decision: the rotation's length.
+    rows: usize,
 }
 
 impl Policy for Gang {
@@ -71,6 +73,7 @@ impl Policy for Gang {
                 None => {}
             }
         }
+        self.rows = rows.len();
         if rows.is_empty() {
             return;
         }
@@ -99,6 +102,11 @@ impl Policy for Gang {
     fn preferred_mpl(&self) -> Option<u32> {
         self.admit
     }
+
+    fn period(&self, _view: &View, max: u32) -> Option<u32> {
+        // Rows run in turn, and the rows are a function of the view.
+        Some(self.rows as u32).filter(|&r| r > 0 && r <= max)
+    }
 }
 
 #[cfg(test)]
@@ -123,6 +131,21 @@ mod tests {
             }
         }
         assert!(quanta.values().all(|&c| c == 2), "{quanta:?}");
+    }
+
+    #[test]
+    fn the_period_is_the_number_of_rows() {
+        use crate::policy::{Decision, View};
+        use crate::topology::Topology;
+        let t = Topology::flat(4);
+        let progs = programs(&[4, 3, 2, 1]);
+        let view = View { now: 0, quantum: 1, topology: &t, cpus: 4, programs: &progs };
+        let mut p = crate::policies::build("gang").unwrap();
+        let mut d = Decision::default();
+        d.reset(progs.len());
+        p.decide(&view, &mut d);
+        assert_eq!(p.period(&view, 32), Some(3), "rows {{p1}}, {{p2, p4}}, {{p3}}");
+        assert_eq!(p.period(&view, 2), None, "longer than the bound");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! SSW-DSS drops the window's first program and refills.
 
 use super::dss::dss_shares;
-use super::window::{next_id, window};
+use super::window::{next_id, rotation, window};
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 use crate::policy::{Decision, Policy, View};
 use crate::program::ProgramId;
@@ -25,6 +25,21 @@ pub enum Step {
     Window,
     /// To the program after the window's first (SSW-DSS).
     Program,
+}
+
+impl Step {
+    /// Picks the member of a window (indices in window order) the next window starts after.
+    pub fn advance(self) -> fn(&[usize]) -> usize {
+        match self {
+            Step::Window => |m| m[m.len() - 1],
+            Step::Program => |m| m[0],
+        }
+    }
+}
+
+/// The most CPUs a gang's requests may add up to: `k × P`, at least 1.
+pub fn limit(k: f64, view: &View) -> u64 {
+    (k * view.cpus as f64).floor().max(1.0) as u64
 }
 
 /// A sliding-window DSS policy.
@@ -58,14 +73,12 @@ impl Policy for Sliding {
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        let limit = (self.k * view.cpus as f64).floor().max(1.0) as u64;
-        let members = window(view, self.start, limit);
-        let (Some(&first), Some(&last)) = (members.first(), members.last()) else { return };
+        let members = window(view, self.start, limit(self.k, view));
+        if members.is_empty() {
+            return;
+        }
         dss_shares(view, &members, view.cpus, out);
-        self.start = match self.step {
-            Step::Window => next_id(view, last),
-            Step::Program => next_id(view, first),
-        };
+        self.start = next_id(view, self.step.advance()(&members));
     }
 
     fn time_sharing(&self) -> bool {
@@ -78,6 +91,10 @@ impl Policy for Sliding {
 
     fn preferred_mpl(&self) -> Option<u32> {
         self.admit
+    }
+
+    fn period(&self, view: &View, max: u32) -> Option<u32> {
+        rotation(view, self.start, limit(self.k, view), self.step.advance(), max)
     }
 }
 

@@ -15,8 +15,8 @@
 use std::collections::HashMap;
 
 use super::dss::dss_shares;
-use super::sliding::PARAMS;
-use super::window::{next_id, window};
+use super::sliding::{limit, Step, PARAMS};
+use super::window::{next_id, rotation, window};
 use super::PolicyInfo;
 use crate::policy::{Decision, Policy, View};
 use crate::program::{Nanos, ProgramId};
@@ -45,8 +45,7 @@ pub struct VtqDss {
 impl VtqDss {
     fn new_gang(&mut self, view: &View, out: &mut Decision) {
         self.gang.clear();
-        let limit = (self.k * view.cpus as f64).floor().max(1.0) as u64;
-        let members = window(view, self.next, limit);
+        let members = window(view, self.next, limit(self.k, view));
         let Some(&last) = members.last() else { return };
         self.next = next_id(view, last);
         dss_shares(view, &members, view.cpus, out);
@@ -118,6 +117,12 @@ impl Policy for VtqDss {
 
     fn preferred_mpl(&self) -> Option<u32> {
         self.admit
+    }
+
+    fn period(&self, view: &View, max: u32) -> Option<u32> {
+        // A gang a quantum, each the window after the last, as in SW-DSS; the expiries and the
+        // repository's fills within a quantum follow from the gang.
+        rotation(view, self.next, limit(self.k, view), Step::Window.advance(), max)
     }
 
     fn skip(&mut self, by: Nanos) {

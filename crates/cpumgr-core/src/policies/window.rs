@@ -32,6 +32,25 @@ pub fn next_id(view: &View, i: usize) -> ProgramId {
     view.programs[(i + 1) % view.programs.len()].id
 }
 
+/// How many windows after the one at `start` the windows come back to `start`, when each next
+/// window starts at the program after the member `advance` picks from a window (its last for
+/// SW-DSS, its first for SSW-DSS): the length of the rotation, if at most `max`. `None` when
+/// `start` is not on its own cycle (it names no program, or a window skips over it).
+pub fn rotation(view: &View, start: ProgramId, limit: u64, advance: fn(&[usize]) -> usize, max: u32) -> Option<u32> {
+    let mut at = start;
+    for p in 1..=max {
+        let members = window(view, at, limit);
+        if members.is_empty() {
+            return None;
+        }
+        at = next_id(view, advance(&members));
+        if at == start {
+            return Some(p);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +68,20 @@ mod tests {
         assert_eq!(window(&view, ProgramId(9), 4), vec![0], "past the last id starts again");
         assert_eq!(window(&view, ProgramId(1), 1), vec![0], "at least one member");
         assert_eq!(next_id(&view, 3), ProgramId(1));
+    }
+
+    #[test]
+    fn rotations_come_back_to_their_start() {
+        let t = Topology::flat(8);
+        let progs = programs(&[4, 4, 4, 2]);
+        let view = View { now: 0, quantum: 1, topology: &t, cpus: 8, programs: &progs };
+        let last = |m: &[usize]| *m.last().unwrap();
+        let first = |m: &[usize]| m[0];
+        assert_eq!(rotation(&view, ProgramId(1), 8, last, 32), Some(2), "{{p1, p2}}, {{p3, p4}}");
+        assert_eq!(rotation(&view, ProgramId(1), 8, first, 32), Some(4), "one window per program");
+        assert_eq!(rotation(&view, ProgramId(1), 8, first, 3), None, "longer than the bound");
+        assert_eq!(rotation(&view, ProgramId(9), 8, last, 32), None, "no program has that id");
+        // From p2 the windows are {p2, p3}, {p4, p1}, {p2, p3}: p2 is on its own cycle of 2.
+        assert_eq!(rotation(&view, ProgramId(2), 8, last, 32), Some(2));
     }
 }
