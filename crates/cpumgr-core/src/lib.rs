@@ -22,6 +22,6 @@ pub(crate) mod testing;
 
 pub use cpuset::CpuSet;
 pub use placer::Placer;
-pub use policy::{Allocation, Decision, Policy, View};
+pub use policy::{Allocation, Decision, Policy, Rotation, View};
 pub use program::{Kind, Nanos, Program, ProgramId, Request, SpeedupReport};
 pub use topology::{Level, Topology};

@@ -125,12 +125,13 @@ pub trait Policy: Send {
         None
     }
 
-    /// How many quanta after its last decision this policy's decisions repeat while the view
-    /// does not change (a time-sharing rotation's length), if it knows and it is at most `max`.
-    /// A stated period lets the simulator trust a schedule that repeated once, from the first
-    /// quantum after a change, instead of waiting for it to repeat three times (the decisions
-    /// alone could repeat for a while in a longer rotation). `None`: unknown or longer.
-    fn period(&self, _view: &View, _max: u32) -> Option<u32> {
+    /// The rotation this policy's decisions go round from its last decision on, while the view
+    /// does not change (a time-sharing policy's rows or windows), if it knows it and it is at
+    /// most `max` quanta long. A stated rotation lets the simulator trust a schedule that
+    /// repeated once instead of three times (the decisions alone could repeat for a while in a
+    /// longer rotation), and keep trusting it when a program is admitted that the rotation
+    /// leaves out (its fingerprint stays the same). `None`: unknown or longer.
+    fn rotation(&self, _view: &View, _max: u32) -> Option<Rotation> {
         None
     }
 
@@ -139,6 +140,29 @@ pub trait Policy: Send {
     /// per-program expiries) shifts them by as much, so that its next decision is the one it
     /// would have made `by` earlier, at the same point of its rotation.
     fn skip(&mut self, _by: Nanos) {}
+}
+
+/// A time-sharing policy's rotation for an unchanged view: see [`Policy::rotation`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rotation {
+    /// Quanta before the decisions repeat.
+    pub quanta: u32,
+    /// A hash of what the rotation goes round (its rows or windows: which programs, in which
+    /// order): two rotations with the same fingerprint and length decide the same at each step.
+    pub fingerprint: u64,
+}
+
+impl Rotation {
+    /// An empty rotation of `quanta` quanta, to fold its contents into with [`Rotation::mix`].
+    pub fn new(quanta: u32) -> Self {
+        Rotation { quanta, fingerprint: 0x9e37_79b9_7f4a_7c15 }
+    }
+
+    /// Folds `x` (a program id, a separator between rows) into the fingerprint, order
+    /// sensitively.
+    pub fn mix(&mut self, x: u64) {
+        self.fingerprint = (self.fingerprint.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
 }
 
 /// Splits `cpus` among programs in proportion to `weights`, largest remainder first, ties to the

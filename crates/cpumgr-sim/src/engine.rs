@@ -34,7 +34,9 @@ use std::time::Instant;
 
 use cpumgr_core::placer::{validate, PlacementError};
 use cpumgr_core::trace::{Event, EventKind};
-use cpumgr_core::{CpuSet, Decision, Kind, Nanos, Placer, Policy, Program, ProgramId, SpeedupReport, Topology, View};
+use cpumgr_core::{
+    CpuSet, Decision, Kind, Nanos, Placer, Policy, Program, ProgramId, Rotation, SpeedupReport, Topology, View,
+};
 
 use crate::cost::CostModel;
 use crate::job::JobSpec;
@@ -186,7 +188,25 @@ struct Live {
     viewed: bool,
 }
 
+impl Snap {
+    /// Adds `step` (whole periods' progress) to these counters.
+    fn advance(&mut self, step: &Snap) {
+        self.done += step.done;
+        self.run_ns += step.run_ns;
+        self.busy += step.busy;
+        self.moves += step.moves;
+        self.stall = (self.stall + step.stall).max(0.0);
+    }
+}
+
 impl Live {
+    /// Adds `step` (whole periods' progress) to its counters.
+    fn advance(&mut self, step: &Snap) {
+        let mut s = self.snap();
+        s.advance(step);
+        (self.done, self.run_ns, self.busy, self.moves, self.stall) = (s.done, s.run_ns, s.busy, s.moves, s.stall);
+    }
+
     fn snap(&self) -> Snap {
         Snap { done: self.done, run_ns: self.run_ns, busy: self.busy, moves: self.moves, stall: self.stall }
     }
@@ -296,6 +316,10 @@ struct Engine<'a, 'o> {
     /// The signatures of the wake-up decisions since the last quantum boundary, folded into the
     /// next boundary's.
     wake_sig: u64,
+    /// Whether a job was admitted since the last boundary's fast-forward check.
+    admitted: bool,
+    /// The policy's rotation at the last boundary ([`Policy::rotation`]).
+    rotation: Option<Rotation>,
     quiet: usize,
     idle_quanta: u64,
 }
@@ -354,6 +378,8 @@ pub fn run(
         global_hist: VecDeque::new(),
         sigs: VecDeque::new(),
         wake_sig: 0,
+        admitted: false,
+        rotation: None,
         quiet: 0,
         idle_quanta: 0,
     };
@@ -380,8 +406,9 @@ pub fn run(
         e.advance_to(t);
         e.complete_phases();
         while let Some(j) = pending.due(e.now) {
+            // Nothing the policy sees changes until the job is admitted (which starts the
+            // fast-forward over): an arrival that waits for a place does not.
             let (id, j) = e.tally.arrive(j, e.now)?;
-            e.changed();
             e.queue.push_back((id, j));
         }
         let wake = e.wake_at == Some(e.now);
@@ -531,7 +558,9 @@ impl Engine<'_, '_> {
     fn admit(&mut self) {
         while !self.queue.is_empty() && (self.limit == 0 || self.live.len() < self.limit as usize) {
             let (id, spec) = self.queue.pop_front().expect("not empty");
-            self.changed();
+            // A change unless the policy's rotation leaves the job out: decided at the next
+            // boundary ([`Engine::fast_forward`]).
+            self.admitted = true;
             let dedicated = dedicated_time(&self.cfg.cost, self.cpus, &spec);
             let mut p = Program::new(id.0, spec.name.clone(), spec.request);
             p.kind = spec.kind;
@@ -855,17 +884,16 @@ impl Engine<'_, '_> {
     }
 
     /// The period of the schedule since the last change, if it repeats. When the policy states
-    /// its rotation's length `p` ([`Policy::period`]), one repetition is proof: if after the
+    /// its rotation of `p` quanta ([`Policy::rotation`]), one repetition is proof: if after the
     /// last boundary but one the policy is where it was `p` boundaries before (its rotation, all
     /// since the change) and so is every program's set (running, or where a stopped one will
     /// resume), then the last `p` quanta, and the moves and stalls their decisions caused,
     /// repeat for as long as nothing changes. Otherwise the running sets must have repeated
     /// [`REPEATS`] times over.
-    fn period(&self) -> Option<usize> {
+    fn period(&self, rotation: Option<Rotation>) -> Option<usize> {
         let len = self.sigs.len();
-        let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
-        if let Some(p) = self.policy.period(&view, MAX_PERIOD as u32) {
-            let p = p as usize;
+        if let Some(r) = rotation {
+            let p = r.quanta as usize;
             let repeated = |back: usize| self.sigs[len - 1 - back] == self.sigs[len - 1 - back - p];
             return (self.quiet > p + 1 && repeated(1) && repeated(0)).then_some(p);
         }
@@ -876,6 +904,15 @@ impl Engine<'_, '_> {
 
     /// Jumps over whole periods of a repeating schedule (module documentation).
     fn fast_forward(&mut self, sigs: (u64, u64), next_arrival: Option<Nanos>) {
+        let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
+        let rotation = self.policy.rotation(&view, MAX_PERIOD as u32);
+        // A job admitted since the last boundary changed nothing if the rotation is the one
+        // before (the policy leaves it out: a gang row it does not fit in): the schedule, and
+        // every job's progress in it, go on.
+        if std::mem::take(&mut self.admitted) && (rotation.is_none() || rotation != self.rotation) {
+            self.changed();
+        }
+        self.rotation = rotation;
         self.quiet += 1;
         if self.global_hist.len() > MAX_PERIOD {
             self.global_hist.pop_front();
@@ -885,7 +922,7 @@ impl Engine<'_, '_> {
             self.sigs.pop_front();
         }
         self.sigs.push_back(sigs);
-        let Some(p) = self.period() else { return };
+        let Some(p) = self.period(rotation) else { return };
         if self.global_hist.len() <= p {
             return;
         }
@@ -926,18 +963,26 @@ impl Engine<'_, '_> {
         let k = n as f64;
         for (l, _) in self.live.iter_mut().zip(&self.idle).filter(|(_, &idle)| !idle) {
             let (now, then) = l.period_ends(p);
-            let d = now.done - then.done;
-            l.remaining -= k * d;
-            l.done += k * d;
-            l.run_ns += n * (now.run_ns - then.run_ns);
-            l.busy += k * (now.busy - then.busy);
-            l.moves += n * (now.moves - then.moves);
-            l.stall = (l.stall + k * (now.stall - then.stall)).max(0.0);
-            l.hist.clear();
+            let step = Snap {
+                done: k * (now.done - then.done),
+                run_ns: n * (now.run_ns - then.run_ns),
+                busy: k * (now.busy - then.busy),
+                moves: n * (now.moves - then.moves),
+                stall: k * (now.stall - then.stall),
+            };
+            l.remaining -= step.done;
+            l.advance(&step);
+            // The snapshots move with the clock, so that the schedule, which goes on repeating
+            // after the landing, can be jumped again without being learnt again.
+            for h in &mut l.hist {
+                h.advance(&step);
+            }
         }
         self.tally.busy += k * gb;
         self.tally.frag += k * gf;
-        self.global_hist.clear();
+        for g in &mut self.global_hist {
+            *g = (g.0 + k * gb, g.1 + k * gf);
+        }
         let jump = n * cycle;
         self.now += jump;
         self.next_tick += jump;
@@ -954,7 +999,6 @@ impl Engine<'_, '_> {
                 self.push_end(i);
             }
         }
-        self.changed();
     }
 }
 

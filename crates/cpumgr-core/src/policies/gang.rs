@@ -12,7 +12,7 @@
 
 use super::PolicyInfo;
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
-use crate::policy::{Decision, Policy, View};
+use crate::policy::{Decision, Policy, Rotation, View};
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec { key: "slots", help: "most rows (time slots) in the matrix; 0 for no limit", kind: ParamKind::Int { default: 0, min: 0, max: 65536 } },
@@ -37,7 +37,7 @@ pub fn build(
     slots_key: &'static str,
     admit: Option<u32>,
 ) -> Result<Box<dyn Policy>, ParamError> {
-    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, admit, next_row: 0, rows: 0 }))
+    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, admit, next_row: 0, rotation: Rotation::new(0) }))
 }
 
 /// The gang scheduler.
@@ -48,8 +48,9 @@ pub struct Gang {
     fill: bool,
     admit: Option<u32>,
     next_row: usize,
-    /// Rows in the matrix at the last decision: the rotation's length.
-    rows: usize,
+    /// The rows of the matrix at the last decision, as a rotation (rows run in turn, and the
+    /// rows are a function of the view).
+    rotation: Rotation,
 }
 
 impl Policy for Gang {
@@ -73,7 +74,13 @@ impl Policy for Gang {
                 None => {}
             }
         }
-        self.rows = rows.len();
+        self.rotation = Rotation::new(rows.len() as u32);
+        for (_, members) in &rows {
+            self.rotation.mix(u64::MAX);
+            for &i in members {
+                self.rotation.mix(view.programs[i].id.0);
+            }
+        }
         if rows.is_empty() {
             return;
         }
@@ -103,9 +110,8 @@ impl Policy for Gang {
         self.admit
     }
 
-    fn period(&self, _view: &View, max: u32) -> Option<u32> {
-        // Rows run in turn, and the rows are a function of the view.
-        Some(self.rows as u32).filter(|&r| r > 0 && r <= max)
+    fn rotation(&self, _view: &View, max: u32) -> Option<Rotation> {
+        Some(self.rotation).filter(|r| r.quanta > 0 && r.quanta <= max)
     }
 }
 
@@ -144,8 +150,8 @@ mod tests {
         let mut d = Decision::default();
         d.reset(progs.len());
         p.decide(&view, &mut d);
-        assert_eq!(p.period(&view, 32), Some(3), "rows {{p1}}, {{p2, p4}}, {{p3}}");
-        assert_eq!(p.period(&view, 2), None, "longer than the bound");
+        assert_eq!(p.rotation(&view, 32).map(|r| r.quanta), Some(3), "rows {{p1}}, {{p2, p4}}, {{p3}}");
+        assert_eq!(p.rotation(&view, 2), None, "longer than the bound");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use super::dss::dss_shares;
 use super::window::{next_id, rotation, window};
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
-use crate::policy::{Decision, Policy, View};
+use crate::policy::{Decision, Policy, Rotation, View};
 use crate::program::ProgramId;
 
 /// Parameters shared by the sliding-window policies.
@@ -93,7 +93,7 @@ impl Policy for Sliding {
         self.admit
     }
 
-    fn period(&self, view: &View, max: u32) -> Option<u32> {
+    fn rotation(&self, view: &View, max: u32) -> Option<Rotation> {
         rotation(view, self.start, limit(self.k, view), self.step.advance(), max)
     }
 }

@@ -18,7 +18,7 @@ use super::dss::dss_shares;
 use super::sliding::{limit, Step, PARAMS};
 use super::window::{next_id, rotation, window};
 use super::PolicyInfo;
-use crate::policy::{Decision, Policy, View};
+use crate::policy::{Decision, Policy, Rotation, View};
 use crate::program::{Nanos, ProgramId};
 
 /// The catalog entry.
@@ -119,10 +119,14 @@ impl Policy for VtqDss {
         self.admit
     }
 
-    fn period(&self, view: &View, max: u32) -> Option<u32> {
-        // A gang a quantum, each the window after the last, as in SW-DSS; the expiries and the
-        // repository's fills within a quantum follow from the gang.
-        rotation(view, self.next, limit(self.k, view), Step::Window.advance(), max)
+    fn rotation(&self, view: &View, max: u32) -> Option<Rotation> {
+        // A gang a quantum, each the window after the last, as in SW-DSS; the expiries follow
+        // from the gang, and the repository's fills from every program outside it.
+        let mut r = rotation(view, self.next, limit(self.k, view), Step::Window.advance(), max)?;
+        for p in view.programs {
+            r.mix(p.id.0);
+        }
+        Some(r)
     }
 
     fn skip(&mut self, by: Nanos) {

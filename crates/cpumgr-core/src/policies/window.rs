@@ -1,7 +1,7 @@
 //! Gangs for the time-shared DSS variants (paper 000 §4.3): a window of consecutive programs, in
 //! arrival order and wrapping around, whose requests add up to at most `k × P`.
 
-use crate::policy::View;
+use crate::policy::{Rotation, View};
 use crate::program::ProgramId;
 
 /// The window that starts at the first program with an id at or after `start` (wrapping to the
@@ -32,20 +32,27 @@ pub fn next_id(view: &View, i: usize) -> ProgramId {
     view.programs[(i + 1) % view.programs.len()].id
 }
 
-/// How many windows after the one at `start` the windows come back to `start`, when each next
-/// window starts at the program after the member `advance` picks from a window (its last for
-/// SW-DSS, its first for SSW-DSS): the length of the rotation, if at most `max`. `None` when
-/// `start` is not on its own cycle (it names no program, or a window skips over it).
-pub fn rotation(view: &View, start: ProgramId, limit: u64, advance: fn(&[usize]) -> usize, max: u32) -> Option<u32> {
+/// The rotation of windows from the one at `start`, when each next window starts at the program
+/// after the member `advance` picks from a window (its last for SW-DSS, its first for SSW-DSS):
+/// its length is how many windows it takes to come back to `start`, if at most `max`, and its
+/// fingerprint covers every window's members. `None` when `start` is not on its own cycle (it
+/// names no program, or a window skips over it).
+pub fn rotation(view: &View, start: ProgramId, limit: u64, advance: fn(&[usize]) -> usize, max: u32) -> Option<Rotation> {
     let mut at = start;
+    let mut r = Rotation::new(0);
     for p in 1..=max {
         let members = window(view, at, limit);
         if members.is_empty() {
             return None;
         }
+        r.mix(u64::MAX);
+        for &i in &members {
+            r.mix(view.programs[i].id.0);
+        }
         at = next_id(view, advance(&members));
         if at == start {
-            return Some(p);
+            r.quanta = p;
+            return Some(r);
         }
     }
     None
@@ -77,11 +84,14 @@ mod tests {
         let view = View { now: 0, quantum: 1, topology: &t, cpus: 8, programs: &progs };
         let last = |m: &[usize]| *m.last().unwrap();
         let first = |m: &[usize]| m[0];
-        assert_eq!(rotation(&view, ProgramId(1), 8, last, 32), Some(2), "{{p1, p2}}, {{p3, p4}}");
-        assert_eq!(rotation(&view, ProgramId(1), 8, first, 32), Some(4), "one window per program");
+        assert_eq!(rotation(&view, ProgramId(1), 8, last, 32).map(|r| r.quanta), Some(2), "{{p1, p2}}, {{p3, p4}}");
+        assert_eq!(rotation(&view, ProgramId(1), 8, first, 32).map(|r| r.quanta), Some(4), "one window per program");
         assert_eq!(rotation(&view, ProgramId(1), 8, first, 3), None, "longer than the bound");
         assert_eq!(rotation(&view, ProgramId(9), 8, last, 32), None, "no program has that id");
         // From p2 the windows are {p2, p3}, {p4, p1}, {p2, p3}: p2 is on its own cycle of 2.
-        assert_eq!(rotation(&view, ProgramId(2), 8, last, 32), Some(2));
+        let from2 = rotation(&view, ProgramId(2), 8, last, 32).unwrap();
+        assert_eq!(from2.quanta, 2);
+        let from1 = rotation(&view, ProgramId(1), 8, last, 32).unwrap();
+        assert_ne!(from1.fingerprint, from2.fingerprint, "other windows");
     }
 }
