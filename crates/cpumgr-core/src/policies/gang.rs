@@ -37,7 +37,7 @@ pub fn build(
     slots_key: &'static str,
     admit: Option<u32>,
 ) -> Result<Box<dyn Policy>, ParamError> {
-    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, admit, next_row: 0, rotation: Rotation::new(0) }))
+    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, admit, next_row: 0, rotation: Rotation::new(0), rows: Vec::new(), used: 0 }))
 }
 
 /// The gang scheduler.
@@ -51,6 +51,60 @@ pub struct Gang {
     /// The rows of the matrix at the last decision, as a rotation (rows run in turn, and the
     /// rows are a function of the view).
     rotation: Rotation,
+    /// The matrix: per row, its free CPUs and its members (indices into the view). The first
+    /// `used` rows are this decision's; the others keep their buffers for the next one.
+    rows: Vec<(u32, Vec<usize>)>,
+    used: usize,
+}
+
+impl Gang {
+    /// Packs the view's programs first fit, in arrival order, into at most `slots` rows.
+    fn pack(&mut self, view: &View) {
+        for row in &mut self.rows[..self.used] {
+            row.1.clear();
+        }
+        self.used = 0;
+        // The most free CPUs of any row: once every row is as full as that and no row can be
+        // added, a program that needs more waits without a look at each row.
+        let mut widest = 0;
+        for (i, p) in view.programs.iter().enumerate() {
+            let n = need(view, p);
+            let room = self.slots == 0 || self.used < self.slots as usize;
+            if !room && n > widest {
+                continue;
+            }
+            match self.rows[..self.used].iter_mut().find(|r| r.0 >= n) {
+                Some(r) => {
+                    r.0 -= n;
+                    r.1.push(i);
+                    widest = self.rows[..self.used].iter().map(|r| r.0).max().unwrap_or(0);
+                }
+                None if room => {
+                    if self.used == self.rows.len() {
+                        self.rows.push((0, Vec::new()));
+                    }
+                    let row = &mut self.rows[self.used];
+                    row.0 = view.cpus - n;
+                    row.1.push(i);
+                    self.used += 1;
+                    widest = widest.max(view.cpus - n);
+                }
+                None => {}
+            }
+        }
+        self.rotation = Rotation::new(self.used as u32);
+        for (_, members) in &self.rows[..self.used] {
+            self.rotation.mix(u64::MAX);
+            for &i in members {
+                self.rotation.mix(view.programs[i].id.0);
+            }
+        }
+    }
+}
+
+/// The CPUs program `p` needs to run: its request, or its processes if rigid, up to the machine.
+fn need(view: &View, p: &crate::program::Program) -> u32 {
+    p.wants().min(view.cpus).max(1)
 }
 
 impl Policy for Gang {
@@ -59,28 +113,9 @@ impl Policy for Gang {
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        let need = |i: usize| view.programs[i].wants().min(view.cpus).max(1);
-        // First-fit packing into rows: (free CPUs, members).
-        let mut rows: Vec<(u32, Vec<usize>)> = Vec::new();
-        for i in 0..view.programs.len() {
-            let n = need(i);
-            let room = self.slots == 0 || rows.len() < self.slots as usize;
-            match rows.iter_mut().find(|r| r.0 >= n) {
-                Some(r) => {
-                    r.0 -= n;
-                    r.1.push(i);
-                }
-                None if room => rows.push((view.cpus - n, vec![i])),
-                None => {}
-            }
-        }
-        self.rotation = Rotation::new(rows.len() as u32);
-        for (_, members) in &rows {
-            self.rotation.mix(u64::MAX);
-            for &i in members {
-                self.rotation.mix(view.programs[i].id.0);
-            }
-        }
+        self.pack(view);
+        let rows = &self.rows[..self.used];
+        let need = |i: usize| need(view, &view.programs[i]);
         if rows.is_empty() {
             return;
         }
