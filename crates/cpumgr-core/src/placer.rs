@@ -35,10 +35,18 @@ pub struct Placer {
     free_in: Vec<u32>,
     /// Per program, the positions it keeps or takes (scratch, cleared per placement).
     kept: Vec<Vec<u32>>,
-    /// Scratch: a program's previous positions, the grow order.
+    /// Per position, the id of the program the last placement gave it to ([`NOBODY`] if free
+    /// or released since): who holds a CPU that a changed program wants back.
+    owner: Vec<u64>,
+    /// Scratch: a program's previous positions, the grow order, the programs a placement of
+    /// the changed ones displaces.
     positions: Vec<u32>,
     order: Vec<usize>,
+    displaced: Vec<usize>,
 }
+
+/// [`Placer::owner`] of a position nobody holds.
+const NOBODY: u64 = u64::MAX;
 
 /// A broken placement invariant, found by [`validate`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -120,6 +128,8 @@ impl Placer {
                 }
             }
         }
+        self.owner.clear();
+        self.owner.resize(n, NOBODY);
         sets.clear();
         sets.resize(programs.len(), CpuSet::new());
         self.assign(topology, programs, decision, 0..programs.len(), sets);
@@ -127,7 +137,8 @@ impl Placer {
 
     /// Places only the programs `changed` (indices into `programs` and `decision`, increasing),
     /// writing their sets into `sets` (which must have an entry per program; the others are left
-    /// as they are), around the CPUs every other program keeps.
+    /// as they are), around the CPUs every other program keeps. Programs that [`Placer::place`]
+    /// would move are added to `changed` (see below), so that the caller applies every new set.
     ///
     /// Contract: this placer's last placement was of the same machine, and since then the caller
     /// has [`Placer::release`]d every CPU a program gave up (it stopped or left), so that the
@@ -135,30 +146,53 @@ impl Placer {
     /// runs on exactly the CPUs it holds (its count is its set's size), and every program in
     /// `changed` that held CPUs had them released before this call. Then the sets are those
     /// [`Placer::place`] gives: an unchanged program keeps its whole set there too, and the
-    /// changed ones keep and grow in the same order on the same free CPUs.
+    /// changed ones keep and grow in the same order on the same free CPUs. One exception, handled
+    /// here: a changed program that wants back CPUs which an unchanged one with a later index
+    /// holds now (a program resuming on its old CPUs) takes them first in [`Placer::place`]'s
+    /// keep step, which goes in program order; so the holder is released and placed with the
+    /// changed ones (and added to `changed`), which gives the same sets.
     ///
-    /// Returns false, placing nothing, when a changed program's previous CPUs are held by an
-    /// unchanged one: [`Placer::place`]'s keep step, which goes in program order, could then
-    /// take them from the holder, so the caller must place everything.
+    /// Returns false, placing nothing, when this placer has not placed this machine yet.
     pub fn place_changed(
         &mut self,
         topology: &Topology,
         programs: &[Program],
         decision: &Decision,
-        changed: &[usize],
+        changed: &mut Vec<usize>,
         sets: &mut [CpuSet],
     ) -> bool {
         if self.free.len() != topology.num_cpus().div_ceil(64) {
             // No placement of this machine yet: nothing is known to be kept.
             return false;
         }
-        let clash = changed.iter().any(|&i| {
-            want(decision, i) > 0
-                && programs[i].cpus.iter().any(|c| topology.position(c).is_some_and(|p| !self.is_free(p)))
-        });
-        if clash {
-            return false;
+        let mut displaced = std::mem::take(&mut self.displaced);
+        displaced.clear();
+        for &i in changed.iter() {
+            if want(decision, i) == 0 {
+                continue;
+            }
+            for c in programs[i].cpus.iter() {
+                let Some(p) = topology.position(c) else { continue };
+                if self.is_free(p) {
+                    continue;
+                }
+                match programs.binary_search_by_key(&self.owner[p as usize], |q| q.id.0) {
+                    Ok(h) if h > i => displaced.push(h),
+                    _ => {}
+                }
+            }
         }
+        if !displaced.is_empty() {
+            displaced.sort_unstable();
+            displaced.dedup();
+            for &h in &displaced {
+                self.release(topology, &programs[h].cpus);
+            }
+            changed.extend(displaced.iter().copied());
+            changed.sort_unstable();
+            changed.dedup();
+        }
+        self.displaced = displaced;
         self.assign(topology, programs, decision, changed.iter().copied(), sets);
         true
     }
@@ -171,6 +205,7 @@ impl Placer {
             if let Some(p) = topology.position(cpu) {
                 debug_assert!(!self.is_free(p), "CPU {cpu} released but not held");
                 self.set_free(topology, p, true);
+                self.owner[p as usize] = NOBODY;
             }
         }
     }
@@ -247,6 +282,9 @@ impl Placer {
         self.order = order;
         for i in which {
             let kept = &self.kept[i];
+            for &p in kept {
+                self.owner[p as usize] = programs[i].id.0;
+            }
             sets[i] = if kept.is_empty() { CpuSet::new() } else { kept.iter().map(|&p| topology.cpu_at(p)).collect() };
         }
     }
@@ -487,28 +525,41 @@ mod tests {
     fn placing_only_the_changed_programs_gives_what_a_full_placement_gives() {
         // Quantum after quantum on the 16-CPU server, counts change for some programs; each
         // program's previous set is what it got last. The kept placer places only the changed
-        // ones (after releasing what they held) unless a changed one's old CPUs are another's.
+        // ones (after releasing what they held), and the later ones a changed one takes its old
+        // CPUs back from.
         let t = server();
         let mut progs: Vec<Program> = (1..=5).map(|id| Program::new(id, "p", 8)).collect();
-        let steps: [[u32; 5]; 6] =
-            [[4, 2, 2, 0, 0], [4, 2, 2, 3, 1], [4, 1, 2, 3, 4], [0, 1, 2, 3, 4], [6, 1, 2, 3, 4], [6, 4, 2, 0, 4]];
+        // The last two steps: p1 stops, p2 grows onto its CPUs, p1 resumes and wants them back.
+        let steps: [[u32; 5]; 8] = [
+            [4, 2, 2, 0, 0],
+            [4, 2, 2, 3, 1],
+            [4, 1, 2, 3, 4],
+            [0, 1, 2, 3, 4],
+            [6, 1, 2, 3, 4],
+            [6, 4, 2, 0, 4],
+            [0, 10, 2, 0, 4],
+            [4, 10, 2, 0, 0],
+        ];
         let mut kept = Placer::new();
         let mut held = [0u32; 5];
-        let (mut partial, mut fallback) = (0, 0);
+        let (mut partial, mut fallback, mut displaced) = (0, 0, 0);
         for counts in steps {
             let d = decision(&counts);
             let mut full = Vec::new();
             Placer::new().place(&t, t.cpus(), &progs, &d, &mut full);
             validate(t.cpus(), &d, &full).unwrap();
             let changed: Vec<usize> = (0..5).filter(|&i| counts[i] != held[i]).collect();
+            let asked = changed.len();
             for &i in &changed {
                 if held[i] > 0 {
                     kept.release(&t, &progs[i].cpus);
                 }
             }
             let mut sets = vec![CpuSet::new(); 5];
-            if kept.place_changed(&t, &progs, &d, &changed, &mut sets) {
+            let mut changed = changed;
+            if kept.place_changed(&t, &progs, &d, &mut changed, &mut sets) {
                 partial += 1;
+                displaced += changed.len() - asked;
                 for i in 0..5 {
                     let expect = if changed.contains(&i) {
                         &sets[i]
@@ -531,8 +582,8 @@ mod tests {
                 held[i] = counts[i];
             }
         }
-        assert!(partial >= 4, "most steps place only the changed programs ({partial} of 6)");
-        assert!(fallback >= 1, "the first placement is a full one");
+        assert_eq!((partial, fallback), (7, 1), "only the first placement is a full one");
+        assert!(displaced > 0, "a resumed program took its old CPUs back from a later one");
     }
 
     #[test]

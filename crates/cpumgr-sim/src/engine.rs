@@ -717,8 +717,8 @@ impl Engine<'_, '_> {
     }
 
     /// Applies a space-sharing or gang decision through the placer: only the programs whose
-    /// count changed are placed when the placer can prove the others keep their sets
-    /// ([`Placer::place_changed`]), else every program is.
+    /// count changed, and those they take CPUs back from, are placed ([`Placer::place_changed`]);
+    /// every program is at the first placement.
     fn apply_placed(&mut self, sig: &mut u64, held_sig: &mut u64) -> Result<(), SimError> {
         if self.holds_decision() {
             // Every running program keeps the CPUs it holds: the placer would return them. A
@@ -745,7 +745,7 @@ impl Engine<'_, '_> {
             }
             self.sets.resize(self.programs.len(), CpuSet::new());
             let only_changed =
-                self.placer.place_changed(self.topology, &self.programs, &self.decision, &changed, &mut self.sets);
+                self.placer.place_changed(self.topology, &self.programs, &self.decision, &mut changed, &mut self.sets);
             if !only_changed {
                 self.placer.place(self.topology, &self.managed, &self.programs, &self.decision, &mut self.sets);
                 changed.clear();
