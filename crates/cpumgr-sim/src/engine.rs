@@ -933,9 +933,10 @@ impl Engine<'_, '_> {
             let (now, then) = l.period_ends(p);
             let d = now.done - then.done;
             if d > 1e-12 {
-                // Progress within a period never exceeds the period's, so after `n` periods
-                // with `n × d < remaining` the job has not ended: the largest such `n`.
-                n = n.min(((l.remaining / d).ceil() as Nanos).saturating_sub(1));
+                // A whole period before its end: the quantum before an end is decided as the
+                // quantum-by-quantum run decides it (PDPA's state moves with every decision, so
+                // landing in the last period would skip one it makes).
+                n = n.min(((l.remaining / d).floor() as Nanos).saturating_sub(1));
             }
             // A stall that grows from period to period (slices shorter than the resume cost) was
             // never served to the end, so the job made no progress and will make none: the jump
