@@ -933,10 +933,15 @@ impl Engine<'_, '_> {
             let (now, then) = l.period_ends(p);
             let d = now.done - then.done;
             if d > 1e-12 {
-                // A whole period before its end: the quantum before an end is decided as the
-                // quantum-by-quantum run decides it (PDPA's state moves with every decision, so
-                // landing in the last period would skip one it makes).
-                n = n.min(((l.remaining / d).floor() as Nanos).saturating_sub(1));
+                // Progress within a period never exceeds the period's, so after `n` periods with
+                // `n × d < remaining` the job has not ended. A policy that states its rotation
+                // decides the same wherever the jump lands in it, so it may land in the job's
+                // last period; any other lands a whole period earlier, so that the decisions
+                // before an end are made as the quantum-by-quantum run makes them (PDPA's state
+                // moves with each one).
+                let periods = l.remaining / d;
+                let whole = if rotation.is_some() { periods.ceil() } else { periods.floor() };
+                n = n.min((whole as Nanos).saturating_sub(1));
             }
             // A stall that grows from period to period (slices shorter than the resume cost) was
             // never served to the end, so the job made no progress and will make none: the jump
