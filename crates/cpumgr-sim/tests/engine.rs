@@ -222,10 +222,19 @@ fn fast_forward_gives_every_job_the_record_of_a_quantum_by_quantum_run_under_eve
     }
 }
 
-/// A policy as another, without stating its period: the engine must find it by repetition.
-struct Unstated(Box<dyn Policy>);
+/// What a [`Disguised`] policy says of its rotation.
+#[derive(Clone, Copy)]
+enum Disguise {
+    /// Nothing: the engine must find the period by repetition.
+    Unstated,
+    /// A fingerprint that changes with every program admitted.
+    Restless,
+}
 
-impl Policy for Unstated {
+/// A policy as another, but for what it says of its rotation.
+struct Disguised(Box<dyn Policy>, Disguise);
+
+impl Policy for Disguised {
     fn name(&self) -> &'static str {
         self.0.name()
     }
@@ -241,6 +250,34 @@ impl Policy for Unstated {
     fn preferred_mpl(&self) -> Option<u32> {
         self.0.preferred_mpl()
     }
+
+    fn rotation(&self, view: &View, max: u32) -> Option<Rotation> {
+        let mut r = self.0.rotation(view, max)?;
+        match self.1 {
+            Disguise::Unstated => return None,
+            Disguise::Restless => r.mix(view.programs.len() as u64),
+        }
+        Some(r)
+    }
+}
+
+/// Runs `jobs` on a flat machine of `cpus` under `policy` (named `spec`): the summary and every
+/// job's record in id order.
+fn records(cpus: u32, spec: &str, policy: Box<dyn Policy>, jobs: &[JobSpec], fast_forward: bool) -> Run {
+    let cfg = SimConfig { fast_forward, ..SimConfig::default() };
+    let mut out = common::Jobs::default();
+    let s = run(&Topology::flat(cpus), spec, policy, jobs.iter().cloned(), &cfg, &mut out).unwrap();
+    out.0.sort_by_key(|j| j.id);
+    (s, out.0)
+}
+
+/// Asserts that two runs gave every job the same moves and, to float rounding, turnaround.
+fn same_records(what: &str, a: &[JobRecord], b: &[JobRecord]) {
+    assert_eq!(a.len(), b.len(), "{what}");
+    for (x, y) in a.iter().zip(b) {
+        assert_eq!((x.id, x.moves), (y.id, y.moves), "{what}");
+        assert!((x.turnaround - y.turnaround).abs() <= 1e-6 * y.turnaround, "{what}: {x:?} vs {y:?}");
+    }
 }
 
 #[test]
@@ -251,46 +288,14 @@ fn a_stated_period_is_trusted_after_one_repetition() {
     let mut g = Generator::new(Model::Poisson, 80, 32);
     g.mean_runtime = 5.0;
     g.load = 1.2;
-    let t = Topology::flat(32);
+    let jobs: Vec<JobSpec> = g.iter().collect();
     for policy in ["gang", "sw-dss", "ssw-dss", "cs"] {
-        let go = |p: Box<dyn Policy>, fast_forward: bool| {
-            let cfg = SimConfig { fast_forward, ..SimConfig::default() };
-            let mut jobs = common::Jobs::default();
-            let s = run(&t, policy, p, g.iter(), &cfg, &mut jobs).unwrap();
-            jobs.0.sort_by_key(|j| j.id);
-            (s, jobs.0)
-        };
-        let (stated, js) = go(policies::build(policy).unwrap(), true);
-        let (unstated, _) = go(Box::new(Unstated(policies::build(policy).unwrap())), true);
-        let (_, exact) = go(policies::build(policy).unwrap(), false);
+        let build = || policies::build(policy).unwrap();
+        let (stated, js) = records(32, policy, build(), &jobs, true);
+        let (unstated, _) = records(32, policy, Box::new(Disguised(build(), Disguise::Unstated)), &jobs, true);
+        let (_, exact) = records(32, policy, build(), &jobs, false);
         assert!(stated.events < unstated.events, "{policy}: {} events stated, {} not", stated.events, unstated.events);
-        for (x, y) in js.iter().zip(&exact) {
-            assert_eq!((x.id, x.moves), (y.id, y.moves), "{policy}");
-            assert!((x.turnaround - y.turnaround).abs() <= 1e-6 * y.turnaround, "{policy}: {x:?} vs {y:?}");
-        }
-    }
-}
-
-/// A policy as another whose rotation seems to change with every program admitted.
-struct Restless(Box<dyn Policy>);
-
-impl Policy for Restless {
-    fn name(&self) -> &'static str {
-        self.0.name()
-    }
-
-    fn decide(&mut self, view: &View, out: &mut Decision) {
-        self.0.decide(view, out)
-    }
-
-    fn time_sharing(&self) -> bool {
-        self.0.time_sharing()
-    }
-
-    fn rotation(&self, view: &View, max: u32) -> Option<Rotation> {
-        let mut r = self.0.rotation(view, max)?;
-        r.mix(view.programs.len() as u64);
-        Some(r)
+        same_records(policy, &js, &exact);
     }
 }
 
@@ -303,23 +308,13 @@ fn an_admission_the_rotation_leaves_out_changes_nothing() {
     // nanosecond of rounding.)
     let mut jobs = vec![JobSpec::rigid("long", 0, 32, 60.03 * 32.0, SpeedupModel::LINEAR)];
     jobs.extend((1..=40).map(|k| JobSpec::rigid(format!("w{k}"), k * S + S / 3, 32, 1.037 * 32.0, SpeedupModel::LINEAR)));
-    let t = Topology::flat(32);
-    let go = |p: Box<dyn Policy>, fast_forward: bool| {
-        let cfg = SimConfig { fast_forward, ..SimConfig::default() };
-        let mut out = common::Jobs::default();
-        let s = run(&t, "cs", p, jobs.clone(), &cfg, &mut out).unwrap();
-        out.0.sort_by_key(|j| j.id);
-        (s, out.0)
-    };
-    let (steady, js) = go(policies::build("cs:mpl=1").unwrap(), true);
-    let (restless, _) = go(Box::new(Restless(policies::build("cs:mpl=1").unwrap())), true);
-    let (_, exact) = go(policies::build("cs:mpl=1").unwrap(), false);
+    let build = || policies::build("cs:mpl=1").unwrap();
+    let (steady, js) = records(32, "cs", build(), &jobs, true);
+    let (restless, _) = records(32, "cs", Box::new(Disguised(build(), Disguise::Restless)), &jobs, true);
+    let (_, exact) = records(32, "cs", build(), &jobs, false);
     // At least a tick fewer per admission (each costs the tick that sees it either way).
     assert!(steady.events + 40 <= restless.events, "{} events kept, {} learnt again", steady.events, restless.events);
-    for (x, y) in js.iter().zip(&exact) {
-        assert_eq!((x.id, x.moves), (y.id, y.moves));
-        assert!((x.turnaround - y.turnaround).abs() <= 1e-6 * y.turnaround, "{x:?} vs {y:?}");
-    }
+    same_records("cs", &js, &exact);
 }
 
 #[test]
