@@ -171,6 +171,9 @@ struct Live {
     /// Its part of the schedule's signature while it runs ([`signature`] of its id, count and
     /// CPUs), computed when its CPUs change.
     sig: u64,
+    /// Whether it reports speedups in its current phase (the job does, and the phase can use
+    /// more than one CPU), kept beside the counters so that the tick does not read the phase.
+    reports: bool,
     /// Whether its program's view fields are up to date while it has never run (they cannot
     /// change until it runs or changes phase, so the tick skips it: see [`Live::idle`]).
     viewed: bool,
@@ -181,8 +184,10 @@ impl Live {
         Snap { done: self.done, run_ns: self.run_ns, busy: self.busy, moves: self.moves }
     }
 
-    fn phase(&self) -> &crate::job::Phase {
-        &self.spec.phases[self.phase]
+    /// The CPUs it holds. `share` is always a placement's whole count of CPUs (or 0), so the
+    /// conversion is exact: no rounding call on the tick's path.
+    fn held(&self) -> u32 {
+        self.share as u32
     }
 
     /// Whether it has never run and its view is current: nothing about it can change at a tick
@@ -231,7 +236,7 @@ impl Live {
         self.done_at = if self.phase >= self.spec.phases.len() || self.remaining <= 0.0 {
             now
         } else if self.rate > 0.0 {
-            now.saturating_add(((self.stall + self.remaining / self.rate) * NS).ceil() as Nanos)
+            now.saturating_add(ceil_nanos((self.stall + self.remaining / self.rate) * NS))
         } else {
             Nanos::MAX
         };
@@ -423,6 +428,7 @@ impl Engine<'_, '_> {
                 continue;
             }
             l.remaining = l.spec.phases[l.phase].work;
+            l.reports = reports_in(&l.spec, l.phase);
             l.viewed = false;
             if self.idle[i] {
                 self.idle[i] = false;
@@ -499,27 +505,32 @@ impl Engine<'_, '_> {
         l.rate = 0.0;
         l.done_at = Nanos::MAX;
         self.dead += 1;
-        let l = &self.live[i];
-        let p = &self.programs[i];
+        let (l, p) = (&mut self.live[i], &mut self.programs[i]);
+        // The name goes back to the job, for its record: the program leaves at the next
+        // compaction, and nothing reads a finished program's name.
+        std::mem::swap(&mut l.spec.name, &mut p.name);
         self.policy.on_exit(p.id);
         let ran =
             Ran { first_run: l.first_run, run_ns: l.run_ns, busy: l.busy, moves: l.moves, dedicated: l.dedicated };
-        self.tally.finish(p.id, &l.spec, p.arrival, &ran, self.now);
+        self.tally.finish(p.id, &mut l.spec, p.arrival, &ran, self.now);
     }
 
     /// Admits queued jobs while the multiprogramming level allows (at ticks, after
     /// [`Engine::compact`]).
     fn admit(&mut self) {
         while !self.queue.is_empty() && (self.limit == 0 || self.live.len() < self.limit as usize) {
-            let (id, spec) = self.queue.pop_front().expect("not empty");
+            let (id, mut spec) = self.queue.pop_front().expect("not empty");
             self.changed();
             let dedicated = dedicated_time(&self.cfg.cost, self.cpus, &spec);
-            let mut p = Program::new(id.0, spec.name.clone(), spec.request);
+            // The program holds the name while the job is in the system ([`Engine::finish`]
+            // hands it back for the job's record): moved, not copied.
+            let mut p = Program::new(id.0, std::mem::take(&mut spec.name), spec.request);
             p.kind = spec.kind;
             p.request = spec.request_in(0);
             p.weight = spec.weight;
             p.arrival = spec.arrival;
             let remaining = spec.phases[0].work;
+            let reports = reports_in(&spec, 0);
             self.programs.push(p);
             self.unserved += 1;
             self.idle.push(false);
@@ -547,6 +558,7 @@ impl Engine<'_, '_> {
                 q_time: 0.0,
                 hist: VecDeque::new(),
                 sig: 0,
+                reports,
                 viewed: false,
             }));
             let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
@@ -596,13 +608,13 @@ impl Engine<'_, '_> {
             // Its request is set on admission and at each phase change (complete_phases).
             p.cpu_time = (l.busy * NS) as Nanos;
             p.running = l.ran_last;
-            if l.spec.reports_speedup && l.q_time > 0.0 && l.share > 0.0 && l.phase().request > 1 {
-                p.speedup = Some(SpeedupReport { cpus: l.share.round() as u32, speedup: l.q_work / l.q_time });
+            if l.reports && l.q_time > 0.0 && l.share > 0.0 {
+                p.speedup = Some(SpeedupReport { cpus: l.held(), speedup: l.q_work / l.q_time });
             }
             p.threads = match l.spec.kind {
                 Kind::Rigid(n) => Some(n),
                 Kind::Moldable => l.team,
-                Kind::Malleable | Kind::Evolving => l.first_run.map(|_| l.share.round() as u32),
+                Kind::Malleable | Kind::Evolving => l.first_run.map(|_| l.held()),
             };
             l.q_work = 0.0;
             l.q_time = 0.0;
@@ -679,7 +691,7 @@ impl Engine<'_, '_> {
             changed.clear();
             for (i, (a, l)) in self.decision.allocations.iter().zip(&self.live).enumerate() {
                 let want = if a.running { a.count } else { 0 };
-                let holds = if l.ran_last { l.share as u32 } else { 0 };
+                let holds = if l.ran_last { l.held() } else { 0 };
                 if want != holds {
                     changed.push(i);
                     if l.ran_last {
@@ -914,6 +926,25 @@ pub(crate) fn dedicated_time(cost: &CostModel, cpus: u32, spec: &JobSpec) -> f64
             }
         })
         .sum()
+}
+
+/// Whether `spec` reports speedups in phase `phase`: it does, and the phase can use more than one
+/// CPU (a speedup on one CPU says nothing).
+fn reports_in(spec: &JobSpec, phase: usize) -> bool {
+    spec.reports_speedup && spec.phases[phase].request > 1
+}
+
+/// `x.ceil() as Nanos`, exactly, without the software `ceil` (the baseline x86-64 target has no
+/// rounding instruction, so `f64::ceil` is a library call, 3 % of a run that ticks every quantum).
+/// For `x > 0` below 2^64 truncation gives `floor(x)`, a double itself, so comparing it with `x`
+/// says whether to add one; a non-integral `x` is below 2^53, so adding one cannot overflow, and
+/// from 2^64 up both saturate. Zero, negative and NaN give 0, as the cast of their ceiling does.
+fn ceil_nanos(x: f64) -> Nanos {
+    if !(x > 0.0) {
+        return 0;
+    }
+    let t = x as Nanos;
+    t.saturating_add(Nanos::from((t as f64) < x))
 }
 
 /// The view the policy decides on at `now` (with `cpus` managed CPUs), as the live manager builds
