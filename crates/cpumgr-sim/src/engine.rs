@@ -141,10 +141,12 @@ struct Snap {
     moves: u64,
 }
 
-/// A job in the system.
+/// A job in the system. Kept inline in the engine's job list, so that the tick's walks over the
+/// jobs read one array in order; the job's description, read at its events only, is boxed to keep
+/// the record small (compaction moves records).
 #[derive(Debug)]
 struct Live {
-    spec: JobSpec,
+    spec: Box<JobSpec>,
     /// Whether it is still in the system (finished jobs leave at the next tick).
     alive: bool,
     /// The time its progress was last brought up to date.
@@ -258,9 +260,7 @@ struct Engine<'a, 'o> {
     limit: u32,
     queue: VecDeque<(ProgramId, JobSpec)>,
     programs: Vec<Program>,
-    // Boxed on purpose: removing finished jobs from a long backlog moves pointers, not records.
-    #[allow(clippy::vec_box)]
-    live: Vec<Box<Live>>,
+    live: Vec<Live>,
     /// Per job, [`Live::idle`], kept beside the boxes so that the tick's walks over a long
     /// backlog read one dense array.
     idle: Vec<bool>,
@@ -481,14 +481,20 @@ impl Engine<'_, '_> {
         if self.dead == 0 {
             return;
         }
-        // `retain` moves each survivor once; jobs are boxed so a long backlog moves pointers.
-        let alive: Vec<bool> = self.live.iter().map(|l| l.alive).collect();
-        let mut keep = alive.iter();
-        self.programs.retain(|_| *keep.next().expect("parallel to live"));
-        let mut keep = alive.iter();
-        self.idle.retain(|_| *keep.next().expect("parallel to live"));
-        self.active_stale = true;
+        // `retain` moves each survivor once, and visits the elements in order.
+        let live = &self.live;
+        let mut k = 0;
+        self.programs.retain(|_| {
+            k += 1;
+            live[k - 1].alive
+        });
+        let mut k = 0;
+        self.idle.retain(|_| {
+            k += 1;
+            live[k - 1].alive
+        });
         self.live.retain(|l| l.alive);
+        self.active_stale = true;
         self.dead = 0;
     }
 
@@ -535,8 +541,8 @@ impl Engine<'_, '_> {
             self.unserved += 1;
             self.idle.push(false);
             self.active_stale = true;
-            self.live.push(Box::new(Live {
-                spec,
+            self.live.push(Live {
+                spec: Box::new(spec),
                 alive: true,
                 at: self.now,
                 phase: 0,
@@ -560,7 +566,7 @@ impl Engine<'_, '_> {
                 sig: 0,
                 reports,
                 viewed: false,
-            }));
+            });
             let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
             self.policy.on_arrival(&view, id);
             // A phase of no work ends at once.
