@@ -245,9 +245,14 @@ impl Placer {
             self.kept[i] = kept;
         }
         self.order = order;
+        // Written into the sets' own storage: a placement allocates nothing once the sets have
+        // grown to the machine.
         for i in which {
-            let kept = &self.kept[i];
-            sets[i] = if kept.is_empty() { CpuSet::new() } else { kept.iter().map(|&p| topology.cpu_at(p)).collect() };
+            let set = &mut sets[i];
+            set.clear();
+            for &p in &self.kept[i] {
+                set.insert(topology.cpu_at(p));
+            }
         }
     }
 

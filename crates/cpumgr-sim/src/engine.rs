@@ -171,7 +171,7 @@ struct Live {
     q_time: f64,
     hist: VecDeque<Snap>,
     /// Its part of the schedule's signature while it runs ([`signature`] of its id, count and
-    /// CPUs), computed when its CPUs change.
+    /// CPUs), computed when its CPUs change, for the fast-forward (not kept without it).
     sig: u64,
     /// Whether it reports speedups in its current phase (the job does, and the phase can use
     /// more than one CPU), kept beside the counters so that the tick does not read the phase.
@@ -208,8 +208,9 @@ impl Live {
         (now, if n > p { self.hist[n - 1 - p] } else { Snap::default() })
     }
 
-    /// Brings its progress up to `t` (rates are constant between its events).
-    fn progress(&mut self, t: Nanos) {
+    /// Brings its progress up to `t` (rates are constant between its events), converting the
+    /// time passed with `seconds`.
+    fn progress(&mut self, t: Nanos, seconds: &mut Seconds) {
         if t <= self.at {
             return;
         }
@@ -218,7 +219,7 @@ impl Live {
         if self.share <= 0.0 {
             return;
         }
-        let dt = dt_ns as f64 / NS;
+        let dt = seconds.of(dt_ns);
         let mut d = dt;
         if self.stall > 0.0 {
             let s = self.stall.min(d);
@@ -242,6 +243,26 @@ impl Live {
         } else {
             Nanos::MAX
         };
+    }
+}
+
+/// Converts nanoseconds to seconds, remembering the last conversion: at a tick every running job
+/// has progressed by the same span (a quantum), and the division was the longest step of the
+/// tick's walk over the jobs. The result is the division's, bit for bit.
+#[derive(Debug, Default)]
+struct Seconds {
+    ns: Nanos,
+    secs: f64,
+}
+
+impl Seconds {
+    /// `ns` in seconds.
+    fn of(&mut self, ns: Nanos) -> f64 {
+        if ns != self.ns {
+            self.ns = ns;
+            self.secs = ns as f64 / NS;
+        }
+        self.secs
     }
 }
 
@@ -274,6 +295,8 @@ struct Engine<'a, 'o> {
     sets: Vec<CpuSet>,
     /// Scratch: the programs whose count changed at this tick.
     changed_jobs: Vec<usize>,
+    /// The last span converted to seconds (for [`Live::progress`]).
+    seconds: Seconds,
     /// CPUs held by running jobs (Σ share).
     held: f64,
     /// Alive jobs that hold no CPU.
@@ -335,6 +358,7 @@ pub fn run(
         decision: Decision::default(),
         sets: Vec::new(),
         changed_jobs: Vec::new(),
+        seconds: Seconds::default(),
         held: 0.0,
         unserved: 0,
         dead: 0,
@@ -416,7 +440,7 @@ impl Engine<'_, '_> {
             self.changed();
             let now = self.now;
             let l = &mut self.live[i];
-            l.progress(now);
+            l.progress(now, &mut self.seconds);
             let before = l.spec.request_in(l.phase).now;
             l.phase += 1;
             self.tally.events += 1;
@@ -610,7 +634,7 @@ impl Engine<'_, '_> {
                 self.idle[i] = true;
                 self.active_stale = true;
             }
-            l.progress(now);
+            l.progress(now, &mut self.seconds);
             // Its request is set on admission and at each phase change (complete_phases).
             p.cpu_time = (l.busy * NS) as Nanos;
             p.running = l.ran_last;
@@ -680,7 +704,8 @@ impl Engine<'_, '_> {
 
     /// Applies a space-sharing or gang decision through the placer: only the programs whose
     /// count changed are placed when the placer can prove the others keep their sets
-    /// ([`Placer::place_changed`]), else every program is.
+    /// ([`Placer::place_changed`]), else every program is. With the fast-forward on, `sig` gets
+    /// the schedule's signature (the sum of the running programs' parts).
     fn apply_placed(&mut self, sig: &mut u64) -> Result<(), SimError> {
         if self.holds_decision() {
             // Every running program keeps the CPUs it holds: the placer would return them. A
@@ -722,9 +747,11 @@ impl Engine<'_, '_> {
             self.changed_jobs = changed;
         }
         self.refresh_active();
-        for &i in &self.active {
-            if self.live[i].ran_last {
-                *sig = sig.wrapping_add(self.live[i].sig);
+        if self.cfg.fast_forward {
+            for &i in &self.active {
+                if self.live[i].ran_last {
+                    *sig = sig.wrapping_add(self.live[i].sig);
+                }
             }
         }
         Ok(())
@@ -760,10 +787,12 @@ impl Engine<'_, '_> {
             return;
         }
         let l = &mut self.live[i];
-        l.progress(self.now);
+        l.progress(self.now, &mut self.seconds);
         let p = &mut self.programs[i];
         if running {
-            l.sig = signature(p.id, count, &self.sets[i]);
+            if self.cfg.fast_forward {
+                l.sig = signature(p.id, count, &self.sets[i]);
+            }
             let moved: u32 = if p.cpus.is_empty() {
                 0
             } else {
@@ -819,7 +848,7 @@ impl Engine<'_, '_> {
     /// no reload), or stops.
     fn keep(&mut self, i: usize, running: bool, count: u32) {
         let l = &mut self.live[i];
-        l.progress(self.now);
+        l.progress(self.now, &mut self.seconds);
         let changed = running != l.ran_last;
         if l.ran_last && !running {
             self.placer.release(self.topology, &self.programs[i].cpus);
