@@ -173,6 +173,8 @@ struct Live {
     /// Its part of the schedule's signature while it runs ([`signature`] of its id, count and
     /// CPUs), computed when its CPUs change, for the fast-forward (not kept without it).
     sig: u64,
+    /// Its kind (the description's), kept beside the counters for the tick's walk.
+    kind: Kind,
     /// Whether it reports speedups in its current phase (the job does, and the phase can use
     /// more than one CPU), kept beside the counters so that the tick does not read the phase.
     reports: bool,
@@ -236,7 +238,8 @@ impl Live {
     }
 
     fn set_done_at(&mut self, now: Nanos) {
-        self.done_at = if self.phase >= self.spec.phases.len() || self.remaining <= 0.0 {
+        // A job that is not alive is past its last phase.
+        self.done_at = if !self.alive || self.remaining <= 0.0 {
             now
         } else if self.rate > 0.0 {
             now.saturating_add(ceil_nanos((self.stall + self.remaining / self.rate) * NS))
@@ -561,6 +564,7 @@ impl Engine<'_, '_> {
             p.arrival = spec.arrival;
             let remaining = spec.phases[0].work;
             let reports = reports_in(&spec, 0);
+            let kind = spec.kind;
             self.programs.push(p);
             self.unserved += 1;
             self.idle.push(false);
@@ -589,6 +593,7 @@ impl Engine<'_, '_> {
                 hist: VecDeque::new(),
                 sig: 0,
                 reports,
+                kind,
                 viewed: false,
             });
             let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
@@ -641,7 +646,7 @@ impl Engine<'_, '_> {
             if l.reports && l.q_time > 0.0 && l.share > 0.0 {
                 p.speedup = Some(SpeedupReport { cpus: l.held(), speedup: l.q_work / l.q_time });
             }
-            p.threads = match l.spec.kind {
+            p.threads = match l.kind {
                 Kind::Rigid(n) => Some(n),
                 Kind::Moldable => l.team,
                 Kind::Malleable | Kind::Evolving => l.first_run.map(|_| l.held()),
@@ -707,9 +712,25 @@ impl Engine<'_, '_> {
     /// ([`Placer::place_changed`]), else every program is. With the fast-forward on, `sig` gets
     /// the schedule's signature (the sum of the running programs' parts).
     fn apply_placed(&mut self, sig: &mut u64) -> Result<(), SimError> {
-        if self.holds_decision() {
-            // Every running program keeps the CPUs it holds: the placer would return them. A
-            // running program ran last quantum, so it is not idle: the idle ones need nothing.
+        // One pass over the decision: the programs whose count differs from what they hold, and
+        // whether every program given CPUs ran last quantum and holds exactly its count. A
+        // program that ran last quantum holds `share` CPUs (its set's size, not counted here: a
+        // set on a large machine is many words).
+        let mut changed = std::mem::take(&mut self.changed_jobs);
+        changed.clear();
+        let mut holds = true;
+        for (i, (a, l)) in self.decision.allocations.iter().zip(&self.live).enumerate() {
+            let want = if a.running { a.count } else { 0 };
+            holds &= want == 0 || (l.ran_last && l.share == want as f64);
+            if want != if l.ran_last { l.held() } else { 0 } {
+                changed.push(i);
+            }
+        }
+        if holds {
+            // Every running program keeps the CPUs it holds: the placer would return them (its
+            // first step keeps held CPUs, and nothing is left to grow), so it and its check are
+            // skipped, as in most quanta of a settled schedule. A running program ran last
+            // quantum, so it is not idle: the idle ones need nothing.
             self.refresh_active();
             for k in 0..self.active.len() {
                 let i = self.active[k];
@@ -718,16 +739,9 @@ impl Engine<'_, '_> {
                 self.keep(i, count > 0, count);
             }
         } else {
-            let mut changed = std::mem::take(&mut self.changed_jobs);
-            changed.clear();
-            for (i, (a, l)) in self.decision.allocations.iter().zip(&self.live).enumerate() {
-                let want = if a.running { a.count } else { 0 };
-                let holds = if l.ran_last { l.held() } else { 0 };
-                if want != holds {
-                    changed.push(i);
-                    if l.ran_last {
-                        self.placer.release(self.topology, &self.programs[i].cpus);
-                    }
+            for &i in &changed {
+                if self.live[i].ran_last {
+                    self.placer.release(self.topology, &self.programs[i].cpus);
                 }
             }
             self.sets.resize(self.programs.len(), CpuSet::new());
@@ -744,8 +758,8 @@ impl Engine<'_, '_> {
             for &i in &changed {
                 self.apply_one(i);
             }
-            self.changed_jobs = changed;
         }
+        self.changed_jobs = changed;
         self.refresh_active();
         if self.cfg.fast_forward {
             for &i in &self.active {
@@ -814,7 +828,7 @@ impl Engine<'_, '_> {
                 self.idle[i] = false;
                 self.active_stale = true;
             }
-            if l.spec.kind == Kind::Moldable && l.team.is_none() {
+            if l.kind == Kind::Moldable && l.team.is_none() {
                 l.team = Some(count);
             }
         }
@@ -829,19 +843,6 @@ impl Engine<'_, '_> {
             let cpus = if running { self.programs[i].cpus.clone() } else { CpuSet::new() };
             self.emit(Some(id), EventKind::Allocate { count, cpus, running });
         }
-    }
-
-    /// Whether the decision runs every program on exactly the CPUs it holds from the last
-    /// placement (each running program ran last quantum and holds `count` CPUs). The placer then
-    /// keeps every set as it is (its first step keeps held CPUs, and nothing is left to grow), so
-    /// the engine skips it and its check: most quanta of a settled schedule.
-    fn holds_decision(&self) -> bool {
-        // A program that ran last quantum holds `share` CPUs (its set's size, not counted here:
-        // a set on a large machine is many words).
-        self.decision.allocations.iter().zip(&self.live).all(|(a, l)| {
-            let count = if a.running { a.count } else { 0 };
-            count == 0 || (l.ran_last && l.share == count as f64)
-        })
     }
 
     /// Applies an unchanged placement to program `i`: it keeps its CPUs if `running` (no moves,
@@ -865,7 +866,7 @@ impl Engine<'_, '_> {
     /// Sets job `i`'s rate for `count` placed CPUs (its threads follow its kind).
     fn set_placed_rate(&mut self, i: usize, count: u32) {
         let l = &self.live[i];
-        let threads = match l.spec.kind {
+        let threads = match l.kind {
             Kind::Rigid(n) => n,
             Kind::Moldable => l.team.unwrap_or(count),
             Kind::Malleable | Kind::Evolving => count,
