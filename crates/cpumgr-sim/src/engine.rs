@@ -976,7 +976,7 @@ fn reports_in(spec: &JobSpec, phase: usize) -> bool {
 /// says whether to add one; a non-integral `x` is below 2^53, so adding one cannot overflow, and
 /// from 2^64 up both saturate. Zero, negative and NaN give 0, as the cast of their ceiling does.
 fn ceil_nanos(x: f64) -> Nanos {
-    if !(x > 0.0) {
+    if x.is_nan() || x <= 0.0 {
         return 0;
     }
     let t = x as Nanos;
@@ -1013,6 +1013,17 @@ fn signature(id: ProgramId, count: u32, cpus: &CpuSet) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ceil_nanos_is_the_cast_ceiling() {
+        let values = [
+            0.0, -0.0, -0.5, -1.5, 1e-300, 0.2, 1.0, 1.5, 99_999_999.5, 4503599627370495.5, 9007199254740992.0,
+            1.8446744073709552e19, 1e30, f64::NAN, f64::INFINITY, f64::NEG_INFINITY,
+        ];
+        for x in values {
+            assert_eq!(ceil_nanos(x), x.ceil() as Nanos, "{x}");
+        }
+    }
 
     #[test]
     fn signatures_of_different_schedules_differ() {
