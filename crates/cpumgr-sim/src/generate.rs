@@ -232,7 +232,7 @@ fn numbered(prefix: &str, mut n: u64) -> String {
     }
     let mut s = String::with_capacity(prefix.len() + digits.len() - i);
     s.push_str(prefix);
-    s.push_str(std::str::from_utf8(&digits[i..]).expect("decimal digits are ASCII"));
+    s.extend(digits[i..].iter().map(|&d| char::from(d)));
     s
 }
 
