@@ -515,8 +515,8 @@ impl Engine<'_, '_> {
         self.programs.retain(|_| *keep.next().expect("parallel to live"));
         let mut keep = alive.iter();
         self.idle.retain(|_| *keep.next().expect("parallel to live"));
-        self.live.retain(|l| l.alive);
         self.active_stale = true;
+        self.live.retain(|l| l.alive);
         self.dead = 0;
     }
 

@@ -148,12 +148,14 @@ struct Draws {
     runtime: Exp<f64>,
     /// `Lublin`: log2 of the machine's CPUs.
     log2_cpus: f64,
-    /// `Lublin`: the hyper-gamma's two branches.
+    /// `Lublin`: the hyper-gamma's branch for shorter jobs (`Gamma(4.2, 0.94)`).
     short: Gamma<f64>,
+    /// `Lublin`: its branch for longer ones (`Gamma(312, 0.03)`).
     long: Gamma<f64>,
 }
 
 impl Draws {
+    /// The distributions of `g`.
     fn of(g: &Generator) -> Draws {
         Draws {
             model: g.model,
