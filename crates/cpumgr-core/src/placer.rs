@@ -280,12 +280,15 @@ impl Placer {
             self.kept[i] = kept;
         }
         self.order = order;
+        // Written into the sets' own storage: a placement allocates nothing once the sets have
+        // grown to the machine.
         for i in which {
-            let kept = &self.kept[i];
-            for &p in kept {
+            let set = &mut sets[i];
+            set.clear();
+            for &p in &self.kept[i] {
+                set.insert(topology.cpu_at(p));
                 self.owner[p as usize] = programs[i].id.0;
             }
-            sets[i] = if kept.is_empty() { CpuSet::new() } else { kept.iter().map(|&p| topology.cpu_at(p)).collect() };
         }
     }
 

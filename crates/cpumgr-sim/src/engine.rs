@@ -181,8 +181,13 @@ struct Live {
     q_time: f64,
     hist: VecDeque<Snap>,
     /// Its part of the schedule's signature while it runs ([`signature`] of its id, count and
-    /// CPUs), computed when its CPUs change.
+    /// CPUs), computed when its CPUs change, for the fast-forward (not kept without it).
     sig: u64,
+    /// Its kind (the description's), kept beside the counters for the tick's walk.
+    kind: Kind,
+    /// Whether it reports speedups in its current phase (the job does, and the phase can use
+    /// more than one CPU), kept beside the counters so that the tick does not read the phase.
+    reports: bool,
     /// Whether its program's view fields are up to date while it has never run (they cannot
     /// change until it runs or changes phase, so the tick skips it: see [`Live::idle`]).
     viewed: bool,
@@ -211,8 +216,10 @@ impl Live {
         Snap { done: self.done, run_ns: self.run_ns, busy: self.busy, moves: self.moves, stall: self.stall }
     }
 
-    fn phase(&self) -> &crate::job::Phase {
-        &self.spec.phases[self.phase]
+    /// The CPUs it holds. `share` is always a placement's whole count of CPUs (or 0), so the
+    /// conversion is exact: no rounding call on the tick's path.
+    fn held(&self) -> u32 {
+        self.share as u32
     }
 
     /// Whether it has never run and its view is current: nothing about it can change at a tick
@@ -231,8 +238,9 @@ impl Live {
         (now, if n > p { self.hist[n - 1 - p] } else { Snap::default() })
     }
 
-    /// Brings its progress up to `t` (rates are constant between its events).
-    fn progress(&mut self, t: Nanos) {
+    /// Brings its progress up to `t` (rates are constant between its events), converting the
+    /// time passed with `seconds`.
+    fn progress(&mut self, t: Nanos, seconds: &mut Seconds) {
         if t <= self.at {
             return;
         }
@@ -241,7 +249,7 @@ impl Live {
         if self.share <= 0.0 {
             return;
         }
-        let dt = dt_ns as f64 / NS;
+        let dt = seconds.of(dt_ns);
         let mut d = dt;
         if self.stall > 0.0 {
             let s = self.stall.min(d);
@@ -258,13 +266,34 @@ impl Live {
     }
 
     fn set_done_at(&mut self, now: Nanos) {
-        self.done_at = if self.phase >= self.spec.phases.len() || self.remaining <= 0.0 {
+        // A job that is not alive is past its last phase.
+        self.done_at = if !self.alive || self.remaining <= 0.0 {
             now
         } else if self.rate > 0.0 {
-            now.saturating_add(((self.stall + self.remaining / self.rate) * NS).ceil() as Nanos)
+            now.saturating_add(ceil_nanos((self.stall + self.remaining / self.rate) * NS))
         } else {
             Nanos::MAX
         };
+    }
+}
+
+/// Converts nanoseconds to seconds, remembering the last conversion: at a tick every running job
+/// has progressed by the same span (a quantum), and the division was the longest step of the
+/// tick's walk over the jobs. The result is the division's, bit for bit.
+#[derive(Debug, Default)]
+struct Seconds {
+    ns: Nanos,
+    secs: f64,
+}
+
+impl Seconds {
+    /// `ns` in seconds.
+    fn of(&mut self, ns: Nanos) -> f64 {
+        if ns != self.ns {
+            self.ns = ns;
+            self.secs = ns as f64 / NS;
+        }
+        self.secs
     }
 }
 
@@ -283,7 +312,8 @@ struct Engine<'a, 'o> {
     limit: u32,
     queue: VecDeque<(ProgramId, JobSpec)>,
     programs: Vec<Program>,
-    // Boxed on purpose: removing finished jobs from a long backlog moves pointers, not records.
+    // Boxed on purpose: removing finished jobs from a long backlog moves pointers, not records
+    // (inline records made static:parts=1 and fcfs on the Lublin trace 25 % slower).
     #[allow(clippy::vec_box)]
     live: Vec<Box<Live>>,
     /// Per job, [`Live::idle`], kept beside the boxes so that the tick's walks over a long
@@ -299,6 +329,8 @@ struct Engine<'a, 'o> {
     sets: Vec<CpuSet>,
     /// Scratch: the programs whose count changed at this tick.
     changed_jobs: Vec<usize>,
+    /// The last span converted to seconds (for [`Live::progress`]).
+    seconds: Seconds,
     /// CPUs held by running jobs (Σ share).
     held: f64,
     /// Alive jobs that hold no CPU.
@@ -371,6 +403,7 @@ pub fn run(
         decision: Decision::default(),
         sets: Vec::new(),
         changed_jobs: Vec::new(),
+        seconds: Seconds::default(),
         held: 0.0,
         unserved: 0,
         dead: 0,
@@ -457,7 +490,7 @@ impl Engine<'_, '_> {
             self.changed();
             let now = self.now;
             let l = &mut self.live[i];
-            l.progress(now);
+            l.progress(now, &mut self.seconds);
             let before = l.spec.request_in(l.phase).now;
             l.phase += 1;
             self.tally.events += 1;
@@ -469,6 +502,7 @@ impl Engine<'_, '_> {
                 continue;
             }
             l.remaining = l.spec.phases[l.phase].work;
+            l.reports = reports_in(&l.spec, l.phase);
             l.viewed = false;
             if self.idle[i] {
                 self.idle[i] = false;
@@ -545,29 +579,35 @@ impl Engine<'_, '_> {
         l.rate = 0.0;
         l.done_at = Nanos::MAX;
         self.dead += 1;
-        let l = &self.live[i];
-        let p = &self.programs[i];
+        let (l, p) = (&mut self.live[i], &mut self.programs[i]);
+        // The name goes back to the job, for its record: the program leaves at the next
+        // compaction, and nothing reads a finished program's name.
+        std::mem::swap(&mut l.spec.name, &mut p.name);
         self.policy.on_exit(p.id);
         let ran =
             Ran { first_run: l.first_run, run_ns: l.run_ns, busy: l.busy, moves: l.moves, dedicated: l.dedicated };
-        self.tally.finish(p.id, &l.spec, p.arrival, &ran, self.now);
+        self.tally.finish(p.id, &mut l.spec, p.arrival, &ran, self.now);
     }
 
     /// Admits queued jobs while the multiprogramming level allows (at ticks, after
     /// [`Engine::compact`]).
     fn admit(&mut self) {
         while !self.queue.is_empty() && (self.limit == 0 || self.live.len() < self.limit as usize) {
-            let (id, spec) = self.queue.pop_front().expect("not empty");
+            let (id, mut spec) = self.queue.pop_front().expect("not empty");
             // A change unless the policy's rotation leaves the job out: decided at the next
             // boundary ([`Engine::fast_forward`]).
             self.admitted = true;
             let dedicated = dedicated_time(&self.cfg.cost, self.cpus, &spec);
-            let mut p = Program::new(id.0, spec.name.clone(), spec.request);
+            // The program holds the name while the job is in the system ([`Engine::finish`]
+            // hands it back for the job's record): moved, not copied.
+            let mut p = Program::new(id.0, std::mem::take(&mut spec.name), spec.request);
             p.kind = spec.kind;
             p.request = spec.request_in(0);
             p.weight = spec.weight;
             p.arrival = spec.arrival;
             let remaining = spec.phases[0].work;
+            let reports = reports_in(&spec, 0);
+            let kind = spec.kind;
             self.programs.push(p);
             self.unserved += 1;
             self.idle.push(false);
@@ -595,6 +635,8 @@ impl Engine<'_, '_> {
                 q_time: 0.0,
                 hist: VecDeque::new(),
                 sig: 0,
+                reports,
+                kind,
                 viewed: false,
             }));
             let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
@@ -641,17 +683,17 @@ impl Engine<'_, '_> {
                 self.idle[i] = true;
                 self.active_stale = true;
             }
-            l.progress(now);
+            l.progress(now, &mut self.seconds);
             // Its request is set on admission and at each phase change (complete_phases).
             p.cpu_time = (l.busy * NS) as Nanos;
             p.running = l.ran_last;
-            if l.spec.reports_speedup && l.q_time > 0.0 && l.share > 0.0 && l.phase().request > 1 {
-                p.speedup = Some(SpeedupReport { cpus: l.share.round() as u32, speedup: l.q_work / l.q_time });
+            if l.reports && l.q_time > 0.0 && l.share > 0.0 {
+                p.speedup = Some(SpeedupReport { cpus: l.held(), speedup: l.q_work / l.q_time });
             }
-            p.threads = match l.spec.kind {
+            p.threads = match l.kind {
                 Kind::Rigid(n) => Some(n),
                 Kind::Moldable => l.team,
-                Kind::Malleable | Kind::Evolving => l.first_run.map(|_| l.share.round() as u32),
+                Kind::Malleable | Kind::Evolving => l.first_run.map(|_| l.held()),
             };
             l.q_work = 0.0;
             l.q_time = 0.0;
@@ -718,11 +760,35 @@ impl Engine<'_, '_> {
 
     /// Applies a space-sharing or gang decision through the placer: only the programs whose
     /// count changed, and those they take CPUs back from, are placed ([`Placer::place_changed`]);
-    /// every program is at the first placement.
+    /// every program is at the first placement. With the fast-forward on, `sig` gets the
+    /// schedule's signature (the sum of the running programs' parts) and `held_sig` that of
+    /// every program's set (running, or where a stopped one will resume).
     fn apply_placed(&mut self, sig: &mut u64, held_sig: &mut u64) -> Result<(), SimError> {
-        if self.holds_decision() {
-            // Every running program keeps the CPUs it holds: the placer would return them. A
-            // running program ran last quantum, so it is not idle: the idle ones need nothing.
+        // One pass over the decision: the programs whose count differs from what they hold, and
+        // whether every program given CPUs ran last quantum and holds exactly its count. A
+        // program that ran last quantum holds `share` CPUs (its set's size, not counted here: a
+        // set on a large machine is many words).
+        let mut changed = std::mem::take(&mut self.changed_jobs);
+        changed.clear();
+        let mut holds = true;
+        for (i, a) in self.decision.allocations.iter().enumerate() {
+            let want = if a.running { a.count } else { 0 };
+            if want == 0 && self.idle[i] {
+                // Never ran and gets nothing: unchanged, read from the dense flags only (a
+                // backlog of waiting jobs costs no walk through their records).
+                continue;
+            }
+            let l = &self.live[i];
+            holds &= want == 0 || (l.ran_last && l.share == want as f64);
+            if want != if l.ran_last { l.held() } else { 0 } {
+                changed.push(i);
+            }
+        }
+        if holds {
+            // Every running program keeps the CPUs it holds: the placer would return them (its
+            // first step keeps held CPUs, and nothing is left to grow), so it and its check are
+            // skipped, as in most quanta of a settled schedule. A running program ran last
+            // quantum, so it is not idle: the idle ones need nothing.
             self.refresh_active();
             for k in 0..self.active.len() {
                 let i = self.active[k];
@@ -731,16 +797,9 @@ impl Engine<'_, '_> {
                 self.keep(i, count > 0, count);
             }
         } else {
-            let mut changed = std::mem::take(&mut self.changed_jobs);
-            changed.clear();
-            for (i, (a, l)) in self.decision.allocations.iter().zip(&self.live).enumerate() {
-                let want = if a.running { a.count } else { 0 };
-                let holds = if l.ran_last { l.share as u32 } else { 0 };
-                if want != holds {
-                    changed.push(i);
-                    if l.ran_last {
-                        self.placer.release(self.topology, &self.programs[i].cpus);
-                    }
+            for &i in &changed {
+                if self.live[i].ran_last {
+                    self.placer.release(self.topology, &self.programs[i].cpus);
                 }
             }
             self.sets.resize(self.programs.len(), CpuSet::new());
@@ -757,14 +816,16 @@ impl Engine<'_, '_> {
             for &i in &changed {
                 self.apply_one(i);
             }
-            self.changed_jobs = changed;
         }
+        self.changed_jobs = changed;
         self.refresh_active();
-        for &i in &self.active {
-            if self.live[i].ran_last {
-                *sig = sig.wrapping_add(self.live[i].sig);
+        if self.cfg.fast_forward {
+            for &i in &self.active {
+                if self.live[i].ran_last {
+                    *sig = sig.wrapping_add(self.live[i].sig);
+                }
+                *held_sig = held_sig.wrapping_add(self.live[i].sig);
             }
-            *held_sig = held_sig.wrapping_add(self.live[i].sig);
         }
         Ok(())
     }
@@ -799,10 +860,12 @@ impl Engine<'_, '_> {
             return;
         }
         let l = &mut self.live[i];
-        l.progress(self.now);
+        l.progress(self.now, &mut self.seconds);
         let p = &mut self.programs[i];
         if running {
-            l.sig = signature(p.id, count, &self.sets[i]);
+            if self.cfg.fast_forward {
+                l.sig = signature(p.id, count, &self.sets[i]);
+            }
             let moved: u32 = if p.cpus.is_empty() {
                 0
             } else {
@@ -824,7 +887,7 @@ impl Engine<'_, '_> {
                 self.idle[i] = false;
                 self.active_stale = true;
             }
-            if l.spec.kind == Kind::Moldable && l.team.is_none() {
+            if l.kind == Kind::Moldable && l.team.is_none() {
                 l.team = Some(count);
             }
         }
@@ -841,24 +904,11 @@ impl Engine<'_, '_> {
         }
     }
 
-    /// Whether the decision runs every program on exactly the CPUs it holds from the last
-    /// placement (each running program ran last quantum and holds `count` CPUs). The placer then
-    /// keeps every set as it is (its first step keeps held CPUs, and nothing is left to grow), so
-    /// the engine skips it and its check: most quanta of a settled schedule.
-    fn holds_decision(&self) -> bool {
-        // A program that ran last quantum holds `share` CPUs (its set's size, not counted here:
-        // a set on a large machine is many words).
-        self.decision.allocations.iter().zip(&self.live).all(|(a, l)| {
-            let count = if a.running { a.count } else { 0 };
-            count == 0 || (l.ran_last && l.share == count as f64)
-        })
-    }
-
     /// Applies an unchanged placement to program `i`: it keeps its CPUs if `running` (no moves,
     /// no reload), or stops.
     fn keep(&mut self, i: usize, running: bool, count: u32) {
         let l = &mut self.live[i];
-        l.progress(self.now);
+        l.progress(self.now, &mut self.seconds);
         let changed = running != l.ran_last;
         if l.ran_last && !running {
             self.placer.release(self.topology, &self.programs[i].cpus);
@@ -875,7 +925,7 @@ impl Engine<'_, '_> {
     /// Sets job `i`'s rate for `count` placed CPUs (its threads follow its kind).
     fn set_placed_rate(&mut self, i: usize, count: u32) {
         let l = &self.live[i];
-        let threads = match l.spec.kind {
+        let threads = match l.kind {
             Kind::Rigid(n) => n,
             Kind::Moldable => l.team.unwrap_or(count),
             Kind::Malleable | Kind::Evolving => count,
@@ -1024,6 +1074,25 @@ pub(crate) fn dedicated_time(cost: &CostModel, cpus: u32, spec: &JobSpec) -> f64
         .sum()
 }
 
+/// Whether `spec` reports speedups in phase `phase`: it does, and the phase can use more than one
+/// CPU (a speedup on one CPU says nothing).
+fn reports_in(spec: &JobSpec, phase: usize) -> bool {
+    spec.reports_speedup && spec.phases[phase].request > 1
+}
+
+/// `x.ceil() as Nanos`, exactly, without the software `ceil` (the baseline x86-64 target has no
+/// rounding instruction, so `f64::ceil` is a library call, 3 % of a run that ticks every quantum).
+/// For `x > 0` below 2^64 truncation gives `floor(x)`, a double itself, so comparing it with `x`
+/// says whether to add one; a non-integral `x` is below 2^53, so adding one cannot overflow, and
+/// from 2^64 up both saturate. Zero, negative and NaN give 0, as the cast of their ceiling does.
+fn ceil_nanos(x: f64) -> Nanos {
+    if x.is_nan() || x <= 0.0 {
+        return 0;
+    }
+    let t = x as Nanos;
+    t.saturating_add(Nanos::from((t as f64) < x))
+}
+
 /// The view the policy decides on at `now` (with `cpus` managed CPUs), as the live manager builds
 /// it.
 fn view_of<'v>(topology: &'v Topology, cpus: u32, now: Nanos, quantum: Nanos, programs: &'v [Program]) -> View<'v> {
@@ -1054,6 +1123,15 @@ fn signature(id: ProgramId, count: u32, cpus: &CpuSet) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ceil_nanos_is_the_cast_ceiling() {
+        let small = [0.0, -0.0, -0.5, -1.5, 1e-300, 0.2, 1.0, 1.5, 99_999_999.5, 4503599627370495.5];
+        let large = [9007199254740992.0, 1.8446744073709552e19, 1e30, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+        for x in small.into_iter().chain(large) {
+            assert_eq!(ceil_nanos(x), x.ceil() as Nanos, "{x}");
+        }
+    }
 
     #[test]
     fn signatures_of_different_schedules_differ() {

@@ -123,40 +123,70 @@ impl Generator {
     /// The jobs, lazily, in arrival order.
     pub fn iter(&self) -> Jobs {
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
+        let draw = Draws::of(self);
         // The mean of size × run time, estimated from the generator's own distributions, sets
         // the arrival rate that gives the target load.
         let n = 4096;
         let mean_area: f64 = (0..n).map(|_| {
-            let (s, r) = self.draw(&mut rng);
+            let (s, r) = draw.draw(&mut rng);
             s as f64 * r
         }).sum::<f64>() / n as f64;
         let rate = (self.load.max(1e-6) * self.cpus as f64 / mean_area.max(1e-9)).max(1e-12);
-        Jobs { g: self.clone(), rng, gap: Exp::new(rate).expect("positive rate"), t: 0.0, k: 0 }
+        Jobs { g: self.clone(), draw, rng, gap: Exp::new(rate).expect("positive rate"), t: 0.0, k: 0 }
+    }
+}
+
+/// A generator's size and run-time distributions, set up once: their parameters are the same
+/// for every job (set up per job, they cost a logarithm and a division each).
+#[derive(Debug, Clone)]
+struct Draws {
+    model: Model,
+    cpus: u32,
+    /// `Poisson`: sizes are `2^k` for `k` in `0..=top`.
+    top: u32,
+    /// `Poisson`: the run times.
+    runtime: Exp<f64>,
+    /// `Lublin`: log2 of the machine's CPUs.
+    log2_cpus: f64,
+    /// `Lublin`: the hyper-gamma's branch for shorter jobs (`Gamma(4.2, 0.94)`).
+    short: Gamma<f64>,
+    /// `Lublin`: its branch for longer ones (`Gamma(312, 0.03)`).
+    long: Gamma<f64>,
+}
+
+impl Draws {
+    /// The distributions of `g`.
+    fn of(g: &Generator) -> Draws {
+        Draws {
+            model: g.model,
+            cpus: g.cpus,
+            top: (g.max_size.clamp(1, g.cpus) as f64).log2().floor() as u32,
+            runtime: Exp::new(1.0 / g.mean_runtime.max(1e-9)).expect("positive mean"),
+            log2_cpus: (g.cpus as f64).log2(),
+            short: Gamma::new(4.2f64, 0.94).expect("valid"),
+            long: Gamma::new(312.0f64, 0.03).expect("valid"),
+        }
     }
 
+    /// One job's size and run time.
     fn draw(&self, rng: &mut ChaCha8Rng) -> (u32, f64) {
         let cpus = self.cpus as f64;
         match self.model {
             Model::Poisson => {
-                let top = (self.max_size.clamp(1, self.cpus) as f64).log2().floor() as u32;
-                let size = 1u32 << rng.random_range(0..=top);
-                let r = Exp::new(1.0 / self.mean_runtime.max(1e-9)).expect("positive mean").sample(rng);
+                let size = 1u32 << rng.random_range(0..=self.top);
+                let r = self.runtime.sample(rng);
                 (size, r.max(1e-3))
             }
             Model::Lublin => {
                 let size = if rng.random::<f64>() < 0.24 || cpus < 2.0 {
                     1
                 } else {
-                    let u = rng.random_range(0.8f64.min(cpus.log2())..=cpus.log2());
+                    let u = rng.random_range(0.8f64.min(self.log2_cpus)..=self.log2_cpus);
                     let x = if rng.random::<f64>() < 0.75 { u.round() } else { u };
                     (2f64.powf(x).round() as u32).clamp(1, self.cpus)
                 };
                 let p = (-0.0054 * size as f64 + 0.78).clamp(0.0, 1.0);
-                let g: f64 = if rng.random::<f64>() < p {
-                    Gamma::new(4.2f64, 0.94).expect("valid").sample(rng)
-                } else {
-                    Gamma::new(312.0f64, 0.03).expect("valid").sample(rng)
-                };
+                let g: f64 = if rng.random::<f64>() < p { self.short.sample(rng) } else { self.long.sample(rng) };
                 (size, g.exp().clamp(1.0, 1e6))
             }
         }
@@ -167,6 +197,7 @@ impl Generator {
 #[derive(Debug, Clone)]
 pub struct Jobs {
     g: Generator,
+    draw: Draws,
     rng: ChaCha8Rng,
     gap: Exp<f64>,
     t: f64,
@@ -182,15 +213,41 @@ impl Iterator for Jobs {
         }
         self.k += 1;
         self.t += self.gap.sample(&mut self.rng);
-        let (size, runtime) = self.g.draw(&mut self.rng);
+        let (size, runtime) = self.draw.draw(&mut self.rng);
         let arrival = (self.t * 1e9) as Nanos;
-        Some(self.g.kind.job(format!("g{}", self.k), "generated".into(), arrival, size, runtime, &self.g.speedup))
+        Some(self.g.kind.job(numbered("g", self.k), "generated".into(), arrival, size, runtime, &self.g.speedup))
     }
+}
+
+/// `prefix` then `n` in decimal, as `format!("{prefix}{n}")` gives it, without the formatting
+/// machinery: a generated job's name is built for every job (a fifth of the generator's time).
+fn numbered(prefix: &str, mut n: u64) -> String {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    let mut s = String::with_capacity(prefix.len() + digits.len() - i);
+    s.push_str(prefix);
+    s.extend(digits[i..].iter().map(|&d| char::from(d)));
+    s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbered_names_are_formatted_names() {
+        for n in [0, 7, 10, 99, 1234567, u64::MAX] {
+            assert_eq!(numbered("g", n), format!("g{n}"));
+        }
+    }
 
     #[test]
     fn generation_is_seeded_sorted_and_within_the_machine() {

@@ -339,13 +339,13 @@ impl Sharing<'_> {
     fn finish(&mut self, id: u64) {
         let now = self.now;
         let w = self.busy_clock_at(now);
-        let j = self.jobs.remove(&id).expect("finished job is in the system");
+        let mut j = self.jobs.remove(&id).expect("finished job is in the system");
         self.own.remove(&id);
         self.threads -= j.threads as u64;
         let busy = j.busy + j.threads as f64 * (w - j.busy_mark);
         let ran =
             Ran { first_run: Some(j.first_run), run_ns: now - j.first_run, busy, moves: 0, dedicated: j.dedicated };
-        self.tally.finish(ProgramId(id), &j.spec, j.arrival, &ran, now);
+        self.tally.finish(ProgramId(id), &mut j.spec, j.arrival, &ran, now);
     }
 
     /// Puts job `id` (brought up to now) on the clock for its threads and phase: a shared one

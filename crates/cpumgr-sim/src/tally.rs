@@ -56,16 +56,17 @@ pub(crate) struct Ran {
 }
 
 impl Ran {
-    /// The record of job `id` (`spec`, arrived at `arrival`) that ended at `end`.
-    fn record(&self, id: u64, spec: &JobSpec, arrival: Nanos, end: Nanos) -> JobRecord {
+    /// The record of job `id` (`spec`, arrived at `arrival`) that ended at `end`. The record
+    /// takes the job's name and class: the job has left, so they are moved, not copied.
+    fn record(&self, id: u64, spec: &mut JobSpec, arrival: Nanos, end: Nanos) -> JobRecord {
         let secs = |ns: Nanos| ns as f64 / NS;
         let turnaround = secs(end - arrival);
         let start = self.first_run.unwrap_or(end);
         let dedicated = self.dedicated;
         JobRecord {
             id,
-            name: spec.name.clone(),
-            class: spec.class.clone(),
+            name: std::mem::take(&mut spec.name),
+            class: std::mem::take(&mut spec.class),
             arrival: secs(arrival),
             response: secs(start - arrival),
             wait: (turnaround - secs(self.run_ns)).max(0.0),
@@ -152,8 +153,9 @@ impl<'o> Tally<'o> {
     }
 
     /// Job `id` (`spec`, arrived at `arrival`) ended at `end` having received `ran`: traces its
-    /// exit and streams its record to the observer and into the run's sums.
-    pub fn finish(&mut self, id: ProgramId, spec: &JobSpec, arrival: Nanos, ran: &Ran, end: Nanos) {
+    /// exit and streams its record to the observer and into the run's sums. The record takes
+    /// the spec's name and class ([`Ran::record`]).
+    pub fn finish(&mut self, id: ProgramId, spec: &mut JobSpec, arrival: Nanos, ran: &Ran, end: Nanos) {
         self.last_end = self.last_end.max(end);
         let record = ran.record(id.0, spec, arrival, end);
         if self.trace {
