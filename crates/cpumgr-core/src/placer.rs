@@ -171,12 +171,16 @@ impl Placer {
             if want(decision, i) == 0 {
                 continue;
             }
+            // Neighbouring CPUs mostly have one holder: it is looked up once.
+            let mut last = NOBODY;
             for c in programs[i].cpus.iter() {
                 let Some(p) = topology.position(c) else { continue };
-                if self.is_free(p) {
+                let owner = self.owner[p as usize];
+                if owner == last || self.is_free(p) {
                     continue;
                 }
-                match programs.binary_search_by_key(&self.owner[p as usize], |q| q.id.0) {
+                last = owner;
+                match programs.binary_search_by_key(&owner, |q| q.id.0) {
                     Ok(h) if h > i => displaced.push(h),
                     _ => {}
                 }
