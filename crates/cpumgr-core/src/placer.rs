@@ -48,6 +48,30 @@ pub struct Placer {
 /// [`Placer::owner`] of a position nobody holds.
 const NOBODY: u64 = u64::MAX;
 
+/// A run of consecutive positions being collected, to be marked in one
+/// [`Placer::set_span`] when it ends.
+#[derive(Debug, Default)]
+struct Run(Option<(u32, u32)>);
+
+impl Run {
+    /// Adds position `p`: the run grows if `p` follows it, else the run so far is returned,
+    /// ended, and a new one starts at `p`.
+    fn extend(&mut self, p: u32) -> Option<(u32, u32)> {
+        match &mut self.0 {
+            Some((_, end)) if *end == p => {
+                *end += 1;
+                None
+            }
+            run => run.replace((p, p + 1)),
+        }
+    }
+
+    /// Ends the run, returning it if it holds any position.
+    fn end(&mut self) -> Option<(u32, u32)> {
+        self.0.take()
+    }
+}
+
 /// A broken placement invariant, found by [`validate`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PlacementError {
@@ -205,12 +229,18 @@ impl Placer {
     /// left), for [`Placer::place_changed`]. They must be CPUs that placement gave out: freeing
     /// one twice would let two programs share it (checked in debug builds).
     pub fn release(&mut self, topology: &Topology, cpus: &CpuSet) {
+        let mut run = Run::default();
         for cpu in cpus.iter() {
             if let Some(p) = topology.position(cpu) {
                 debug_assert!(!self.is_free(p), "CPU {cpu} released but not held");
-                self.set_free(topology, p, true);
                 self.owner[p as usize] = NOBODY;
+                if let Some((first, end)) = run.extend(p) {
+                    self.set_span(topology, first, end, true);
+                }
             }
+        }
+        if let Some((first, end)) = run.end() {
+            self.set_span(topology, first, end, true);
         }
     }
 
@@ -241,14 +271,20 @@ impl Placer {
             positions.extend(prog.cpus.iter().filter_map(|c| topology.position(c)));
             positions.sort_unstable();
             let mut kept = std::mem::take(&mut self.kept[i]);
+            let mut run = Run::default();
             for &p in &positions {
                 if kept.len() == count {
                     break;
                 }
                 if self.is_free(p) {
-                    self.set_free(topology, p, false);
                     kept.push(p);
+                    if let Some((first, end)) = run.extend(p) {
+                        self.set_span(topology, first, end, false);
+                    }
                 }
+            }
+            if let Some((first, end)) = run.end() {
+                self.set_span(topology, first, end, false);
             }
             self.kept[i] = kept;
             self.positions = positions;
@@ -325,6 +361,7 @@ impl Placer {
     fn take_range(&mut self, topology: &Topology, first: u32, end: u32, need: usize, into: &mut Vec<u32>) -> usize {
         let mut taken = 0;
         let mut p = first;
+        let mut run = Run::default();
         while p < end && taken < need {
             let word = self.free[(p / 64) as usize] >> (p % 64);
             if word == 0 {
@@ -335,12 +372,51 @@ impl Placer {
             if p >= end {
                 break;
             }
-            self.set_free(topology, p, false);
+            // Taken from the map when its run of neighbours ends (the bits ahead are read
+            // before, and the run's are not among them).
+            if let Some((first, end)) = run.extend(p) {
+                self.set_span(topology, first, end, false);
+            }
             into.push(p);
             taken += 1;
             p += 1;
         }
+        if let Some((first, end)) = run.end() {
+            self.set_span(topology, first, end, false);
+        }
         taken
+    }
+
+    /// Marks the positions `first..end`, every one of them in the other state now, free or
+    /// taken: the bits a word at a time, and each domain's count once per domain the span
+    /// meets (a core, an L3, ...), where [`Placer::set_free`] costs five counter updates per CPU.
+    fn set_span(&mut self, topology: &Topology, first: u32, end: u32, free: bool) {
+        let mut p = first;
+        while p < end {
+            let w = (p / 64) as usize;
+            let (lo, hi) = (p % 64, (end - w as u32 * 64).min(64));
+            let mask = (u64::MAX >> (64 - (hi - lo))) << lo;
+            debug_assert_eq!(self.free[w] & mask, if free { 0 } else { mask }, "positions {first}..{end} not all held");
+            if free {
+                self.free[w] |= mask;
+            } else {
+                self.free[w] &= !mask;
+            }
+            p = w as u32 * 64 + hi;
+        }
+        for depth in 0..Level::Cpu.depth() {
+            let mut p = first;
+            while p < end {
+                let d = topology.domains_of(p)[depth] as usize;
+                let stop = topology.domains()[d].end.min(end);
+                if free {
+                    self.free_in[d] += stop - p;
+                } else {
+                    self.free_in[d] -= stop - p;
+                }
+                p = stop;
+            }
+        }
     }
 
     /// Takes whole free blocks of `block` positions aligned to multiples of `block`, up to `need`
@@ -592,6 +668,27 @@ mod tests {
         }
         assert_eq!((partial, fallback), (7, 1), "only the first placement is a full one");
         assert!(displaced > 0, "a resumed program took its old CPUs back from a later one");
+    }
+
+    #[test]
+    fn a_span_is_marked_as_its_cpus_one_by_one() {
+        let t = server();
+        let (mut spans, mut one_by_one) = (Placer::new(), Placer::new());
+        for p in [&mut spans, &mut one_by_one] {
+            p.place(&t, t.cpus(), &[], &Decision::default(), &mut Vec::new());
+        }
+        for (first, end) in [(0, 16), (3, 11), (5, 6), (7, 9)] {
+            for free in [false, true] {
+                spans.set_span(&t, first, end, free);
+                for p in first..end {
+                    one_by_one.set_free(&t, p, free);
+                }
+                assert_eq!((&spans.free, &spans.free_in), (&one_by_one.free, &one_by_one.free_in), "{first}..{end}");
+            }
+        }
+        let mut run = Run::default();
+        let ended: Vec<_> = [2, 3, 4, 7, 9, 10].into_iter().filter_map(|p| run.extend(p)).collect();
+        assert_eq!((ended, run.end()), (vec![(2, 5), (7, 8)], Some((9, 11))));
     }
 
     #[test]
