@@ -200,7 +200,7 @@ impl Snap {
         self.run_ns += step.run_ns;
         self.busy += step.busy;
         self.moves += step.moves;
-        self.stall = (self.stall + step.stall).max(0.0);
+        self.stall += step.stall;
     }
 }
 
@@ -209,7 +209,9 @@ impl Live {
     fn advance(&mut self, step: &Snap) {
         let mut s = self.snap();
         s.advance(step);
-        (self.done, self.run_ns, self.busy, self.moves, self.stall) = (s.done, s.run_ns, s.busy, s.moves, s.stall);
+        // The jump keeps a shrinking stall at or above zero but for rounding (its snapshots, which
+        // move by as much, may go below: they are only differences).
+        (self.done, self.run_ns, self.busy, self.moves, self.stall) = (s.done, s.run_ns, s.busy, s.moves, s.stall.max(0.0));
     }
 
     fn snap(&self) -> Snap {
@@ -440,8 +442,12 @@ pub fn run(
         e.complete_phases();
         while let Some(j) = pending.due(e.now) {
             // Nothing the policy sees changes until the job is admitted (which starts the
-            // fast-forward over): an arrival that waits for a place does not.
+            // fast-forward over): an arrival that waits for a place does not, unless it is the
+            // first job to wait (idle CPUs then count as fragmentation).
             let (id, j) = e.tally.arrive(j, e.now)?;
+            if !e.waiting() {
+                e.changed();
+            }
             e.queue.push_back((id, j));
         }
         let wake = e.wake_at == Some(e.now);
@@ -471,9 +477,15 @@ impl Engine<'_, '_> {
         if t <= self.now {
             return;
         }
-        let waited = self.unserved > 0 || !self.queue.is_empty();
+        let waited = self.waiting();
         self.tally.account(t - self.now, self.held, waited);
         self.now = t;
+    }
+
+    /// Whether some job waits for CPUs (admitted without any, or queued for admission): the
+    /// CPUs left idle meanwhile count as fragmentation.
+    fn waiting(&self) -> bool {
+        self.unserved > 0 || !self.queue.is_empty()
     }
 
     /// Moves every job whose phase ended to its next phase, or out of the system.
@@ -752,6 +764,8 @@ impl Engine<'_, '_> {
                 self.wake_sig = self.wake_sig.rotate_left(7).wrapping_add(sig);
             } else if !wake {
                 let sig = sig.wrapping_add(std::mem::take(&mut self.wake_sig).rotate_left(17));
+                // Whether a job waits decides what idle CPUs count as: part of the schedule.
+                let sig = if self.waiting() { sig ^ 0x2545_f491_4f6c_dd1d } else { sig };
                 self.fast_forward((sig, held_sig), next_arrival);
             }
         }
@@ -979,6 +993,7 @@ impl Engine<'_, '_> {
         let cycle = p as u64 * self.quantum;
         // Idle jobs (never run) have no progress to add and nothing to reschedule.
         let mut n = Nanos::MAX;
+        let mut stalling = false;
         for (l, _) in self.live.iter().zip(&self.idle).filter(|(_, &idle)| !idle) {
             let (now, then) = l.period_ends(p);
             let d = now.done - then.done;
@@ -993,24 +1008,37 @@ impl Engine<'_, '_> {
                 let whole = if rotation.is_some() { periods.ceil() } else { periods.floor() };
                 n = n.min((whole as Nanos).saturating_sub(1));
             }
-            // A stall that grows from period to period (slices shorter than the resume cost) was
-            // never served to the end, so the job made no progress and will make none: the jump
-            // adds the growth. One that shrinks made none either, but will once it is served:
-            // the schedule repeats only until then.
-            let shrink = then.stall - now.stall;
-            if shrink > 1e-15 {
-                n = n.min((now.stall / shrink).floor() as Nanos);
+            // A stall that changes from period to period (slices shorter than the resume cost):
+            // if the job made no progress, it was never served to the end, so a growing stall
+            // goes on growing (the jump adds the growth) and a shrinking one bounds the jump to
+            // the periods before it is served. If the job progressed, the stall was served to
+            // zero somewhere in the period and its course is not linear: no jump.
+            let change = now.stall - then.stall;
+            if change.abs() > 1e-15 {
+                if d > 1e-12 {
+                    return;
+                }
+                if change < 0.0 {
+                    n = n.min((now.stall / -change).floor() as Nanos);
+                }
+                stalling |= change > 0.0;
             }
         }
         if let Some(a) = next_arrival {
             // Land strictly before the arrival: the tick at the arrival's time must see it.
             n = n.min((a - self.now).saturating_sub(1) / cycle);
         }
-        if n == Nanos::MAX || n == 0 {
+        if n == Nanos::MAX && !stalling {
+            // Nothing progresses and nothing will arrive: the starvation check ends the run.
             return;
         }
-        // Never jump far past the horizon (the run stops there), so the jump cannot overflow.
+        // Never jump far past the horizon (the run stops there), so the jump cannot overflow; a
+        // schedule in which jobs only pile up stalls and nothing arrives jumps there, and the
+        // run ends with the horizon's error instead of ticking towards it.
         n = n.min(HORIZON.saturating_sub(self.now) / cycle + 1);
+        if n == 0 {
+            return;
+        }
         let g = self.global_hist.len();
         let (gb, gf) = (
             self.global_hist[g - 1].0 - self.global_hist[g - 1 - p].0,
