@@ -214,6 +214,17 @@ impl Live {
         (self.done, self.run_ns, self.busy, self.moves, self.stall) = (s.done, s.run_ns, s.busy, s.moves, s.stall.max(0.0));
     }
 
+    /// Records whether it runs this quantum. A job that stops drops the stall it has not served
+    /// yet: the cache it was warming is gone when it runs again, which costs the resume anew
+    /// ([`CostModel::resume_ms`]), so a stall never outlasts the slice it was paid in (slices
+    /// shorter than the resume cost make no progress, and leave no debt for later slices).
+    fn set_running(&mut self, running: bool) {
+        if self.ran_last && !running {
+            self.stall = 0.0;
+        }
+        self.ran_last = running;
+    }
+
     fn snap(&self) -> Snap {
         Snap { done: self.done, run_ns: self.run_ns, busy: self.busy, moves: self.moves, stall: self.stall }
     }
@@ -909,7 +920,7 @@ impl Engine<'_, '_> {
         if running {
             std::mem::swap(&mut p.cpus, &mut self.sets[i]);
         }
-        l.ran_last = running;
+        l.set_running(running);
         self.set_placed_rate(i, count);
         if changed && self.tally.trace {
             let id = self.programs[i].id;
@@ -928,7 +939,7 @@ impl Engine<'_, '_> {
             self.placer.release(self.topology, &self.programs[i].cpus);
         }
         let l = &mut self.live[i];
-        l.ran_last = running;
+        l.set_running(running);
         self.set_placed_rate(i, count);
         if changed && self.tally.trace {
             let id = self.programs[i].id;
