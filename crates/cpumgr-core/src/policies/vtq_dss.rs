@@ -12,7 +12,7 @@
 //! wide programs often (more stop/continue, more cache reloads), and a program's progress per
 //! CPU-second still depends on how well it scales.
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use super::dss::dss_shares;
 use super::sliding::{limit, Step, PARAMS};
@@ -37,7 +37,7 @@ pub struct VtqDss {
     /// The admission limit it advises ([`Policy::preferred_mpl`]).
     admit: Option<u32>,
     /// Members of the current gang: CPUs and the end of their quantum.
-    gang: HashMap<ProgramId, (u32, Nanos)>,
+    gang: BTreeMap<ProgramId, (u32, Nanos)>,
     gang_end: Nanos,
     next: ProgramId,
 }
