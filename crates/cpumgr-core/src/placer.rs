@@ -48,28 +48,9 @@ pub struct Placer {
 /// [`Placer::owner`] of a position nobody holds.
 const NOBODY: u64 = u64::MAX;
 
-/// A run of consecutive positions being collected, to be marked in one
-/// [`Placer::set_span`] when it ends.
-#[derive(Debug, Default)]
-struct Run(Option<(u32, u32)>);
-
-impl Run {
-    /// Adds position `p`: the run grows if `p` follows it, else the run so far is returned,
-    /// ended, and a new one starts at `p`.
-    fn extend(&mut self, p: u32) -> Option<(u32, u32)> {
-        match &mut self.0 {
-            Some((_, end)) if *end == p => {
-                *end += 1;
-                None
-            }
-            run => run.replace((p, p + 1)),
-        }
-    }
-
-    /// Ends the run, returning it if it holds any position.
-    fn end(&mut self) -> Option<(u32, u32)> {
-        self.0.take()
-    }
+/// The runs of consecutive positions in `positions`, as `first..end` spans, in order.
+fn runs(positions: &[u32]) -> impl Iterator<Item = (u32, u32)> + '_ {
+    positions.chunk_by(|a, b| *b == a + 1).map(|run| (run[0], run[run.len() - 1] + 1))
 }
 
 /// A broken placement invariant, found by [`validate`].
@@ -229,19 +210,17 @@ impl Placer {
     /// left), for [`Placer::place_changed`]. They must be CPUs that placement gave out: freeing
     /// one twice would let two programs share it (checked in debug builds).
     pub fn release(&mut self, topology: &Topology, cpus: &CpuSet) {
-        let mut run = Run::default();
+        let mut positions = std::mem::take(&mut self.positions);
+        positions.clear();
         for cpu in cpus.iter() {
             if let Some(p) = topology.position(cpu) {
                 debug_assert!(!self.is_free(p), "CPU {cpu} released but not held");
                 self.owner[p as usize] = NOBODY;
-                if let Some((first, end)) = run.extend(p) {
-                    self.set_span(topology, first, end, true);
-                }
+                positions.push(p);
             }
         }
-        if let Some((first, end)) = run.end() {
-            self.set_span(topology, first, end, true);
-        }
+        self.set_all(topology, &positions, true);
+        self.positions = positions;
     }
 
     /// Keeps and grows the programs `which` (increasing indices) on the free map, writing their
@@ -271,21 +250,17 @@ impl Placer {
             positions.extend(prog.cpus.iter().filter_map(|c| topology.position(c)));
             positions.sort_unstable();
             let mut kept = std::mem::take(&mut self.kept[i]);
-            let mut run = Run::default();
+            // Taken from the map once chosen (distinct positions: choosing one does not change
+            // whether a later one is free).
             for &p in &positions {
                 if kept.len() == count {
                     break;
                 }
                 if self.is_free(p) {
                     kept.push(p);
-                    if let Some((first, end)) = run.extend(p) {
-                        self.set_span(topology, first, end, false);
-                    }
                 }
             }
-            if let Some((first, end)) = run.end() {
-                self.set_span(topology, first, end, false);
-            }
+            self.set_all(topology, &kept, false);
             self.kept[i] = kept;
             self.positions = positions;
         }
@@ -361,7 +336,7 @@ impl Placer {
     fn take_range(&mut self, topology: &Topology, first: u32, end: u32, need: usize, into: &mut Vec<u32>) -> usize {
         let mut taken = 0;
         let mut p = first;
-        let mut run = Run::default();
+        let start = into.len();
         while p < end && taken < need {
             let word = self.free[(p / 64) as usize] >> (p % 64);
             if word == 0 {
@@ -372,19 +347,21 @@ impl Placer {
             if p >= end {
                 break;
             }
-            // Taken from the map when its run of neighbours ends (the bits ahead are read
-            // before, and the run's are not among them).
-            if let Some((first, end)) = run.extend(p) {
-                self.set_span(topology, first, end, false);
-            }
+            // Taken from the map at the end (the scan only reads bits ahead of those chosen).
             into.push(p);
             taken += 1;
             p += 1;
         }
-        if let Some((first, end)) = run.end() {
-            self.set_span(topology, first, end, false);
-        }
+        self.set_all(topology, &into[start..], false);
         taken
+    }
+
+    /// Marks `positions`, every one of them in the other state now, free or taken, a run of
+    /// neighbours at a time ([`Placer::set_span`]).
+    fn set_all(&mut self, topology: &Topology, positions: &[u32], free: bool) {
+        for (first, end) in runs(positions) {
+            self.set_span(topology, first, end, free);
+        }
     }
 
     /// Marks the positions `first..end`, every one of them in the other state now, free or
@@ -686,9 +663,8 @@ mod tests {
                 assert_eq!((&spans.free, &spans.free_in), (&one_by_one.free, &one_by_one.free_in), "{first}..{end}");
             }
         }
-        let mut run = Run::default();
-        let ended: Vec<_> = [2, 3, 4, 7, 9, 10].into_iter().filter_map(|p| run.extend(p)).collect();
-        assert_eq!((ended, run.end()), (vec![(2, 5), (7, 8)], Some((9, 11))));
+        let spans: Vec<_> = runs(&[2, 3, 4, 7, 9, 10]).collect();
+        assert_eq!(spans, vec![(2, 5), (7, 8), (9, 11)]);
     }
 
     #[test]
