@@ -148,8 +148,8 @@ struct Snap {
     run_ns: Nanos,
     busy: f64,
     moves: u64,
-    /// Stall still to serve: a program resumed for slices shorter than its resume cost (a wide
-    /// VTQ-DSS member) carries more of it from period to period.
+    /// Stall still to serve (a program resumed or moved late in a quantum carries some over the
+    /// boundary): a jump needs it to be where it was a period before.
     stall: f64,
 }
 
@@ -200,7 +200,6 @@ impl Snap {
         self.run_ns += step.run_ns;
         self.busy += step.busy;
         self.moves += step.moves;
-        self.stall += step.stall;
     }
 }
 
@@ -209,9 +208,7 @@ impl Live {
     fn advance(&mut self, step: &Snap) {
         let mut s = self.snap();
         s.advance(step);
-        // The jump keeps a shrinking stall at or above zero but for rounding (its snapshots, which
-        // move by as much, may go below: they are only differences).
-        (self.done, self.run_ns, self.busy, self.moves, self.stall) = (s.done, s.run_ns, s.busy, s.moves, s.stall.max(0.0));
+        (self.done, self.run_ns, self.busy, self.moves) = (s.done, s.run_ns, s.busy, s.moves);
     }
 
     /// Records whether it runs this quantum. A job that stops drops the stall it has not served
@@ -1004,7 +1001,6 @@ impl Engine<'_, '_> {
         let cycle = p as u64 * self.quantum;
         // Idle jobs (never run) have no progress to add and nothing to reschedule.
         let mut n = Nanos::MAX;
-        let mut stalling = false;
         for (l, _) in self.live.iter().zip(&self.idle).filter(|(_, &idle)| !idle) {
             let (now, then) = l.period_ends(p);
             let d = now.done - then.done;
@@ -1019,33 +1015,25 @@ impl Engine<'_, '_> {
                 let whole = if rotation.is_some() { periods.ceil() } else { periods.floor() };
                 n = n.min((whole as Nanos).saturating_sub(1));
             }
-            // A stall that changes from period to period (slices shorter than the resume cost):
-            // if the job made no progress, it was never served to the end, so a growing stall
-            // goes on growing (the jump adds the growth) and a shrinking one bounds the jump to
-            // the periods before it is served. If the job progressed, the stall was served to
-            // zero somewhere in the period and its course is not linear: no jump.
-            let change = now.stall - then.stall;
-            if change.abs() > 1e-15 {
-                if d > 1e-12 {
-                    return;
-                }
-                if change < 0.0 {
-                    n = n.min((now.stall / -change).floor() as Nanos);
-                }
-                stalling |= change > 0.0;
+            // A stall is part of the state that must repeat: a stopped program drops what it has
+            // not served ([`Live::set_running`]), so only one running across boundaries carries
+            // some, and one that differs from a period before is not periodic yet.
+            if (now.stall - then.stall).abs() > 1e-15 {
+                return;
             }
         }
         if let Some(a) = next_arrival {
             // Land strictly before the arrival: the tick at the arrival's time must see it.
             n = n.min((a - self.now).saturating_sub(1) / cycle);
         }
-        if n == Nanos::MAX && !stalling {
-            // Nothing progresses and nothing will arrive: the starvation check ends the run.
+        if n == Nanos::MAX && self.held <= 0.0 {
+            // Nothing runs and nothing will arrive: the starvation check ends the run.
             return;
         }
-        // Never jump far past the horizon (the run stops there), so the jump cannot overflow; a
-        // schedule in which jobs only pile up stalls and nothing arrives jumps there, and the
-        // run ends with the horizon's error instead of ticking towards it.
+        // Never jump far past the horizon (the run stops there), so the jump cannot overflow. A
+        // schedule in which programs run but none progresses (every slice shorter than the
+        // resume cost) and nothing arrives jumps there, and the run ends with the horizon's
+        // error instead of ticking towards it.
         n = n.min(HORIZON.saturating_sub(self.now) / cycle + 1);
         if n == 0 {
             return;
@@ -1063,7 +1051,7 @@ impl Engine<'_, '_> {
                 run_ns: n * (now.run_ns - then.run_ns),
                 busy: k * (now.busy - then.busy),
                 moves: n * (now.moves - then.moves),
-                stall: k * (now.stall - then.stall),
+                stall: 0.0,
             };
             l.remaining -= step.done;
             l.advance(&step);

@@ -361,6 +361,18 @@ fn a_stall_served_within_a_period_is_not_extrapolated() {
 }
 
 #[test]
+fn slices_shorter_than_the_resume_cost_end_at_the_horizon_at_once() {
+    // Two whole-machine jobs alternate in gang rows of 100 ms, each resume costs 150 ms: neither
+    // ever progresses. The schedule repeats, so the engine jumps to the horizon instead of
+    // ticking there (found by review: it ticked every quantum towards 4e9 s).
+    let t = Topology::flat(4);
+    let jobs: Vec<JobSpec> = (0..2).map(|k| JobSpec::rigid(format!("j{k}"), 0, 4, 40.0, SpeedupModel::LINEAR)).collect();
+    let cfg = SimConfig { cost: CostModel { resume_ms: 150.0, ..CostModel::default() }, ..SimConfig::default() };
+    let e = run(&t, "gang", policies::build("gang").unwrap(), jobs, &cfg, &mut ()).unwrap_err();
+    assert!(matches!(e, SimError::Horizon { .. }), "{e}");
+}
+
+#[test]
 fn runs_are_deterministic() {
     let mut g = Generator::new(Model::Lublin, 200, 32);
     g.load = 0.9;

@@ -115,7 +115,7 @@ impl Policy for Gang {
     fn decide(&mut self, view: &View, out: &mut Decision) {
         self.pack(view);
         let rows = &self.rows[..self.used];
-        let need = |i: usize| need(view, &view.programs[i]);
+        let need_of = |i: usize| need(view, &view.programs[i]);
         if rows.is_empty() {
             return;
         }
@@ -123,14 +123,14 @@ impl Policy for Gang {
         self.next_row = (r + 1) % rows.len();
         let mut free = rows[r].0;
         for &i in &rows[r].1 {
-            out.give(i, need(i));
+            out.give(i, need_of(i));
         }
         if self.fill {
             for k in 1..rows.len() {
                 for &i in &rows[(r + k) % rows.len()].1 {
-                    if need(i) <= free && !out.allocations[i].running {
-                        out.give(i, need(i));
-                        free -= need(i);
+                    if need_of(i) <= free && !out.allocations[i].running {
+                        out.give(i, need_of(i));
+                        free -= need_of(i);
                     }
                 }
             }
