@@ -770,7 +770,9 @@ impl Engine<'_, '_> {
                 // A wake-up's decision counts in the signature of the next quantum boundary, so
                 // that a repeating sequence of boundaries repeats what happens between them.
                 self.wake_sig = self.wake_sig.rotate_left(7).wrapping_add(sig);
-            } else if !wake {
+            } else {
+                // A boundary that is also a wake-up (a gang that started between boundaries) is a
+                // boundary: its snapshots were taken, so its signatures are too.
                 let sig = sig.wrapping_add(std::mem::take(&mut self.wake_sig).rotate_left(17));
                 // Whether a job waits decides what idle CPUs count as: part of the schedule.
                 let sig = if self.waiting() { sig ^ 0x2545_f491_4f6c_dd1d } else { sig };
