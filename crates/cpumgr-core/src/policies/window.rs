@@ -8,12 +8,20 @@ use crate::program::ProgramId;
 /// first program), taking programs while their requests add up to at most `limit`; always at
 /// least one program. Returns indices into `view.programs`, in window order.
 pub fn window(view: &View, start: ProgramId, limit: u64) -> Vec<usize> {
+    let mut members = Vec::new();
+    window_into(view, start, limit, &mut members);
+    members
+}
+
+/// [`window`], written into `members` (cleared first), so that a caller walking many windows
+/// reuses one buffer.
+fn window_into(view: &View, start: ProgramId, limit: u64, members: &mut Vec<usize>) {
+    members.clear();
     let n = view.programs.len();
     if n == 0 {
-        return Vec::new();
+        return;
     }
     let first = view.programs.partition_point(|p| p.id < start) % n;
-    let mut members = Vec::new();
     let mut sum = 0u64;
     for k in 0..n {
         let i = (first + k) % n;
@@ -24,7 +32,6 @@ pub fn window(view: &View, start: ProgramId, limit: u64) -> Vec<usize> {
         sum += w;
         members.push(i);
     }
-    members
 }
 
 /// The id of the program after index `i` in arrival order, wrapping around.
@@ -40,8 +47,9 @@ pub fn next_id(view: &View, i: usize) -> ProgramId {
 pub fn rotation(view: &View, start: ProgramId, limit: u64, advance: fn(&[usize]) -> usize, max: u32) -> Option<Rotation> {
     let mut at = start;
     let mut r = Rotation::new(0);
+    let mut members = Vec::new();
     for p in 1..=max {
-        let members = window(view, at, limit);
+        window_into(view, at, limit, &mut members);
         if members.is_empty() {
             return None;
         }
