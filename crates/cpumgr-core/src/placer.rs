@@ -35,8 +35,9 @@ pub struct Placer {
     free_in: Vec<u32>,
     /// Per program, the positions it keeps or takes (scratch, cleared per placement).
     kept: Vec<Vec<u32>>,
-    /// Per position, the id of the program the last placement gave it to ([`NOBODY`] if free
-    /// or released since): who holds a CPU that a changed program wants back.
+    /// Per position, the id of the program a placement last gave it to ([`NOBODY`] if none
+    /// since the last full placement): who holds a CPU that a changed program wants back. Only
+    /// read for positions that are taken (a released one keeps its stale entry).
     owner: Vec<u64>,
     /// Scratch: a program's previous positions, the grow order, the programs a placement of
     /// the changed ones displaces.
@@ -177,11 +178,16 @@ impl Placer {
                 continue;
             }
             // Neighbouring CPUs mostly have one holder: it is looked up once.
+            let mut positions = std::mem::take(&mut self.positions);
+            positions.clear();
+            topology.positions_into(&programs[i].cpus, &mut positions);
             let mut last = NOBODY;
-            for c in programs[i].cpus.iter() {
-                let Some(p) = topology.position(c) else { continue };
+            for &p in &positions {
+                if self.is_free(p) {
+                    continue;
+                }
                 let owner = self.owner[p as usize];
-                if owner == last || self.is_free(p) {
+                if owner == last {
                     continue;
                 }
                 last = owner;
@@ -190,6 +196,7 @@ impl Placer {
                     _ => {}
                 }
             }
+            self.positions = positions;
         }
         if !displaced.is_empty() {
             displaced.sort_unstable();
@@ -212,13 +219,9 @@ impl Placer {
     pub fn release(&mut self, topology: &Topology, cpus: &CpuSet) {
         let mut positions = std::mem::take(&mut self.positions);
         positions.clear();
-        for cpu in cpus.iter() {
-            if let Some(p) = topology.position(cpu) {
-                debug_assert!(!self.is_free(p), "CPU {cpu} released but not held");
-                self.owner[p as usize] = NOBODY;
-                positions.push(p);
-            }
-        }
+        topology.positions_into(cpus, &mut positions);
+        // Their owners stay recorded: an owner is only read for a position that is taken, and
+        // taking one records its new owner.
         self.set_all(topology, &positions, true);
         self.positions = positions;
     }
@@ -247,8 +250,7 @@ impl Placer {
             }
             let mut positions = std::mem::take(&mut self.positions);
             positions.clear();
-            positions.extend(prog.cpus.iter().filter_map(|c| topology.position(c)));
-            positions.sort_unstable();
+            topology.positions_into(&prog.cpus, &mut positions);
             let mut kept = std::mem::take(&mut self.kept[i]);
             // Taken from the map once chosen (distinct positions: choosing one does not change
             // whether a later one is free).
@@ -298,11 +300,12 @@ impl Placer {
         // Written into the sets' own storage: a placement allocates nothing once the sets have
         // grown to the machine.
         for i in which {
+            let kept = &self.kept[i];
             let set = &mut sets[i];
             set.clear();
-            for &p in &self.kept[i] {
-                set.insert(topology.cpu_at(p));
-                self.owner[p as usize] = programs[i].id.0;
+            set.extend(kept.iter().map(|&p| topology.cpu_at(p)));
+            for (first, end) in runs(kept) {
+                self.owner[first as usize..end as usize].fill(programs[i].id.0);
             }
         }
     }
@@ -380,6 +383,18 @@ impl Placer {
                 self.free[w] &= !mask;
             }
             p = w as u32 * 64 + hi;
+        }
+        let path = topology.domains_of(first);
+        if topology.domains()[path[Level::Core.depth()] as usize].end >= end {
+            // Within one core, so within one domain of each level above it: its path's.
+            for &d in &path[..Level::Cpu.depth()] {
+                if free {
+                    self.free_in[d as usize] += end - first;
+                } else {
+                    self.free_in[d as usize] -= end - first;
+                }
+            }
+            return;
         }
         for depth in 0..Level::Cpu.depth() {
             let mut p = first;

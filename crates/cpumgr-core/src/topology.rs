@@ -161,6 +161,11 @@ pub struct Topology {
     /// Per level, the indices of its domains in position order.
     by_level: [Vec<usize>; 6],
     cpus: CpuSet,
+    /// Whether every CPU's position is its id (flat machines, and machines numbered in
+    /// position order without gaps): a CPU set is then its own position set.
+    identity: bool,
+    /// Whether positions increase with CPU ids: a CPU set's positions come out sorted.
+    ordered: bool,
 }
 
 impl Topology {
@@ -259,6 +264,22 @@ impl Topology {
     /// The position of a kernel CPU id, if the machine has it.
     pub fn position(&self, cpu: u32) -> Option<u32> {
         self.position.get(cpu as usize).copied().filter(|p| *p != u32::MAX)
+    }
+
+    /// Appends the positions of the CPUs of `cpus` that the machine has to `out`, in increasing
+    /// order: what the placer works on. On a machine numbered in position order it is a walk
+    /// over the set's bits, with no lookup or sort.
+    pub fn positions_into(&self, cpus: &CpuSet, out: &mut Vec<u32>) {
+        let n = self.order.len() as u32;
+        if self.identity {
+            out.extend(cpus.iter().take_while(|&cpu| cpu < n));
+            return;
+        }
+        let start = out.len();
+        out.extend(cpus.iter().filter_map(|cpu| self.position(cpu)));
+        if !self.ordered {
+            out[start..].sort_unstable();
+        }
     }
 
     /// The index of the domain of `level` that holds the CPU at `position`.
@@ -388,7 +409,9 @@ impl Builder {
             d.cpus = ids.into_iter().collect();
         }
         let cpus = order.iter().copied().collect();
-        Topology { domains, order, position, path, by_level, cpus }
+        let identity = order.iter().enumerate().all(|(p, &cpu)| p == cpu as usize);
+        let ordered = order.is_sorted();
+        Topology { domains, order, position, path, by_level, cpus, identity, ordered }
     }
 }
 
@@ -414,6 +437,25 @@ mod tests {
         assert_eq!(t.position(3), Some(3));
         assert_eq!(t.position(7), None);
         assert_eq!(t.domains()[t.domain_of(1, Level::Core)].cpus.to_string(), "0,2");
+    }
+
+    #[test]
+    fn positions_of_a_set_come_out_sorted_whatever_the_numbering() {
+        let smt = Topology::from_cpus(&[info(0, 0, 0), info(1, 0, 1), info(2, 0, 0), info(3, 0, 1)]).unwrap();
+        let gaps = Topology::from_cpus(&[info(2, 0, 0), info(5, 0, 1), info(9, 1, 2)]).unwrap();
+        let flat = Topology::flat(4);
+        let set = CpuSet::parse("1-3,5,9,12").unwrap();
+        for (t, want) in [(&smt, vec![1, 2, 3]), (&gaps, vec![0, 1, 2]), (&flat, vec![1, 2, 3])] {
+            let mut out = vec![7];
+            t.positions_into(&set, &mut out);
+            assert_eq!(out[1..], want[..], "appended, only the machine's CPUs");
+            let by_lookup: Vec<u32> = {
+                let mut v: Vec<u32> = set.iter().filter_map(|c| t.position(c)).collect();
+                v.sort_unstable();
+                v
+            };
+            assert_eq!(out[1..], by_lookup[..]);
+        }
     }
 
     #[test]

@@ -1001,9 +1001,11 @@ impl Engine<'_, '_> {
             return;
         }
         let cycle = p as u64 * self.quantum;
-        // Idle jobs (never run) have no progress to add and nothing to reschedule.
+        // Idle jobs (never run) have no progress to add and nothing to reschedule: the walks go
+        // through the active ones (current since the tick's last refresh).
         let mut n = Nanos::MAX;
-        for (l, _) in self.live.iter().zip(&self.idle).filter(|(_, &idle)| !idle) {
+        for &i in &self.active {
+            let l = &self.live[i];
             let (now, then) = l.period_ends(p);
             let d = now.done - then.done;
             if d > 1e-12 {
@@ -1046,7 +1048,8 @@ impl Engine<'_, '_> {
             self.global_hist[g - 1].1 - self.global_hist[g - 1 - p].1,
         );
         let k = n as f64;
-        for (l, _) in self.live.iter_mut().zip(&self.idle).filter(|(_, &idle)| !idle) {
+        for &i in &self.active {
+            let l = &mut self.live[i];
             let (now, then) = l.period_ends(p);
             let step = Snap {
                 done: k * (now.done - then.done),
@@ -1077,12 +1080,11 @@ impl Engine<'_, '_> {
         self.tally.skipped += n * p as u64;
         let now = self.now;
         self.ends.clear();
-        for i in 0..self.live.len() {
-            if !self.idle[i] {
-                self.live[i].at = now;
-                self.live[i].set_done_at(now);
-                self.push_end(i);
-            }
+        for k in 0..self.active.len() {
+            let i = self.active[k];
+            self.live[i].at = now;
+            self.live[i].set_done_at(now);
+            self.push_end(i);
         }
     }
 }

@@ -42,6 +42,14 @@ impl Policy for Static {
         INFO.name
     }
 
+    /// One program per partition: the others wait for one in arrival order, which is what a
+    /// long-term scheduler admitting `parts` programs does (the programs that own partitions are
+    /// always the earliest arrivals still running). In the simulator the backlog then waits in
+    /// its queue instead of in every view.
+    fn preferred_mpl(&self) -> Option<u32> {
+        Some(self.parts)
+    }
+
     fn on_exit(&mut self, id: ProgramId) {
         self.owner.retain(|_, p| *p != id);
     }
