@@ -39,9 +39,9 @@ pub struct Placer {
     /// since the last full placement): who holds a CPU that a changed program wants back. Only
     /// read for positions that are taken (a released one keeps its stale entry).
     owner: Vec<u64>,
-    /// Scratch: a program's previous positions, the grow order, the programs a placement of
-    /// the changed ones displaces.
-    positions: Vec<u32>,
+    /// Scratch: a program's previous positions as a bitset ([`Topology::position_words`]), the
+    /// grow order, the programs a placement of the changed ones displaces.
+    scratch: Vec<u64>,
     order: Vec<usize>,
     displaced: Vec<usize>,
 }
@@ -52,6 +52,39 @@ const NOBODY: u64 = u64::MAX;
 /// The runs of consecutive positions in `positions`, as `first..end` spans, in order.
 fn runs(positions: &[u32]) -> impl Iterator<Item = (u32, u32)> + '_ {
     positions.chunk_by(|a, b| *b == a + 1).map(|run| (run[0], run[run.len() - 1] + 1))
+}
+
+/// Calls `f(first, end)` for each run of consecutive set bits of the bitset `words`, in order
+/// (a run may cross words).
+fn for_each_run(words: &[u64], mut f: impl FnMut(u32, u32)) {
+    // The start of a run that reached the end of the previous word.
+    let mut open: Option<u32> = None;
+    for (k, &word) in words.iter().enumerate() {
+        let base = k as u32 * 64;
+        let mut w = word;
+        if let Some(first) = open {
+            let ones = w.trailing_ones();
+            if ones == 64 {
+                continue;
+            }
+            f(first, base + ones);
+            open = None;
+            w &= !((1u64 << ones) - 1);
+        }
+        while w != 0 {
+            let at = w.trailing_zeros();
+            let len = (w >> at).trailing_ones();
+            if at + len == 64 {
+                open = Some(base + at);
+                break;
+            }
+            f(base + at, base + at + len);
+            w &= !(((1u64 << len) - 1) << at);
+        }
+    }
+    if let Some(first) = open {
+        f(first, words.len() as u32 * 64);
+    }
 }
 
 /// A broken placement invariant, found by [`validate`].
@@ -173,31 +206,32 @@ impl Placer {
         }
         let mut displaced = std::mem::take(&mut self.displaced);
         displaced.clear();
+        let mut scratch = std::mem::take(&mut self.scratch);
         for &i in changed.iter() {
             if want(decision, i) == 0 {
                 continue;
             }
-            // Neighbouring CPUs mostly have one holder: it is looked up once.
-            let mut positions = std::mem::take(&mut self.positions);
-            positions.clear();
-            topology.positions_into(&programs[i].cpus, &mut positions);
+            // Its previous CPUs that another program holds now, each holder looked up once for a
+            // run of neighbours.
+            let words = topology.position_words(&programs[i].cpus, &mut scratch);
             let mut last = NOBODY;
-            for &p in &positions {
-                if self.is_free(p) {
-                    continue;
-                }
-                let owner = self.owner[p as usize];
-                if owner == last {
-                    continue;
-                }
-                last = owner;
-                match programs.binary_search_by_key(&owner, |q| q.id.0) {
-                    Ok(h) if h > i => displaced.push(h),
-                    _ => {}
+            for (k, &w) in words.iter().enumerate() {
+                let mut taken = w & !self.free[k];
+                while taken != 0 {
+                    let owner = self.owner[k * 64 + taken.trailing_zeros() as usize];
+                    taken &= taken - 1;
+                    if owner == last {
+                        continue;
+                    }
+                    last = owner;
+                    match programs.binary_search_by_key(&owner, |q| q.id.0) {
+                        Ok(h) if h > i => displaced.push(h),
+                        _ => {}
+                    }
                 }
             }
-            self.positions = positions;
         }
+        self.scratch = scratch;
         if !displaced.is_empty() {
             displaced.sort_unstable();
             displaced.dedup();
@@ -217,13 +251,11 @@ impl Placer {
     /// left), for [`Placer::place_changed`]. They must be CPUs that placement gave out: freeing
     /// one twice would let two programs share it (checked in debug builds).
     pub fn release(&mut self, topology: &Topology, cpus: &CpuSet) {
-        let mut positions = std::mem::take(&mut self.positions);
-        positions.clear();
-        topology.positions_into(cpus, &mut positions);
+        let mut scratch = std::mem::take(&mut self.scratch);
         // Their owners stay recorded: an owner is only read for a position that is taken, and
         // taking one records its new owner.
-        self.set_all(topology, &positions, true);
-        self.positions = positions;
+        for_each_run(topology.position_words(cpus, &mut scratch), |first, end| self.set_span(topology, first, end, true));
+        self.scratch = scratch;
     }
 
     /// Keeps and grows the programs `which` (increasing indices) on the free map, writing their
@@ -248,23 +280,23 @@ impl Placer {
             if count == 0 || prog.cpus.is_empty() {
                 continue;
             }
-            let mut positions = std::mem::take(&mut self.positions);
-            positions.clear();
-            topology.positions_into(&prog.cpus, &mut positions);
+            let mut scratch = std::mem::take(&mut self.scratch);
             let mut kept = std::mem::take(&mut self.kept[i]);
             // Taken from the map once chosen (distinct positions: choosing one does not change
             // whether a later one is free).
-            for &p in &positions {
-                if kept.len() == count {
-                    break;
-                }
-                if self.is_free(p) {
-                    kept.push(p);
+            'keep: for (k, &w) in topology.position_words(&prog.cpus, &mut scratch).iter().enumerate() {
+                let mut free = w & self.free[k];
+                while free != 0 {
+                    if kept.len() == count {
+                        break 'keep;
+                    }
+                    kept.push(k as u32 * 64 + free.trailing_zeros());
+                    free &= free - 1;
                 }
             }
             self.set_all(topology, &kept, false);
             self.kept[i] = kept;
-            self.positions = positions;
+            self.scratch = scratch;
         }
 
         // Grow: programs that keep CPUs grow around them first, then newcomers, the largest
@@ -660,6 +692,18 @@ mod tests {
         }
         assert_eq!((partial, fallback), (7, 1), "only the first placement is a full one");
         assert!(displaced > 0, "a resumed program took its old CPUs back from a later one");
+    }
+
+    #[test]
+    fn runs_of_a_bitset_are_its_runs_of_positions() {
+        let sets = ["", "0", "63", "63-64", "0-63", "0-127", "1-3,5,60-70,127-128,190-191", "64-191", "5,7,9,126"];
+        for text in sets {
+            let set = CpuSet::parse(text).unwrap();
+            let mut got = Vec::new();
+            super::for_each_run(set.as_words(), |first, end| got.push((first, end)));
+            let positions: Vec<u32> = set.iter().collect();
+            assert_eq!(got, super::runs(&positions).collect::<Vec<_>>(), "{text}");
+        }
     }
 
     #[test]

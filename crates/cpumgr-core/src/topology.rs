@@ -164,8 +164,6 @@ pub struct Topology {
     /// Whether every CPU's position is its id (flat machines, and machines numbered in
     /// position order without gaps): a CPU set is then its own position set.
     identity: bool,
-    /// Whether positions increase with CPU ids: a CPU set's positions come out sorted.
-    ordered: bool,
 }
 
 impl Topology {
@@ -266,20 +264,23 @@ impl Topology {
         self.position.get(cpu as usize).copied().filter(|p| *p != u32::MAX)
     }
 
-    /// Appends the positions of the CPUs of `cpus` that the machine has to `out`, in increasing
-    /// order: what the placer works on. On a machine numbered in position order it is a walk
-    /// over the set's bits, with no lookup or sort.
-    pub fn positions_into(&self, cpus: &CpuSet, out: &mut Vec<u32>) {
-        let n = self.order.len() as u32;
-        if self.identity {
-            out.extend(cpus.iter().take_while(|&cpu| cpu < n));
-            return;
+    /// The positions of the CPUs of `cpus` that the machine has, as a bitset over positions (bit
+    /// `p % 64` of word `p / 64`): what the placer works on. Where every CPU's position is its id
+    /// it is the set's own words, with no per-CPU work; otherwise it is built in `scratch`.
+    pub fn position_words<'a>(&self, cpus: &'a CpuSet, scratch: &'a mut Vec<u64>) -> &'a [u64] {
+        let n = self.order.len();
+        // A CPU past the last position (one the machine lacks) would be taken for a position.
+        if self.identity && cpus.last().is_none_or(|cpu| (cpu as usize) < n) {
+            return cpus.as_words();
         }
-        let start = out.len();
-        out.extend(cpus.iter().filter_map(|cpu| self.position(cpu)));
-        if !self.ordered {
-            out[start..].sort_unstable();
+        scratch.clear();
+        scratch.resize(n.div_ceil(64), 0);
+        for cpu in cpus.iter() {
+            if let Some(p) = self.position(cpu) {
+                scratch[(p / 64) as usize] |= 1 << (p % 64);
+            }
         }
+        scratch
     }
 
     /// The index of the domain of `level` that holds the CPU at `position`.
@@ -410,8 +411,7 @@ impl Builder {
         }
         let cpus = order.iter().copied().collect();
         let identity = order.iter().enumerate().all(|(p, &cpu)| p == cpu as usize);
-        let ordered = order.is_sorted();
-        Topology { domains, order, position, path, by_level, cpus, identity, ordered }
+        Topology { domains, order, position, path, by_level, cpus, identity }
     }
 }
 
@@ -440,21 +440,21 @@ mod tests {
     }
 
     #[test]
-    fn positions_of_a_set_come_out_sorted_whatever_the_numbering() {
+    fn a_sets_positions_whatever_the_numbering() {
         let smt = Topology::from_cpus(&[info(0, 0, 0), info(1, 0, 1), info(2, 0, 0), info(3, 0, 1)]).unwrap();
         let gaps = Topology::from_cpus(&[info(2, 0, 0), info(5, 0, 1), info(9, 1, 2)]).unwrap();
         let flat = Topology::flat(4);
+        let wide = Topology::flat(130);
         let set = CpuSet::parse("1-3,5,9,12").unwrap();
-        for (t, want) in [(&smt, vec![1, 2, 3]), (&gaps, vec![0, 1, 2]), (&flat, vec![1, 2, 3])] {
-            let mut out = vec![7];
-            t.positions_into(&set, &mut out);
-            assert_eq!(out[1..], want[..], "appended, only the machine's CPUs");
-            let by_lookup: Vec<u32> = {
-                let mut v: Vec<u32> = set.iter().filter_map(|c| t.position(c)).collect();
-                v.sort_unstable();
-                v
-            };
-            assert_eq!(out[1..], by_lookup[..]);
+        let cases = [(&smt, &set, vec![1, 2, 3]), (&gaps, &set, vec![0, 1, 2]), (&flat, &set, vec![1, 2, 3])];
+        let in_wide = CpuSet::parse("0,64,127-129").unwrap();
+        let past_wide = CpuSet::parse("0,64,127-129,130,200").unwrap();
+        let more = [(&wide, &in_wide, vec![0, 64, 127, 128, 129]), (&wide, &past_wide, vec![0, 64, 127, 128, 129])];
+        for (t, set, want) in cases.into_iter().chain(more) {
+            let mut scratch = vec![u64::MAX; 9];
+            let words = t.position_words(set, &mut scratch);
+            let got: Vec<u32> = CpuSet::from_words(words).iter().collect();
+            assert_eq!(got, want, "{set} on {} CPUs: only the machine's CPUs, by position", t.num_cpus());
         }
     }
 
