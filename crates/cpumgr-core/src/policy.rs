@@ -102,6 +102,18 @@ pub trait Policy: Send {
         false
     }
 
+    /// Whether [`Policy::decide`] reads the programs' usage figures, [`Program::cpu_time`] and
+    /// [`Program::speedup`], which change every quantum a program runs. The live manager always
+    /// fills them in; the simulator leaves them as they were at a program's last change of
+    /// allocation or phase for a policy that does not read them, so that a quantum costs the
+    /// programs whose allocation changes, not every program. The default is the safe answer.
+    ///
+    /// [`Program::cpu_time`]: crate::program::Program::cpu_time
+    /// [`Program::speedup`]: crate::program::Program::speedup
+    fn reads_usage(&self) -> bool {
+        true
+    }
+
     /// Whether the policy leaves the machine unmanaged (the `os` baseline): every program runs
     /// with as many threads as it wants on every managed CPU, oversubscribed, and the placer is
     /// not consulted. The counts in its decision are the programs' thread counts, not CPU shares.

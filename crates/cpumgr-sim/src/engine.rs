@@ -10,9 +10,13 @@
 //! work it did per second in the last quantum, for the CPUs it held), its CPU set, whether it ran,
 //! and its thread count. It then runs the policy and the [`Placer`] — the same code as the live
 //! manager — and sets every job's progress rate from its speedup model and the
-//! [`CostModel`]. An `os` policy ([`cpumgr_core::Policy::oversubscribes`]) is not placed and
-//! not ticked: every job runs its threads on every CPU, shared in proportion to its threads, and
-//! the run goes to a processor-sharing model with virtual clocks (`sharing.rs`).
+//! [`CostModel`]. Work at a tick follows the jobs whose allocation changes: an unchanged one
+//! keeps its rate and end, and, when neither the fast-forward (which snapshots every job at every
+//! boundary) nor the policy ([`cpumgr_core::Policy::reads_usage`]) needs the per-quantum usage
+//! figures, its progress is brought up to date only at its own events. An `os` policy
+//! ([`cpumgr_core::Policy::oversubscribes`]) is not placed and not ticked: every job runs its
+//! threads on every CPU, shared in proportion to its threads, and the run goes to a
+//! processor-sharing model with virtual clocks (`sharing.rs`).
 //!
 //! **Fast-forward.** Long traces span months at a 100 ms quantum. When the schedule repeats —
 //! the same decision (counts, running flags and CPU sets) with period `p ≤ 32` quanta, three
@@ -341,10 +345,20 @@ struct Engine<'a, 'o> {
     changed_jobs: Vec<usize>,
     /// The last span converted to seconds (for [`Live::progress`]).
     seconds: Seconds,
-    /// CPUs held by running jobs (Σ share).
+    /// CPUs held by running jobs (Σ share), kept up to date as shares change.
     held: f64,
-    /// Alive jobs that hold no CPU.
+    /// Alive jobs that hold CPUs, and alive jobs that progress (rate above zero), kept up to date
+    /// as shares and rates change.
+    served: usize,
+    rated: usize,
+    /// Alive jobs that held no CPU after the last tick.
     unserved: usize,
+    /// Whether jobs are brought up to date only at their own events: no fast-forward (which
+    /// takes every job's snapshot at every boundary) and a policy that does not read the
+    /// per-quantum usage figures ([`Policy::reads_usage`]). A tick then costs the jobs whose
+    /// allocation changes, not every job; a job's progress over quanta of one allocation is
+    /// added in one step instead of one per quantum (equal up to rounding).
+    lazy: bool,
     /// Finished jobs still in `live` (removed at the next tick).
     dead: usize,
     /// Phase ends, (time, job id): every alive job's `done_at` is here (pushed when it
@@ -390,6 +404,7 @@ pub fn run(
     if policy.oversubscribes() {
         return crate::sharing::run(managed, spec, quantum, jobs, &SimConfig { mpl, ..cfg.clone() }, obs, started);
     }
+    let lazy = !cfg.fast_forward && !policy.reads_usage();
     let mut e = Engine {
         topology,
         managed,
@@ -415,7 +430,10 @@ pub fn run(
         changed_jobs: Vec::new(),
         seconds: Seconds::default(),
         held: 0.0,
+        served: 0,
+        rated: 0,
         unserved: 0,
+        lazy,
         dead: 0,
         ends: BinaryHeap::new(),
         global_hist: VecDeque::new(),
@@ -591,12 +609,10 @@ impl Engine<'_, '_> {
             // Its CPUs are free from now on (for the next placement of the changed programs).
             self.placer.release(self.topology, &self.programs[i].cpus);
         }
+        self.set_rate(i, 0.0, self.live[i].threads);
         let l = &mut self.live[i];
         l.alive = false;
         l.ran_last = false;
-        self.held -= l.share;
-        l.share = 0.0;
-        l.rate = 0.0;
         l.done_at = Nanos::MAX;
         self.dead += 1;
         let (l, p) = (&mut self.live[i], &mut self.programs[i]);
@@ -659,6 +675,7 @@ impl Engine<'_, '_> {
                 kind,
                 viewed: false,
             }));
+            self.show(self.live.len() - 1);
             let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
             self.policy.on_arrival(&view, id);
             // A phase of no work ends at once.
@@ -671,12 +688,23 @@ impl Engine<'_, '_> {
     }
 
     /// Sets job `i`'s rate for holding `share` CPUs with `threads` threads.
+    /// A finished job's rate is zero. The counts of CPUs held and of jobs served and
+    /// progressing follow.
     fn set_rate(&mut self, i: usize, share: f64, threads: f64) {
         let l = &mut self.live[i];
+        let (old_share, old_rate) = (l.share, l.rate);
         l.share = share;
         l.threads = threads;
-        let ph = &l.spec.phases[l.phase];
-        l.rate = self.cfg.cost.rate(&ph.speedup, ph.request as f64, share, threads, l.spec.sync, false);
+        l.rate = if l.phase < l.spec.phases.len() {
+            let ph = &l.spec.phases[l.phase];
+            self.cfg.cost.rate(&ph.speedup, ph.request as f64, share, threads, l.spec.sync, false)
+        } else {
+            0.0
+        };
+        let rate = l.rate;
+        self.held += share - old_share;
+        self.served = self.served + usize::from(share > 0.0) - usize::from(old_share > 0.0);
+        self.rated = self.rated + usize::from(rate > 0.0) - usize::from(old_rate > 0.0);
     }
 
     /// One scheduler step: build the view, decide, place, and set every job's rate.
@@ -703,18 +731,17 @@ impl Engine<'_, '_> {
                 self.idle[i] = true;
                 self.active_stale = true;
             }
+            if self.lazy {
+                // Nothing the policy reads changes between the job's own events.
+                continue;
+            }
             l.progress(now, &mut self.seconds);
-            // Its request is set on admission and at each phase change (complete_phases).
+            // Its request is set on admission and at each phase change (complete_phases), its
+            // running flag and threads when its allocation changes (Engine::show).
             p.cpu_time = (l.busy * NS) as Nanos;
-            p.running = l.ran_last;
             if l.reports && l.q_time > 0.0 && l.share > 0.0 {
                 p.speedup = Some(SpeedupReport { cpus: l.held(), speedup: l.q_work / l.q_time });
             }
-            p.threads = match l.kind {
-                Kind::Rigid(n) => Some(n),
-                Kind::Moldable => l.team,
-                Kind::Malleable | Kind::Evolving => l.first_run.map(|_| l.held()),
-            };
             l.q_work = 0.0;
             l.q_time = 0.0;
             if self.cfg.fast_forward && regular {
@@ -740,26 +767,16 @@ impl Engine<'_, '_> {
         }
         let (mut sig, mut held_sig) = (0, 0);
         self.apply_placed(&mut sig, &mut held_sig)?;
-        let mut progressing = false;
-        self.held = 0.0;
-        self.unserved = 0;
-        self.refresh_active();
-        self.unserved = self.live.len() - self.active.len();
-        for k in 0..self.active.len() {
-            let i = self.active[k];
-            let l = &mut self.live[i];
-            let before = l.done_at;
-            l.set_done_at(now);
-            progressing |= l.rate > 0.0;
-            self.held += l.share;
-            if l.share <= 0.0 {
-                self.unserved += 1;
-            }
-            if self.live[i].done_at != before {
-                self.push_end(i);
+        if !self.lazy {
+            // Every job progressed to now for the view: its end is computed from there (a job
+            // whose allocation changed was rescheduled when it was applied).
+            self.refresh_active();
+            for k in 0..self.active.len() {
+                self.reschedule(self.active[k]);
             }
         }
-        if !progressing && next_arrival.is_none() && self.queue.is_empty() && self.wake_at.is_none() {
+        self.unserved = self.live.len() - self.served;
+        if self.rated == 0 && next_arrival.is_none() && self.queue.is_empty() && self.wake_at.is_none() {
             self.idle_quanta += 1;
             if self.idle_quanta >= STARVED_QUANTA {
                 return Err(SimError::Starved { at: now as f64 / NS, jobs: self.live.len() });
@@ -932,6 +949,10 @@ impl Engine<'_, '_> {
     /// no reload), or stops.
     fn keep(&mut self, i: usize, running: bool, count: u32) {
         let l = &mut self.live[i];
+        if running == l.ran_last && (!running || count == l.held()) {
+            // Its allocation, and so its rate, stay as they are.
+            return;
+        }
         l.progress(self.now, &mut self.seconds);
         let changed = running != l.ran_last;
         if l.ran_last && !running {
@@ -946,7 +967,8 @@ impl Engine<'_, '_> {
         }
     }
 
-    /// Sets job `i`'s rate for `count` placed CPUs (its threads follow its kind).
+    /// Sets job `i`'s rate for `count` placed CPUs (its threads follow its kind), shows its
+    /// allocation in its program's view fields and reschedules its end.
     fn set_placed_rate(&mut self, i: usize, count: u32) {
         let l = &self.live[i];
         let threads = match l.kind {
@@ -955,6 +977,31 @@ impl Engine<'_, '_> {
             Kind::Malleable | Kind::Evolving => count,
         };
         self.set_rate(i, count as f64, threads as f64);
+        self.show(i);
+        self.reschedule(i);
+    }
+
+    /// Writes the view fields that change only with job `i`'s allocation: whether it runs, and
+    /// its threads (a rigid job's processes, a moldable job's team once formed, else its CPUs
+    /// once it has run).
+    fn show(&mut self, i: usize) {
+        let (p, l) = (&mut self.programs[i], &self.live[i]);
+        p.running = l.ran_last;
+        p.threads = match l.kind {
+            Kind::Rigid(n) => Some(n),
+            Kind::Moldable => l.team,
+            Kind::Malleable | Kind::Evolving => l.first_run.map(|_| l.held()),
+        };
+    }
+
+    /// Recomputes job `i`'s end from its progress and rate now, queueing it if it moved.
+    fn reschedule(&mut self, i: usize) {
+        let l = &mut self.live[i];
+        let before = l.done_at;
+        l.set_done_at(self.now);
+        if l.done_at != before {
+            self.push_end(i);
+        }
     }
 
     /// The period of the schedule since the last change, if it repeats. When the policy states

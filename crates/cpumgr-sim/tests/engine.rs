@@ -5,7 +5,7 @@ mod common;
 use common::run_workload;
 use cpumgr_core::trace::{Event, EventKind};
 use cpumgr_core::{policies, Decision, Kind, Policy, Rotation, Topology, View};
-use cpumgr_sim::generate::{Generator, Model};
+use cpumgr_sim::generate::{Generator, JobKind, Model};
 use cpumgr_sim::job::ltomcatv;
 use cpumgr_sim::{
     run, CostModel, JobRecord, JobSpec, Observer, Phase, RunSummary, SimConfig, SimError, SpeedupModel, Workload,
@@ -229,6 +229,9 @@ enum Disguise {
     Unstated,
     /// A fingerprint that changes with every program admitted.
     Restless,
+    /// Its own rotation, but that it reads the usage figures: the engine then brings every job
+    /// up to date at every quantum.
+    Watchful,
 }
 
 /// A policy as another, but for what it says of its rotation.
@@ -251,11 +254,16 @@ impl Policy for Disguised {
         self.0.preferred_mpl()
     }
 
+    fn reads_usage(&self) -> bool {
+        matches!(self.1, Disguise::Watchful) || self.0.reads_usage()
+    }
+
     fn rotation(&self, view: &View, max: u32) -> Option<Rotation> {
         let mut r = self.0.rotation(view, max)?;
         match self.1 {
             Disguise::Unstated => return None,
             Disguise::Restless => r.mix(view.programs.len() as u64),
+            Disguise::Watchful => {}
         }
         Some(r)
     }
@@ -277,6 +285,31 @@ fn same_records(what: &str, a: &[JobRecord], b: &[JobRecord]) {
     for (x, y) in a.iter().zip(b) {
         assert_eq!((x.id, x.moves), (y.id, y.moves), "{what}");
         assert!((x.turnaround - y.turnaround).abs() <= 1e-6 * y.turnaround, "{what}: {x:?} vs {y:?}");
+    }
+}
+
+#[test]
+fn jobs_brought_up_to_date_at_their_own_events_end_as_at_every_quantum() {
+    // Without fast-forward, a policy that reads no usage figures leaves each job's progress until
+    // its allocation or phase changes: one step over many quanta, where a policy that reads
+    // them (the disguise) moves every job every quantum. Same records, to rounding, and the same
+    // number of events, for malleable, moldable and rigid jobs under space- and time-sharing.
+    for (kind, policy) in [
+        (JobKind::Malleable, "equipartition"),
+        (JobKind::Moldable, "dss"),
+        (JobKind::Rigid, "fcfs"),
+        (JobKind::Malleable, "gang"),
+        (JobKind::Rigid, "vtq-dss"),
+    ] {
+        let mut g = Generator::new(Model::Poisson, 150, 32);
+        (g.mean_runtime, g.load, g.kind, g.max_size) = (3.7, 1.1, kind, 16);
+        let jobs: Vec<JobSpec> = g.iter().collect();
+        let build = || policies::build(policy).unwrap();
+        let (lazy, lj) = records(32, policy, build(), &jobs, false);
+        let (eager, ej) = records(32, policy, Box::new(Disguised(build(), Disguise::Watchful)), &jobs, false);
+        assert_eq!(lazy.events, eager.events, "{policy}");
+        assert!(lazy.makespan > 0.0 && (lazy.makespan - eager.makespan).abs() <= 1e-9 * eager.makespan, "{policy}");
+        same_records(policy, &lj, &ej);
     }
 }
 

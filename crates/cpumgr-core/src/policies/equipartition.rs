@@ -39,6 +39,10 @@ impl Policy for Equipartition {
         INFO.name
     }
 
+    fn reads_usage(&self) -> bool {
+        false
+    }
+
     fn decide(&mut self, view: &View, out: &mut Decision) {
         let left = reserve_rigid(view, out);
         let open: Vec<usize> =

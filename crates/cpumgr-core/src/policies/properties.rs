@@ -12,7 +12,9 @@
 //!   whose own partition rule is checked instead: nothing, or between `processes / mpl` and its
 //!   processes, and exactly `processes / mpl` for every running job while any job waits;
 //! - equal requests under `equipartition` get counts that differ by at most one CPU;
-//! - determinism: a second run from the same inputs decides exactly the same.
+//! - determinism: a second run from the same inputs decides exactly the same;
+//! - a policy that says it does not read usage figures ([`Policy::reads_usage`]) decides the same
+//!   when every program's CPU time and speedup report are scrambled before each quantum.
 //!
 //! Besides the defaults, a few policies run with non-default parameters ([`VARIANTS`]).
 
@@ -99,16 +101,17 @@ fn specs() -> impl Iterator<Item = &'static str> {
 }
 
 /// Runs `quanta` quanta of `spec` (built through the catalog, or as a concrete [`Pdpa`] so its
-/// states can be asked), checking the invariants; returns every quantum's sets.
-fn run(spec: &str, topology: &Topology, programs: Vec<Program>, quanta: u32) -> Result<Vec<Vec<CpuSet>>, TestCaseError> {
+/// states can be asked), checking the invariants; returns every quantum's sets. With `scramble`,
+/// the programs' usage figures are replaced with unrelated values before each decision.
+fn run(spec: &str, topology: &Topology, programs: Vec<Program>, quanta: u32, scramble: bool) -> Result<Vec<Vec<CpuSet>>, TestCaseError> {
     let parsed = PolicySpec::parse(spec).expect("test specs parse");
     if parsed.name == "pdpa" {
         let params = Params::new(super::pdpa::INFO.name, super::pdpa::INFO.params, &parsed.values).expect("known keys");
         let mut pdpa = Pdpa::new(&params).expect("valid values");
-        return run_policy(spec, &mut pdpa, |p, id| p.state(id) == Some(State::Test), topology, programs, quanta);
+        return run_policy(spec, &mut pdpa, |p, id| p.state(id) == Some(State::Test), topology, programs, quanta, scramble);
     }
     let mut policy = super::build(spec).expect("test specs build");
-    run_policy(spec, policy.as_mut(), |_, _| false, topology, programs, quanta)
+    run_policy(spec, policy.as_mut(), |_, _| false, topology, programs, quanta, scramble)
 }
 
 /// SCS's `mpl` parameter in `spec`, when `spec` is SCS.
@@ -126,6 +129,7 @@ fn run_policy<P: Policy + ?Sized>(
     topology: &Topology,
     mut programs: Vec<Program>,
     quanta: u32,
+    scramble: bool,
 ) -> Result<Vec<Vec<CpuSet>>, TestCaseError> {
     let managed = topology.cpus().clone();
     let cpus = managed.len() as u32;
@@ -139,6 +143,13 @@ fn run_policy<P: Policy + ?Sized>(
     let mut decision = Decision::default();
     let mut history = Vec::new();
     for q in 0..quanta {
+        if scramble {
+            for (k, p) in programs.iter_mut().enumerate() {
+                let x = (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ q as u64;
+                p.cpu_time = x % (1 << 40);
+                p.speedup = (!x.is_multiple_of(3)).then_some(SpeedupReport { cpus: (x % 64) as u32 + 1, speedup: (x % 1000) as f64 / 10.0 });
+            }
+        }
         let view = View { now: q as u64 * quantum, quantum, topology, cpus, programs: &programs };
         decision.reset(programs.len());
         policy.decide(&view, &mut decision);
@@ -207,9 +218,13 @@ fn run_policy<P: Policy + ?Sized>(
 fn check_every_spec(topology: &Topology, raw: &[(u8, u32, u32, u32, u8, f64)], quanta: u32) -> Result<(), TestCaseError> {
     let programs = build_programs(raw);
     for spec in specs() {
-        let first = run(spec, topology, programs.clone(), quanta)?;
-        let second = run(spec, topology, programs.clone(), quanta)?;
-        prop_assert_eq!(first, second, "{} is not deterministic", spec);
+        let first = run(spec, topology, programs.clone(), quanta, false)?;
+        let second = run(spec, topology, programs.clone(), quanta, false)?;
+        prop_assert_eq!(&first, &second, "{} is not deterministic", spec);
+        if !super::build(spec).expect("test specs build").reads_usage() {
+            let blind = run(spec, topology, programs.clone(), quanta, true)?;
+            prop_assert_eq!(&first, &blind, "{} says it does not read usage figures, but decides on them", spec);
+        }
     }
     Ok(())
 }
@@ -251,6 +266,6 @@ proptest! {
 fn the_property_loop_reaches_pdpa_probes() {
     let topology = Topology::flat(32);
     let programs = build_programs(&[(0, 6, 0, 0, 1, 0.85)]);
-    let history = run("pdpa", &topology, programs, 8).expect("invariants hold");
+    let history = run("pdpa", &topology, programs, 8, false).expect("invariants hold");
     assert!(history.iter().any(|sets| sets[0].len() > 6), "{history:?}");
 }

@@ -67,6 +67,10 @@ impl Policy for VtqDss {
         INFO.name
     }
 
+    fn reads_usage(&self) -> bool {
+        false
+    }
+
     fn on_exit(&mut self, id: ProgramId) {
         self.gang.remove(&id);
     }
