@@ -20,6 +20,21 @@ pub struct CpuSet {
     words: Vec<u64>,
 }
 
+/// The bits `first..end` of a bitset as (word index, mask) pairs, one per word they meet: what
+/// marks a run of CPUs (or positions) a word at a time.
+pub(crate) fn word_masks(first: u32, end: u32) -> impl Iterator<Item = (usize, u64)> {
+    let mut p = first;
+    std::iter::from_fn(move || {
+        if p >= end {
+            return None;
+        }
+        let w = p / 64;
+        let (lo, hi) = (p % 64, (end - w * 64).min(64));
+        p = w * 64 + hi;
+        Some((w as usize, (u64::MAX >> (64 - (hi - lo))) << lo))
+    })
+}
+
 /// The CPUs of a [`CpuSet`] in increasing order ([`CpuSet::iter`]): a word's bits, lowest first,
 /// then the next word's. The placer walks every placement's sets this way, so the step is a
 /// count of trailing zeros and a clear, with no per-CPU bookkeeping of nested iterators.
@@ -103,9 +118,15 @@ impl CpuSet {
         !was
     }
 
-    /// Adds every CPU in `lo..hi`.
+    /// Adds every CPU in `lo..hi`, a word at a time.
     pub fn insert_range(&mut self, lo: u32, hi: u32) {
-        self.extend(lo..hi);
+        if lo >= hi {
+            return;
+        }
+        self.grow_to(hi - 1);
+        for (w, mask) in word_masks(lo, hi) {
+            self.words[w] |= mask;
+        }
     }
 
     /// Removes `cpu`; returns whether it was present.

@@ -12,7 +12,7 @@
 //! Everything works on CPU *positions* (see [`crate::topology`]), where every domain is a
 //! contiguous range, so "free CPUs in my L3" is a scan of one range of a bitset.
 
-use crate::cpuset::CpuSet;
+use crate::cpuset::{word_masks, CpuSet};
 use crate::policy::Decision;
 use crate::program::Program;
 use crate::topology::{Level, Topology};
@@ -34,7 +34,7 @@ pub struct Placer {
     /// time (4x slower on 1024 CPUs and 1024 programs). A single CPU's own count is not kept.
     free_in: Vec<u32>,
     /// Per program, the positions it keeps or takes (scratch, cleared per placement).
-    kept: Vec<Vec<u32>>,
+    kept: Vec<Runs>,
     /// Per position, the id of the program a placement last gave it to ([`NOBODY`] if none
     /// since the last full placement): who holds a CPU that a changed program wants back. Only
     /// read for positions that are taken (a released one keeps its stale entry).
@@ -49,9 +49,32 @@ pub struct Placer {
 /// [`Placer::owner`] of a position nobody holds.
 const NOBODY: u64 = u64::MAX;
 
-/// The runs of consecutive positions in `positions`, as `first..end` spans, in order.
-fn runs(positions: &[u32]) -> impl Iterator<Item = (u32, u32)> + '_ {
-    positions.chunk_by(|a, b| *b == a + 1).map(|run| (run[0], run[run.len() - 1] + 1))
+/// Positions as runs `first..end`, in the order they were taken, and how many: a placement
+/// takes CPUs in runs of neighbours, and marks, records and writes them a run at a time.
+#[derive(Debug, Default, Clone)]
+struct Runs {
+    spans: Vec<(u32, u32)>,
+    len: usize,
+}
+
+impl Runs {
+    fn clear(&mut self) {
+        self.spans.clear();
+        self.len = 0;
+    }
+
+    /// Adds the positions `first..end`, joining the last run if it ends at `first`.
+    fn push(&mut self, first: u32, end: u32) {
+        match self.spans.last_mut() {
+            Some(last) if last.1 == first => last.1 = end,
+            _ => self.spans.push((first, end)),
+        }
+        self.len += (end - first) as usize;
+    }
+
+    fn first(&self) -> Option<u32> {
+        self.spans.first().map(|s| s.0)
+    }
 }
 
 /// Calls `f(first, end)` for each run of consecutive set bits of the bitset `words`, in order
@@ -269,7 +292,7 @@ impl Placer {
         sets: &mut [CpuSet],
     ) {
         if self.kept.len() < programs.len() {
-            self.kept.resize_with(programs.len(), Vec::new);
+            self.kept.resize_with(programs.len(), Runs::default);
         }
         // Keep: each program holds on to as many of its previous CPUs as it still gets, lowest
         // positions first so a shrinking program stays compact.
@@ -282,19 +305,12 @@ impl Placer {
             }
             let mut scratch = std::mem::take(&mut self.scratch);
             let mut kept = std::mem::take(&mut self.kept[i]);
-            // Taken from the map once chosen (distinct positions: choosing one does not change
-            // whether a later one is free).
-            'keep: for (k, &w) in topology.position_words(&prog.cpus, &mut scratch).iter().enumerate() {
-                let mut free = w & self.free[k];
-                while free != 0 {
-                    if kept.len() == count {
-                        break 'keep;
-                    }
-                    kept.push(k as u32 * 64 + free.trailing_zeros());
-                    free &= free - 1;
+            for (k, &w) in topology.position_words(&prog.cpus, &mut scratch).iter().enumerate() {
+                if kept.len == count {
+                    break;
                 }
+                self.take_word(topology, k, w & self.free[k], count - kept.len, &mut kept);
             }
-            self.set_all(topology, &kept, false);
             self.kept[i] = kept;
             self.scratch = scratch;
         }
@@ -303,19 +319,17 @@ impl Placer {
         // first (best fit packs big requests before small ones fragment the machine).
         let mut order = std::mem::take(&mut self.order);
         order.clear();
-        order.extend(which.clone().filter(|&i| self.kept[i].len() < want(decision, i) as usize));
-        order.sort_by_key(|&i| {
-            (self.kept[i].is_empty(), std::cmp::Reverse(want(decision, i) - self.kept[i].len() as u32), i)
-        });
+        order.extend(which.clone().filter(|&i| self.kept[i].len < want(decision, i) as usize));
+        order.sort_by_key(|&i| (self.kept[i].len == 0, std::cmp::Reverse(want(decision, i) as usize - self.kept[i].len), i));
         for &i in &order {
             let mut kept = std::mem::take(&mut self.kept[i]);
-            let mut need = want(decision, i) as usize - kept.len();
+            let mut need = want(decision, i) as usize - kept.len;
             let block = decision.allocations[i].block.max(1) as usize;
             if block > 1 {
                 need -= self.take_blocks(topology, block, need, &mut kept);
             }
             if need > 0 {
-                let anchor = kept.first().copied().or_else(|| self.best_fit(topology, need));
+                let anchor = kept.first().or_else(|| self.best_fit(topology, need));
                 if let Some(anchor) = anchor {
                     for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
                         let d = &topology.domains()[topology.domain_of(anchor, level)];
@@ -332,11 +346,10 @@ impl Placer {
         // Written into the sets' own storage: a placement allocates nothing once the sets have
         // grown to the machine.
         for i in which {
-            let kept = &self.kept[i];
             let set = &mut sets[i];
             set.clear();
-            set.extend(kept.iter().map(|&p| topology.cpu_at(p)));
-            for (first, end) in runs(kept) {
+            for &(first, end) in &self.kept[i].spans {
+                topology.insert_cpus_at(first, end, set);
                 self.owner[first as usize..end as usize].fill(programs[i].id.0);
             }
         }
@@ -368,53 +381,44 @@ impl Placer {
     }
 
     /// Takes up to `need` free CPUs with positions in `first..end`, lowest first.
-    fn take_range(&mut self, topology: &Topology, first: u32, end: u32, need: usize, into: &mut Vec<u32>) -> usize {
+    fn take_range(&mut self, topology: &Topology, first: u32, end: u32, need: usize, into: &mut Runs) -> usize {
         let mut taken = 0;
-        let mut p = first;
-        let start = into.len();
-        while p < end && taken < need {
-            let word = self.free[(p / 64) as usize] >> (p % 64);
-            if word == 0 {
-                p = (p / 64 + 1) * 64;
-                continue;
-            }
-            p += word.trailing_zeros();
-            if p >= end {
+        for (k, mask) in word_masks(first, end) {
+            if taken == need {
                 break;
             }
-            // Taken from the map at the end (the scan only reads bits ahead of those chosen).
-            into.push(p);
-            taken += 1;
-            p += 1;
+            taken += self.take_word(topology, k, self.free[k] & mask, need - taken, into);
         }
-        self.set_all(topology, &into[start..], false);
         taken
     }
 
-    /// Marks `positions`, every one of them in the other state now, free or taken, a run of
-    /// neighbours at a time ([`Placer::set_span`]).
-    fn set_all(&mut self, topology: &Topology, positions: &[u32], free: bool) {
-        for (first, end) in runs(positions) {
-            self.set_span(topology, first, end, free);
+    /// Takes the lowest `limit` (or fewer) of `bits`, free positions of word `k`, a run at a
+    /// time: into `into`, and out of the free map. Returns how many it took.
+    fn take_word(&mut self, topology: &Topology, k: usize, mut bits: u64, limit: usize, into: &mut Runs) -> usize {
+        let base = k as u32 * 64;
+        let mut taken = 0;
+        while bits != 0 && taken < limit {
+            let at = bits.trailing_zeros();
+            let len = (bits >> at).trailing_ones().min((limit - taken) as u32);
+            into.push(base + at, base + at + len);
+            self.set_span(topology, base + at, base + at + len, false);
+            taken += len as usize;
+            bits &= !(u64::MAX >> (64 - len) << at);
         }
+        taken
     }
 
     /// Marks the positions `first..end`, every one of them in the other state now, free or
     /// taken: the bits a word at a time, and each domain's count once per domain the span
     /// meets (a core, an L3, ...), where [`Placer::set_free`] costs five counter updates per CPU.
     fn set_span(&mut self, topology: &Topology, first: u32, end: u32, free: bool) {
-        let mut p = first;
-        while p < end {
-            let w = (p / 64) as usize;
-            let (lo, hi) = (p % 64, (end - w as u32 * 64).min(64));
-            let mask = (u64::MAX >> (64 - (hi - lo))) << lo;
+        for (w, mask) in word_masks(first, end) {
             debug_assert_eq!(self.free[w] & mask, if free { 0 } else { mask }, "positions {first}..{end} not all held");
             if free {
                 self.free[w] |= mask;
             } else {
                 self.free[w] &= !mask;
             }
-            p = w as u32 * 64 + hi;
         }
         let path = topology.domains_of(first);
         if topology.domains()[path[Level::Core.depth()] as usize].end >= end {
@@ -445,7 +449,7 @@ impl Placer {
 
     /// Takes whole free blocks of `block` positions aligned to multiples of `block`, up to `need`
     /// CPUs. Returns how many CPUs it took.
-    fn take_blocks(&mut self, topology: &Topology, block: usize, need: usize, into: &mut Vec<u32>) -> usize {
+    fn take_blocks(&mut self, topology: &Topology, block: usize, need: usize, into: &mut Runs) -> usize {
         let n = topology.num_cpus();
         let mut taken = 0;
         let mut start = 0;
@@ -701,8 +705,12 @@ mod tests {
             let set = CpuSet::parse(text).unwrap();
             let mut got = Vec::new();
             super::for_each_run(set.as_words(), |first, end| got.push((first, end)));
-            let positions: Vec<u32> = set.iter().collect();
-            assert_eq!(got, super::runs(&positions).collect::<Vec<_>>(), "{text}");
+            let mut runs = super::Runs::default();
+            for p in set.iter() {
+                runs.push(p, p + 1);
+            }
+            assert_eq!(got, runs.spans, "{text}");
+            assert_eq!(runs.len, set.len());
         }
     }
 
@@ -722,8 +730,11 @@ mod tests {
                 assert_eq!((&spans.free, &spans.free_in), (&one_by_one.free, &one_by_one.free_in), "{first}..{end}");
             }
         }
-        let spans: Vec<_> = runs(&[2, 3, 4, 7, 9, 10]).collect();
-        assert_eq!(spans, vec![(2, 5), (7, 8), (9, 11)]);
+        let mut runs = super::Runs::default();
+        for (first, end) in [(2, 4), (4, 5), (7, 8), (9, 10), (10, 11), (0, 1)] {
+            runs.push(first, end);
+        }
+        assert_eq!((runs.spans, runs.len), (vec![(2, 5), (7, 8), (9, 11), (0, 1)], 7), "neighbours join, in taking order");
     }
 
     #[test]

@@ -283,6 +283,16 @@ impl Topology {
         scratch
     }
 
+    /// Adds the CPUs at positions `first..end` to `into`: a word at a time where positions are
+    /// ids.
+    pub fn insert_cpus_at(&self, first: u32, end: u32, into: &mut CpuSet) {
+        if self.identity {
+            into.insert_range(first, end);
+        } else {
+            into.extend(self.order[first as usize..end as usize].iter().copied());
+        }
+    }
+
     /// The index of the domain of `level` that holds the CPU at `position`.
     pub fn domain_of(&self, position: u32, level: Level) -> usize {
         self.path[position as usize][level.depth()] as usize
