@@ -390,7 +390,9 @@ fn list_presets(as_json: bool) -> anyhow::Result<()> {
 /// `--bench`: the simulator's own speed.
 fn bench(args: &Args) -> anyhow::Result<()> {
     let specs = if args.policy.is_empty() {
-        policies::CATALOG.iter().map(|i| i.name.to_string()).collect()
+        // Static partitioning with its default two partitions cannot run a trace whose jobs span
+        // the machine (a processor set never runs a job wider than itself): one partition.
+        policies::CATALOG.iter().map(|i| if i.name == "static" { "static:parts=1".to_string() } else { i.name.to_string() }).collect()
     } else {
         split_policies(&args.policy)
     };
