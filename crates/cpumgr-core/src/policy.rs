@@ -137,6 +137,15 @@ pub trait Policy: Send {
         None
     }
 
+    /// Whether the policy's own state stood still at its last decision, so that its decisions
+    /// repeat for as long as the view does too. A policy whose state moves by itself (PDPA's
+    /// searches and its budget of probes) says no while it does: a schedule that repeats
+    /// meanwhile (probe, fall back, probe) is no promise that it goes on repeating, and the
+    /// simulator's fast-forward learns the schedule again once the policy has settled.
+    fn settled(&self) -> bool {
+        true
+    }
+
     /// The rotation this policy's decisions go round from its last decision on, while the view
     /// does not change (a time-sharing policy's rows or windows), if it knows it and it is at
     /// most `max` quanta long. A stated rotation lets the simulator trust a schedule that

@@ -109,7 +109,7 @@ impl Observer for () {}
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum SimError {
     /// The policy gives no job any CPU and nothing else can happen.
-    #[error("at t = {at:.3} s the policy gives none of the {jobs} waiting jobs a CPU and no job can arrive: the run would never end")]
+    #[error("at t = {at:.3} s the policy gives none of the {jobs} jobs in the system a CPU it can progress on and no job can arrive: the run would never end")]
     Starved {
         /// Simulated time, seconds.
         at: f64,
@@ -491,10 +491,15 @@ impl Engine<'_, '_> {
 
     /// Marks that something changed the schedule's inputs: the fast-forward starts over.
     fn changed(&mut self) {
+        self.forget_schedule();
+        self.idle_quanta = 0;
+    }
+
+    /// Drops what the fast-forward learnt of the schedule: it must be seen to repeat again.
+    fn forget_schedule(&mut self) {
         self.quiet = 0;
         self.sigs.clear();
         self.wake_sig = 0;
-        self.idle_quanta = 0;
     }
 
     /// Moves the clock to `t`, accounting the CPUs held and left idle meanwhile. Jobs are
@@ -776,10 +781,12 @@ impl Engine<'_, '_> {
             }
         }
         self.unserved = self.live.len() - self.served;
-        if self.rated == 0 && next_arrival.is_none() && self.queue.is_empty() && self.wake_at.is_none() {
+        // Nothing progresses and nothing can arrive or wake the policy: no job can end, so none
+        // queued behind the admission limit can be admitted either.
+        if self.rated == 0 && next_arrival.is_none() && self.wake_at.is_none() {
             self.idle_quanta += 1;
             if self.idle_quanta >= STARVED_QUANTA {
-                return Err(SimError::Starved { at: now as f64 / NS, jobs: self.live.len() });
+                return Err(SimError::Starved { at: now as f64 / NS, jobs: self.live.len() + self.queue.len() });
             }
         }
         if self.cfg.fast_forward {
@@ -1032,6 +1039,11 @@ impl Engine<'_, '_> {
         // every job's progress in it, go on.
         if std::mem::take(&mut self.admitted) && (rotation.is_none() || rotation != self.rotation) {
             self.changed();
+        }
+        // A policy whose own state moved (PDPA's searches and probes) makes no promise that what
+        // repeated so far goes on: only the schedule since it settled counts.
+        if !self.policy.settled() {
+            self.forget_schedule();
         }
         self.rotation = rotation;
         self.quiet += 1;

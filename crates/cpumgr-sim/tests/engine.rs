@@ -258,6 +258,10 @@ impl Policy for Disguised {
         matches!(self.1, Disguise::Watchful) || self.0.reads_usage()
     }
 
+    fn settled(&self) -> bool {
+        self.0.settled()
+    }
+
     fn rotation(&self, view: &View, max: u32) -> Option<Rotation> {
         let mut r = self.0.rotation(view, max)?;
         match self.1 {
@@ -439,6 +443,16 @@ fn a_starving_policy_is_an_error_not_a_hang() {
         let cfg = SimConfig { fast_forward: ff, ..SimConfig::default() };
         let e = run(&t, "nothing", Box::new(Nothing), jobs.clone(), &cfg, &mut ()).unwrap_err();
         assert!(matches!(e, SimError::Starved { jobs: 1, .. }), "{e}");
+    }
+    // The same with jobs queued behind the admission limit: none can be admitted, since none
+    // admitted can end (this ran to the horizon, a tick at a time, when the queue counted as
+    // something that could still happen).
+    let mut jobs = jobs;
+    jobs.push(JobSpec::malleable("b", 0, 4, 1.0, SpeedupModel::LINEAR));
+    for ff in [true, false] {
+        let cfg = SimConfig { fast_forward: ff, mpl: 1, ..SimConfig::default() };
+        let e = run(&t, "nothing", Box::new(Nothing), jobs.clone(), &cfg, &mut ()).unwrap_err();
+        assert!(matches!(e, SimError::Starved { jobs: 2, .. }), "{e}");
     }
 }
 

@@ -1,7 +1,9 @@
 //! Property: the fast-forward is an optimisation, never a model. On random small workloads
 //! (run times that are not whole quanta: an end on a quantum boundary legitimately moves by a
-//! quantum with a nanosecond of rounding), every time-shared and space-shared policy gives each
-//! job the record of a quantum-by-quantum run, and the run the same fragmentation.
+//! quantum with a nanosecond of rounding), every policy the simulator places (all but `os`) gives
+//! each job the record of a quantum-by-quantum run, and the run the same fragmentation. PDPA is
+//! in since it says when its searches settled ([`cpumgr_core::Policy::settled`]): before, its
+//! probe-and-fall-back pattern repeated three times and was jumped over past its last probe.
 
 mod common;
 
@@ -17,11 +19,13 @@ fn job() -> impl Strategy<Value = (f64, u32, f64, bool)> {
     (0.0..40.0f64, 1u32..=8, 0.05..30.0f64, any::<bool>())
 }
 
-const POLICIES: &[&str] =
-    &["gang", "gang:fill=false", "cs", "sw-dss", "ssw-dss", "vtq-dss", "vtq-dss:k=1.5", "omp-dss", "equipartition"];
+const POLICIES: &[&str] = &[
+    "gang", "gang:fill=false", "cs", "sw-dss", "ssw-dss", "vtq-dss", "vtq-dss:k=1.5", "omp-dss", "equipartition", "pdpa",
+    "dss", "cluster", "llpc", "scs", "fcfs", "burst", "static:parts=1",
+];
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     #[test]
     fn fast_forward_gives_the_quantum_by_quantum_records(

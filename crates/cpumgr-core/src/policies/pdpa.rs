@@ -52,7 +52,7 @@ pub enum State {
     Test,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 struct Search {
     state: State,
     alloc: u32,
@@ -75,6 +75,8 @@ pub struct Pdpa {
     min_eff: f64,
     tests: u32,
     programs: HashMap<ProgramId, Search>,
+    /// Whether the last decision left every search as it found it ([`Policy::settled`]).
+    settled: bool,
 }
 
 impl Search {
@@ -101,6 +103,7 @@ impl Pdpa {
             min_eff: p.float("min_eff")?,
             tests: p.u32("tests")?,
             programs: HashMap::new(),
+            settled: false,
         })
     }
 
@@ -136,15 +139,23 @@ impl Policy for Pdpa {
         self.programs.remove(&id);
     }
 
+    fn settled(&self) -> bool {
+        self.settled
+    }
+
     fn decide(&mut self, view: &View, out: &mut Decision) {
+        let searches = self.programs.len();
         self.programs.retain(|id, _| view.index_of(*id).is_some());
+        // A search started, ended, moved or probed at this decision: not settled.
+        let mut moved = self.programs.len() != searches;
         let left = reserve_rigid(view, out);
         let open: Vec<usize> = (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
         let mut desired = Vec::with_capacity(open.len());
         for &i in &open {
             let p = &view.programs[i];
             let (base, tests) = (self.base.max(1), self.tests);
-            let mut s = self.programs.remove(&p.id).unwrap_or(Search {
+            let found = self.programs.remove(&p.id);
+            let mut s = found.clone().unwrap_or(Search {
                 state: State::NoRef,
                 alloc: base,
                 good: base,
@@ -162,6 +173,7 @@ impl Policy for Pdpa {
                 s.rest = s.state == State::Stable && before != State::Stable;
             }
             desired.push(s.given(cap).min(view.cpus));
+            moved |= found.as_ref() != Some(&s);
             self.programs.insert(p.id, s);
         }
         let total: u64 = desired.iter().map(|&d| d as u64).sum();
@@ -177,6 +189,7 @@ impl Policy for Pdpa {
                     s.alloc = desired[k];
                     s.awaiting = true;
                     free -= 2;
+                    moved = true;
                 }
             }
             out.mpl_advice = Some((open.len() as u32 + free / self.base.max(1)).max(1));
@@ -193,6 +206,7 @@ impl Policy for Pdpa {
         for (&i, c) in open.iter().zip(counts) {
             out.give(i, c);
         }
+        self.settled = !moved;
     }
 }
 
@@ -203,10 +217,11 @@ mod tests {
     use crate::topology::Topology;
 
     /// Drives one program through `quanta` quanta on `cpus` CPUs with the default parameters;
-    /// after each quantum the program reports `curve(count)`. Returns (count, state) per quantum.
-    fn drive(cpus: u32, request: u32, curve: impl Fn(u32) -> f64, quanta: usize) -> Vec<(u32, State)> {
+    /// after each quantum the program reports `curve(count)`. Returns (count, state, whether the
+    /// policy says it settled) per quantum.
+    fn drive(cpus: u32, request: u32, curve: impl Fn(u32) -> f64, quanta: usize) -> Vec<(u32, State, bool)> {
         let t = Topology::flat(cpus);
-        let mut pdpa = Pdpa { base: 4, step: 2, min_eff: 0.7, tests: 3, programs: HashMap::new() };
+        let mut pdpa = Pdpa { base: 4, step: 2, min_eff: 0.7, tests: 3, programs: HashMap::new(), settled: false };
         let mut progs = vec![Program::new(1, "app", request)];
         let mut d = Decision::default();
         let mut out = Vec::new();
@@ -215,7 +230,7 @@ mod tests {
             d.reset(1);
             pdpa.decide(&view, &mut d);
             let count = d.allocations[0].count;
-            out.push((count, pdpa.state(ProgramId(1)).expect("tracked")));
+            out.push((count, pdpa.state(ProgramId(1)).expect("tracked"), pdpa.settled()));
             progs[0].speedup = Some(SpeedupReport { cpus: count, speedup: curve(count) });
         }
         out
@@ -234,6 +249,10 @@ mod tests {
         // base 4 → P_INC 6 → P_INC 8 → P_STABLE back to 6 → three P_TEST probes at 8 (CPUs are
         // free), each rejected, with a stable quantum between; then stable at 6 for good.
         assert_eq!(counts, vec![4, 6, 8, 6, 8, 6, 8, 6, 8, 6, 6]);
+        // Its decisions repeat (8, 6, 8, 6) while probes are left, but its state moves: it says
+        // it is settled only once its search stood still, after the last probe.
+        let settled: Vec<bool> = drive(16, 16, curve, 14).iter().map(|x| x.2).collect();
+        assert!(settled[..10].iter().all(|&s| !s) && settled[12..].iter().all(|&s| s), "{settled:?}");
         let states: Vec<State> = r.iter().map(|x| x.1).collect();
         assert_eq!(&states[..4], &[State::NoRef, State::Inc, State::Inc, State::Stable]);
         assert_eq!(states[4], State::Test, "stable at 6 with 10 CPUs free: probe 8");
@@ -252,7 +271,7 @@ mod tests {
         // follows one quantum later, up to `tests` (3) probes.
         assert_eq!(counts, vec![4, 6, 6, 6, 8, 6, 8, 6]);
         assert_eq!(r[4].1, State::Test, "the probe above the request is P_TEST's");
-        assert!(r.iter().all(|&(c, s)| c <= 6 || s == State::Test), "{r:?}");
+        assert!(r.iter().all(|&(c, s, _)| c <= 6 || s == State::Test), "{r:?}");
     }
 
     #[test]
@@ -260,7 +279,7 @@ mod tests {
         // ltomcatv (paper 000 §6.4): 1 CPU for an I/O phase, then 32 again. Once stable, the
         // program gets its stable size back as soon as it asks for 32 again, without a new search.
         let t = Topology::flat(64);
-        let mut pdpa = Pdpa { base: 4, step: 2, min_eff: 0.7, tests: 0, programs: HashMap::new() };
+        let mut pdpa = Pdpa { base: 4, step: 2, min_eff: 0.7, tests: 0, programs: HashMap::new(), settled: false };
         let mut progs = vec![Program::new(1, "ltomcatv", 32)];
         let curve = |c: u32| if c <= 8 { c as f64 * 0.9 } else { 6.5 };
         let mut d = Decision::default();
@@ -284,7 +303,7 @@ mod tests {
     fn a_search_capped_by_the_request_settles() {
         // step 2 from 5 overshoots a request of 6: the search holds at 6 and settles there.
         let t = Topology::flat(16);
-        let mut pdpa = Pdpa { base: 5, step: 2, min_eff: 0.7, tests: 0, programs: HashMap::new() };
+        let mut pdpa = Pdpa { base: 5, step: 2, min_eff: 0.7, tests: 0, programs: HashMap::new(), settled: false };
         let mut progs = vec![Program::new(1, "app", 6)];
         let mut d = Decision::default();
         for q in 0..5 {
