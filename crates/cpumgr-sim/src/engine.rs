@@ -23,7 +23,8 @@
 //! times over, with no event in between — the engine jumps over whole periods, adding each job's
 //! progress per period, up to just before the next completion or arrival, and then resumes
 //! quantum by quantum. This assumes a policy in a repeating schedule keeps repeating while nothing
-//! changes (true of every policy in the catalog once its state settles); set
+//! changes; a policy whose own state still moves says so ([`cpumgr_core::Policy::settled`]:
+//! PDPA while a search moves or probes), and only the schedule since it settled counts; set
 //! [`SimConfig::fast_forward`] to `false` for a quantum-by-quantum run. A policy's wake-ups
 //! between boundaries (VTQ-DSS's member expiries) count in the next boundary's signature, and a
 //! jump moves the pending wake-up and tells the policy ([`cpumgr_core::Policy::skip`]), so that
