@@ -103,15 +103,17 @@ pub trait Policy: Send {
     }
 
     /// Whether [`Policy::decide`] reads the programs' usage figures, [`Program::cpu_time`] and
-    /// [`Program::speedup`], which change every quantum a program runs. The live manager always
-    /// fills them in; the simulator leaves them as they were at a program's last change of
-    /// allocation or phase for a policy that does not read them, so that a quantum costs the
-    /// programs whose allocation changes, not every program. The default is the safe answer.
+    /// [`Program::speedup`], which change every quantum a program runs. A policy that reads them
+    /// must say so, as a time-sharing one says it time-shares: the live manager always fills them
+    /// in, but the simulator leaves them as they were at a program's last change of allocation
+    /// or phase for a policy that does not, so that a quantum costs the programs whose
+    /// allocation changes, not every program. Of the catalog only PDPA reads them; a property
+    /// test scrambles them and checks that every other policy decides the same.
     ///
     /// [`Program::cpu_time`]: crate::program::Program::cpu_time
     /// [`Program::speedup`]: crate::program::Program::speedup
     fn reads_usage(&self) -> bool {
-        true
+        false
     }
 
     /// Whether the policy leaves the machine unmanaged (the `os` baseline): every program runs

@@ -45,10 +45,6 @@ impl Policy for Burst {
         INFO.name
     }
 
-    fn reads_usage(&self) -> bool {
-        false
-    }
-
     fn decide(&mut self, view: &View, out: &mut Decision) {
         let left = reserve_rigid(view, out);
         let open: Vec<usize> = (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();

@@ -33,10 +33,6 @@ impl Policy for Cluster {
         INFO.name
     }
 
-    fn reads_usage(&self) -> bool {
-        false
-    }
-
     fn decide(&mut self, view: &View, out: &mut Decision) {
         let mut left = reserve_rigid(view, out);
         let mut open: Vec<usize> = (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();

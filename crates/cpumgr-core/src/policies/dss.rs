@@ -27,10 +27,6 @@ impl Policy for Dss {
         INFO.name
     }
 
-    fn reads_usage(&self) -> bool {
-        false
-    }
-
     fn decide(&mut self, view: &View, out: &mut Decision) {
         let all: Vec<usize> = (0..view.programs.len()).collect();
         dss_shares(view, &all, view.cpus, out);

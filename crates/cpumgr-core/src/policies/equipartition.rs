@@ -39,10 +39,6 @@ impl Policy for Equipartition {
         INFO.name
     }
 
-    fn reads_usage(&self) -> bool {
-        false
-    }
-
     fn decide(&mut self, view: &View, out: &mut Decision) {
         let left = reserve_rigid(view, out);
         let open: Vec<usize> =

@@ -35,10 +35,6 @@ impl Policy for Fcfs {
         INFO.name
     }
 
-    fn reads_usage(&self) -> bool {
-        false
-    }
-
     fn on_exit(&mut self, id: ProgramId) {
         self.started.remove(&id);
     }

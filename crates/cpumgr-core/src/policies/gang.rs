@@ -112,10 +112,6 @@ impl Policy for Gang {
         self.name
     }
 
-    fn reads_usage(&self) -> bool {
-        false
-    }
-
     fn decide(&mut self, view: &View, out: &mut Decision) {
         self.pack(view);
         let rows = &self.rows[..self.used];

@@ -70,10 +70,6 @@ impl Policy for Llpc {
         INFO.name
     }
 
-    fn reads_usage(&self) -> bool {
-        false
-    }
-
     fn on_exit(&mut self, id: ProgramId) {
         if let Ok(k) = self.teams.binary_search_by_key(&id, |t| t.0) {
             self.teams.remove(k);

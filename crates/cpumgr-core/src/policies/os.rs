@@ -27,10 +27,6 @@ impl Policy for Os {
         INFO.name
     }
 
-    fn reads_usage(&self) -> bool {
-        false
-    }
-
     fn decide(&mut self, view: &View, out: &mut Decision) {
         for (i, p) in view.programs.iter().enumerate() {
             out.give(i, p.threads.unwrap_or(p.wants()).max(1));

@@ -139,6 +139,11 @@ impl Policy for Pdpa {
         self.programs.remove(&id);
     }
 
+    /// Its searches move on the speedup reports.
+    fn reads_usage(&self) -> bool {
+        true
+    }
+
     fn settled(&self) -> bool {
         self.settled
     }

@@ -45,10 +45,6 @@ impl Policy for Scs {
         INFO.name
     }
 
-    fn reads_usage(&self) -> bool {
-        false
-    }
-
     fn on_exit(&mut self, id: ProgramId) {
         self.started.remove(&id);
     }

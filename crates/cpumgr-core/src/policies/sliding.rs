@@ -72,10 +72,6 @@ impl Policy for Sliding {
         self.name
     }
 
-    fn reads_usage(&self) -> bool {
-        false
-    }
-
     fn decide(&mut self, view: &View, out: &mut Decision) {
         let members = window(view, self.start, limit(self.k, view));
         if members.is_empty() {

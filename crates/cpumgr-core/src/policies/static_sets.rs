@@ -42,10 +42,6 @@ impl Policy for Static {
         INFO.name
     }
 
-    fn reads_usage(&self) -> bool {
-        false
-    }
-
     /// One program per partition: the others wait for one in arrival order, which is what a
     /// long-term scheduler admitting `parts` programs does (the programs that own partitions are
     /// always the earliest arrivals still running). In the simulator the backlog then waits in

@@ -67,10 +67,6 @@ impl Policy for VtqDss {
         INFO.name
     }
 
-    fn reads_usage(&self) -> bool {
-        false
-    }
-
     fn on_exit(&mut self, id: ProgramId) {
         self.gang.remove(&id);
     }
