@@ -1195,12 +1195,13 @@ fn view_of<'v>(topology: &'v Topology, cpus: u32, now: Nanos, quantum: Nanos, pr
 /// same sum whatever the order, and programs that do not run (a long backlog) cost nothing.
 /// Collisions only cost a missed skip.
 fn signature(id: ProgramId, count: u32, cpus: &CpuSet) -> u64 {
-    let mut h = 0x9e37_79b9_7f4a_7c15u64;
-    let mut mix = |x: u64| h = (h.rotate_left(5) ^ x).wrapping_mul(0x517c_c1b7_2722_0a95);
-    mix(id.0 ^ ((count as u64) << 32));
+    // The order-sensitive fold of a rotation's fingerprint, over the id, count and CPU words.
+    let mut fold = Rotation::new(0);
+    fold.mix(id.0 ^ ((count as u64) << 32));
     for w in cpus.as_words() {
-        mix(*w);
+        fold.mix(*w);
     }
+    let mut h = fold.fingerprint;
     // A full avalanche (MurmurHash3's finaliser) before summing: the multiply-xor steps alone
     // are nearly linear, and sums of them collide (two programs on complementary CPU sets
     // summed like two others on a different split).
