@@ -193,9 +193,6 @@ struct Live {
     /// Whether it reports speedups in its current phase (the job does, and the phase can use
     /// more than one CPU), kept beside the counters so that the tick does not read the phase.
     reports: bool,
-    /// Whether its program's view fields are up to date while it has never run (they cannot
-    /// change until it runs or changes phase, so the tick skips it: see [`Live::idle`]).
-    viewed: bool,
 }
 
 impl Snap {
@@ -237,12 +234,13 @@ impl Live {
         self.share as u32
     }
 
-    /// Whether it has never run and its view is current: nothing about it can change at a tick
-    /// unless the decision runs it. Its progress counters are all zero, so its history (for the
+    /// Whether it has never run and has work to do: nothing about it can change at a tick unless
+    /// the decision runs it (its view fields are written on admission and at phase changes, and
+    /// its usage figures are zero). Its progress counters are all zero, so its history (for the
     /// fast-forward) is a run of zero snapshots and need not be kept. A backlog of waiting jobs
     /// then costs the tick almost nothing.
     fn idle(&self) -> bool {
-        self.first_run.is_none() && self.viewed && self.remaining > 0.0
+        self.first_run.is_none() && self.remaining > 0.0
     }
 
     /// Its progress counters now and `p` ticks ago. A job that has not been seen for that long
@@ -334,6 +332,10 @@ struct Engine<'a, 'o> {
     /// Per job, [`Live::idle`], kept beside the boxes so that the tick's walks over a long
     /// backlog read one dense array.
     idle: Vec<bool>,
+    /// Per job, the CPUs it ran on in the last quantum (0 if it did not run), kept beside the
+    /// boxes: the tick's pass over the decision compares each count with it and reads nothing
+    /// else.
+    cpus_held: Vec<u32>,
     /// The indices of the jobs that are not idle, in order, when `active_stale` is false: the
     /// tick's walks go through these only, not through a long backlog's flags.
     active: Vec<usize>,
@@ -360,8 +362,9 @@ struct Engine<'a, 'o> {
     /// allocation changes, not every job; a job's progress over quanta of one allocation is
     /// added in one step instead of one per quantum (equal up to rounding).
     lazy: bool,
-    /// Finished jobs still in `live` (removed at the next tick).
-    dead: usize,
+    /// The indices of the finished jobs still in `live` (removed at the next tick), in the
+    /// order they finished.
+    dead: Vec<usize>,
     /// Phase ends, (time, job id): every alive job's `done_at` is here (pushed when it
     /// changes), beside entries that no longer apply, dropped when they reach the top.
     ends: BinaryHeap<Reverse<(Nanos, u64)>>,
@@ -423,6 +426,7 @@ pub fn run(
         programs: Vec::new(),
         live: Vec::new(),
         idle: Vec::new(),
+        cpus_held: Vec::new(),
         active: Vec::new(),
         active_stale: false,
         placer: Placer::new(),
@@ -435,7 +439,7 @@ pub fn run(
         rated: 0,
         unserved: 0,
         lazy,
-        dead: 0,
+        dead: Vec::new(),
         ends: BinaryHeap::new(),
         global_hist: VecDeque::new(),
         sigs: VecDeque::new(),
@@ -448,7 +452,7 @@ pub fn run(
     let mut pending = Pending::new(jobs);
     loop {
         let next_arrival = pending.next_arrival(e.now)?;
-        if e.live.len() == e.dead && e.queue.is_empty() {
+        if e.live.len() == e.dead.len() && e.queue.is_empty() {
             match next_arrival {
                 None => break,
                 // An empty machine: nothing happens until the first tick at or after the arrival.
@@ -464,7 +468,7 @@ pub fn run(
         if let Some(w) = e.wake_at {
             t = t.min(w);
         }
-        Tally::within_horizon(t, e.live.len() - e.dead + e.queue.len())?;
+        Tally::within_horizon(t, e.live.len() - e.dead.len() + e.queue.len())?;
         e.advance_to(t);
         e.complete_phases();
         while let Some(j) = pending.due(e.now) {
@@ -547,13 +551,9 @@ impl Engine<'_, '_> {
             }
             l.remaining = l.spec.phases[l.phase].work;
             l.reports = reports_in(&l.spec, l.phase);
-            l.viewed = false;
-            if self.idle[i] {
-                self.idle[i] = false;
-                self.active_stale = true;
-            }
             let after = l.spec.request_in(l.phase).now;
             let (share, threads) = (l.share, l.threads);
+            self.set_idle(i);
             self.set_rate(i, share, threads);
             self.live[i].set_done_at(now);
             self.push_end(i);
@@ -562,6 +562,15 @@ impl Engine<'_, '_> {
                 let id = self.programs[i].id;
                 self.emit(Some(id), EventKind::Request { now: after });
             }
+        }
+    }
+
+    /// Sets job `i`'s idle flag from its state ([`Live::idle`]).
+    fn set_idle(&mut self, i: usize) {
+        let idle = self.live[i].idle();
+        if idle != self.idle[i] {
+            self.idle[i] = idle;
+            self.active_stale = true;
         }
     }
 
@@ -596,18 +605,16 @@ impl Engine<'_, '_> {
 
     /// Removes finished jobs from the program list (keeping id order).
     fn compact(&mut self) {
-        if self.dead == 0 {
+        if self.dead.is_empty() {
             return;
         }
-        // `retain` moves each survivor once; jobs are boxed so a long backlog moves pointers.
-        let alive: Vec<bool> = self.live.iter().map(|l| l.alive).collect();
-        let mut keep = alive.iter();
-        self.programs.retain(|_| *keep.next().expect("parallel to live"));
-        let mut keep = alive.iter();
-        self.idle.retain(|_| *keep.next().expect("parallel to live"));
+        self.dead.sort_unstable();
+        remove_sorted(&mut self.programs, &self.dead);
+        remove_sorted(&mut self.live, &self.dead);
+        remove_sorted(&mut self.idle, &self.dead);
+        remove_sorted(&mut self.cpus_held, &self.dead);
         self.active_stale = true;
-        self.live.retain(|l| l.alive);
-        self.dead = 0;
+        self.dead.clear();
     }
 
     fn finish(&mut self, i: usize) {
@@ -620,7 +627,7 @@ impl Engine<'_, '_> {
         l.alive = false;
         l.ran_last = false;
         l.done_at = Nanos::MAX;
-        self.dead += 1;
+        self.dead.push(i);
         let (l, p) = (&mut self.live[i], &mut self.programs[i]);
         // The name goes back to the job, for its record: the program leaves at the next
         // compaction, and nothing reads a finished program's name.
@@ -653,7 +660,7 @@ impl Engine<'_, '_> {
             self.programs.push(p);
             self.unserved += 1;
             self.idle.push(false);
-            self.active_stale = true;
+            self.cpus_held.push(0);
             self.live.push(Box::new(Live {
                 spec,
                 alive: true,
@@ -679,14 +686,14 @@ impl Engine<'_, '_> {
                 sig: 0,
                 reports,
                 kind,
-                viewed: false,
             }));
-            self.show(self.live.len() - 1);
+            let i = self.live.len() - 1;
+            self.set_idle(i);
+            self.show(i);
             let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
             self.policy.on_arrival(&view, id);
             // A phase of no work ends at once.
             if remaining <= 0.0 {
-                let i = self.live.len() - 1;
                 self.live[i].done_at = self.now;
                 self.push_end(i);
             }
@@ -708,9 +715,35 @@ impl Engine<'_, '_> {
             0.0
         };
         let rate = l.rate;
+        self.cpus_held[i] = if l.ran_last { share as u32 } else { 0 };
         self.held += share - old_share;
         self.served = self.served + usize::from(share > 0.0) - usize::from(old_share > 0.0);
         self.rated = self.rated + usize::from(rate > 0.0) - usize::from(old_rate > 0.0);
+    }
+
+    /// Brings every job that is not idle up to now and writes its usage figures into its
+    /// program (CPU time, the speedup over the last quantum), and, at a quantum boundary with the
+    /// fast-forward on, takes its snapshot. Its request is set on admission and at each phase
+    /// change ([`Engine::complete_phases`]), its running flag and threads when its allocation
+    /// changes ([`Engine::show`]).
+    fn view_usage(&mut self, regular: bool) {
+        self.refresh_active();
+        for &i in &self.active {
+            let (p, l) = (&mut self.programs[i], &mut self.live[i]);
+            l.progress(self.now, &mut self.seconds);
+            p.cpu_time = (l.busy * NS) as Nanos;
+            if l.reports && l.q_time > 0.0 && l.share > 0.0 {
+                p.speedup = Some(SpeedupReport { cpus: l.held(), speedup: l.q_work / l.q_time });
+            }
+            l.q_work = 0.0;
+            l.q_time = 0.0;
+            if self.cfg.fast_forward && regular {
+                if l.hist.len() > MAX_PERIOD {
+                    l.hist.pop_front();
+                }
+                l.hist.push_back(l.snap());
+            }
+        }
     }
 
     /// One scheduler step: build the view, decide, place, and set every job's rate.
@@ -728,34 +761,10 @@ impl Engine<'_, '_> {
         self.compact();
         self.admit();
         let now = self.now;
-        // The view, as the live manager builds it.
-        self.refresh_active();
-        for &i in &self.active {
-            let (p, l) = (&mut self.programs[i], &mut self.live[i]);
-            l.viewed = true;
-            if l.idle() {
-                self.idle[i] = true;
-                self.active_stale = true;
-            }
-            if self.lazy {
-                // Nothing the policy reads changes between the job's own events.
-                continue;
-            }
-            l.progress(now, &mut self.seconds);
-            // Its request is set on admission and at each phase change (complete_phases), its
-            // running flag and threads when its allocation changes (Engine::show).
-            p.cpu_time = (l.busy * NS) as Nanos;
-            if l.reports && l.q_time > 0.0 && l.share > 0.0 {
-                p.speedup = Some(SpeedupReport { cpus: l.held(), speedup: l.q_work / l.q_time });
-            }
-            l.q_work = 0.0;
-            l.q_time = 0.0;
-            if self.cfg.fast_forward && regular {
-                if l.hist.len() > MAX_PERIOD {
-                    l.hist.pop_front();
-                }
-                l.hist.push_back(l.snap());
-            }
+        // The view, as the live manager builds it. When lazy, nothing the policy reads changes
+        // between a job's own events, which write it.
+        if !self.lazy {
+            self.view_usage(regular);
         }
         let n = self.programs.len();
         self.decision.reset(n);
@@ -814,36 +823,24 @@ impl Engine<'_, '_> {
     /// every program's set (running, or where a stopped one will resume).
     fn apply_placed(&mut self, sig: &mut u64, held_sig: &mut u64) -> Result<(), SimError> {
         // One pass over the decision: the programs whose count differs from what they hold, and
-        // whether every program given CPUs ran last quantum and holds exactly its count. A
-        // program that ran last quantum holds `share` CPUs (its set's size, not counted here: a
-        // set on a large machine is many words).
+        // whether every program given CPUs ran last quantum and holds exactly its count.
         let mut changed = std::mem::take(&mut self.changed_jobs);
         changed.clear();
         let mut holds = true;
-        for (i, a) in self.decision.allocations.iter().enumerate() {
+        for (i, (a, &held)) in self.decision.allocations.iter().zip(&self.cpus_held).enumerate() {
             let want = if a.running { a.count } else { 0 };
-            if want == 0 && self.idle[i] {
-                // Never ran and gets nothing: unchanged, read from the dense flags only (a
-                // backlog of waiting jobs costs no walk through their records).
-                continue;
-            }
-            let l = &self.live[i];
-            holds &= want == 0 || (l.ran_last && l.share == want as f64);
-            if want != if l.ran_last { l.held() } else { 0 } {
+            if want != held {
                 changed.push(i);
+                holds &= want == 0;
             }
         }
         if holds {
             // Every running program keeps the CPUs it holds: the placer would return them (its
             // first step keeps held CPUs, and nothing is left to grow), so it and its check are
-            // skipped, as in most quanta of a settled schedule. A running program ran last
-            // quantum, so it is not idle: the idle ones need nothing.
-            self.refresh_active();
-            for k in 0..self.active.len() {
-                let i = self.active[k];
-                let a = self.decision.allocations[i];
-                let count = if a.running { a.count } else { 0 };
-                self.keep(i, count > 0, count);
+            // skipped, as in most quanta of a settled schedule. What changes is only that the
+            // programs in `changed` stop (each got nothing and held CPUs).
+            for &i in &changed {
+                self.stop(i);
             }
         } else {
             for &i in &changed {
@@ -867,8 +864,8 @@ impl Engine<'_, '_> {
             }
         }
         self.changed_jobs = changed;
-        self.refresh_active();
         if self.cfg.fast_forward {
+            self.refresh_active();
             for &i in &self.active {
                 if self.live[i].ran_last {
                     *sig = sig.wrapping_add(self.live[i].sig);
@@ -953,25 +950,18 @@ impl Engine<'_, '_> {
         }
     }
 
-    /// Applies an unchanged placement to program `i`: it keeps its CPUs if `running` (no moves,
-    /// no reload), or stops.
-    fn keep(&mut self, i: usize, running: bool, count: u32) {
+    /// Stops program `i`, which ran last quantum and gets nothing now: it gives its CPUs back
+    /// (no placement needed, nobody else changes).
+    fn stop(&mut self, i: usize) {
         let l = &mut self.live[i];
-        if running == l.ran_last && (!running || count == l.held()) {
-            // Its allocation, and so its rate, stay as they are.
-            return;
-        }
+        debug_assert!(l.ran_last, "only a running program stops");
         l.progress(self.now, &mut self.seconds);
-        let changed = running != l.ran_last;
-        if l.ran_last && !running {
-            self.placer.release(self.topology, &self.programs[i].cpus);
-        }
-        let l = &mut self.live[i];
-        l.set_running(running);
-        self.set_placed_rate(i, count);
-        if changed && self.tally.trace {
+        self.placer.release(self.topology, &self.programs[i].cpus);
+        self.live[i].set_running(false);
+        self.set_placed_rate(i, 0);
+        if self.tally.trace {
             let id = self.programs[i].id;
-            self.emit(Some(id), EventKind::Allocate { count, cpus: CpuSet::new(), running });
+            self.emit(Some(id), EventKind::Allocate { count: 0, cpus: CpuSet::new(), running: false });
         }
     }
 
@@ -1149,6 +1139,35 @@ impl Engine<'_, '_> {
     }
 }
 
+/// Removes the elements at the indices `gone` (strictly increasing, all below `v.len()`) from
+/// `v`, keeping the others' order. The survivors between two removed elements move as one block
+/// (one `memmove` each): `retain` copies them one by one, and the program list's records are
+/// large, so compacting it at every tick with a few finished jobs cost three times as much.
+fn remove_sorted<T>(v: &mut Vec<T>, gone: &[usize]) {
+    let len = v.len();
+    assert!(gone.windows(2).all(|w| w[0] < w[1]) && gone.last().is_none_or(|&g| g < len), "indices not increasing or out of range");
+    let Some(&first) = gone.first() else { return };
+    let base = v.as_mut_ptr();
+    // SAFETY: every index in `gone` is in bounds and appears once (checked above), so each removed
+    // element is dropped exactly once, and each survivor above `first` is moved exactly once, to a
+    // lower index, by `ptr::copy` (overlap-safe). The length is zero meanwhile, so a panicking
+    // destructor leaks the rest instead of dropping a moved or dropped element again.
+    unsafe {
+        v.set_len(0);
+        for &g in gone {
+            std::ptr::drop_in_place(base.add(g));
+        }
+        let mut write = first;
+        for (k, &g) in gone.iter().enumerate() {
+            let next = gone.get(k + 1).copied().unwrap_or(len);
+            let n = next - g - 1;
+            std::ptr::copy(base.add(g + 1), base.add(write), n);
+            write += n;
+        }
+        v.set_len(write);
+    }
+}
+
 /// The run time of `spec` alone on a machine of `cpus` CPUs with its request.
 pub(crate) fn dedicated_time(cost: &CostModel, cpus: u32, spec: &JobSpec) -> f64 {
     spec.phases
@@ -1215,6 +1234,28 @@ fn signature(id: ProgramId, count: u32, cpus: &CpuSet) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn removing_sorted_indices_keeps_the_rest_in_order_and_drops_each_once() {
+        use std::rc::Rc;
+        for gone in [vec![], vec![0], vec![9], vec![0, 1, 2], vec![1, 4, 5, 8], vec![0, 9], (0..10).collect()] {
+            let items: Vec<Rc<u32>> = (0..10).map(Rc::new).collect();
+            let mut v = items.clone();
+            remove_sorted(&mut v, &gone);
+            let want: Vec<u32> = (0..10).filter(|x| !gone.contains(&(*x as usize))).collect();
+            assert_eq!(v.iter().map(|r| **r).collect::<Vec<_>>(), want, "{gone:?}");
+            for (i, r) in items.iter().enumerate() {
+                let held = if gone.contains(&i) { 1 } else { 2 };
+                assert_eq!(Rc::strong_count(r), held, "element {i} after removing {gone:?}");
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "not increasing")]
+    fn removing_unsorted_indices_is_refused() {
+        remove_sorted(&mut vec![1, 2, 3], &[1, 0]);
+    }
 
     #[test]
     fn ceil_nanos_is_the_cast_ceiling() {

@@ -11,6 +11,7 @@
 use super::{reserve_rigid, PolicyInfo};
 use crate::params::{ParamKind, ParamSpec};
 use crate::policy::{Decision, Policy, View};
+use crate::program::Program;
 
 /// The catalog entry.
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -41,32 +42,29 @@ impl Policy for Equipartition {
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
         let left = reserve_rigid(view, out);
-        let open: Vec<usize> =
-            (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
-        if open.is_empty() || left == 0 {
+        let open = |p: &&Program| p.kind.rigid_procs().is_none();
+        let n = view.programs.iter().filter(open).count();
+        if n == 0 || left == 0 {
             return;
         }
-        let wants: Vec<u32> = open.iter().map(|&i| view.programs[i].wants()).collect();
-        let counts = if self.redistribute { water_fill(left, &wants) } else { equal_share(left, &wants) };
-        for (&i, c) in open.iter().zip(counts) {
+        if self.redistribute {
+            let (index, wants): (Vec<usize>, Vec<u32>) =
+                view.programs.iter().enumerate().filter(|(_, p)| open(p)).map(|(i, p)| (i, p.wants())).unzip();
+            for (i, c) in index.into_iter().zip(water_fill(left, &wants)) {
+                out.give(i, c);
+            }
+            return;
+        }
+        // The paper's rule: `min(floor(P/N), want)` each; with more programs than CPUs, the first
+        // `P` get one. One pass, no allocation: it runs every quantum over every program.
+        let share = (left as usize / n).max(1) as u32;
+        let mut rest = left;
+        for (i, p) in view.programs.iter().enumerate().filter(|(_, p)| open(p)) {
+            let c = p.wants().min(share).min(rest);
+            rest -= c;
             out.give(i, c);
         }
     }
-}
-
-/// The paper's rule: `min(floor(P/N), want)` each; with more programs than CPUs, the first `P`
-/// get one.
-fn equal_share(cpus: u32, wants: &[u32]) -> Vec<u32> {
-    let share = (cpus as usize / wants.len()).max(1) as u32;
-    let mut left = cpus;
-    wants
-        .iter()
-        .map(|&w| {
-            let c = w.min(share).min(left);
-            left -= c;
-            c
-        })
-        .collect()
 }
 
 /// Max-min fair shares: raise every unsatisfied program by the same amount until CPUs or wants
