@@ -47,6 +47,7 @@ use crate::cost::CostModel;
 use crate::job::JobSpec;
 use crate::limits::HORIZON;
 use crate::metrics::{JobRecord, RunSummary};
+use crate::slots::{remove_sorted, Slots};
 use crate::tally::{Pending, Ran, Tally};
 
 const NS: f64 = 1e9;
@@ -325,15 +326,13 @@ struct Engine<'a, 'o> {
     limit: u32,
     queue: VecDeque<(ProgramId, JobSpec)>,
     programs: Vec<Program>,
-    // Boxed on purpose: removing finished jobs from a long backlog moves pointers, not records
-    // (inline records made static:parts=1 and fcfs on the Lublin trace 25 % slower).
-    #[allow(clippy::vec_box)]
-    live: Vec<Box<Live>>,
-    /// Per job, [`Live::idle`], kept beside the boxes so that the tick's walks over a long
+    /// Per program, its job (indexed like `programs`, stored in stable slots).
+    live: Slots<Live>,
+    /// Per job, [`Live::idle`], kept beside the records so that the tick's walks over a long
     /// backlog read one dense array.
     idle: Vec<bool>,
     /// Per job, the CPUs it ran on in the last quantum (0 if it did not run), kept beside the
-    /// boxes: the tick's pass over the decision compares each count with it and reads nothing
+    /// records: the tick's pass over the decision compares each count with it and reads nothing
     /// else.
     cpus_held: Vec<u32>,
     /// The indices of the jobs that are not idle, in order, when `active_stale` is false: the
@@ -344,6 +343,10 @@ struct Engine<'a, 'o> {
     placer: Placer,
     decision: Decision,
     sets: Vec<CpuSet>,
+    /// Empty CPU sets with room, from finished programs, for admitted ones: a set that has held
+    /// a placement has the words of its machine, and a program's first placement would allocate
+    /// them again.
+    spare_sets: Vec<CpuSet>,
     /// Scratch: the programs whose count changed at this tick.
     changed_jobs: Vec<usize>,
     /// The last span converted to seconds (for [`Live::progress`]).
@@ -424,7 +427,7 @@ pub fn run(
         limit: mpl,
         queue: VecDeque::new(),
         programs: Vec::new(),
-        live: Vec::new(),
+        live: Slots::default(),
         idle: Vec::new(),
         cpus_held: Vec::new(),
         active: Vec::new(),
@@ -432,6 +435,7 @@ pub fn run(
         placer: Placer::new(),
         decision: Decision::default(),
         sets: Vec::new(),
+        spare_sets: Vec::new(),
         changed_jobs: Vec::new(),
         seconds: Seconds::default(),
         held: 0.0,
@@ -609,8 +613,13 @@ impl Engine<'_, '_> {
             return;
         }
         self.dead.sort_unstable();
+        for &i in &self.dead {
+            let mut set = std::mem::take(&mut self.programs[i].cpus);
+            set.clear();
+            self.spare_sets.push(set);
+        }
         remove_sorted(&mut self.programs, &self.dead);
-        remove_sorted(&mut self.live, &self.dead);
+        self.live.remove_sorted(&self.dead);
         remove_sorted(&mut self.idle, &self.dead);
         remove_sorted(&mut self.cpus_held, &self.dead);
         self.active_stale = true;
@@ -654,6 +663,7 @@ impl Engine<'_, '_> {
             p.request = spec.request_in(0);
             p.weight = spec.weight;
             p.arrival = spec.arrival;
+            p.cpus = self.spare_sets.pop().unwrap_or_default();
             let remaining = spec.phases[0].work;
             let reports = reports_in(&spec, 0);
             let kind = spec.kind;
@@ -661,7 +671,7 @@ impl Engine<'_, '_> {
             self.unserved += 1;
             self.idle.push(false);
             self.cpus_held.push(0);
-            self.live.push(Box::new(Live {
+            self.live.push(Live {
                 spec,
                 alive: true,
                 at: self.now,
@@ -686,7 +696,7 @@ impl Engine<'_, '_> {
                 sig: 0,
                 reports,
                 kind,
-            }));
+            });
             let i = self.live.len() - 1;
             self.set_idle(i);
             self.show(i);
@@ -1139,35 +1149,6 @@ impl Engine<'_, '_> {
     }
 }
 
-/// Removes the elements at the indices `gone` (strictly increasing, all below `v.len()`) from
-/// `v`, keeping the others' order. The survivors between two removed elements move as one block
-/// (one `memmove` each): `retain` copies them one by one, and the program list's records are
-/// large, so compacting it at every tick with a few finished jobs cost three times as much.
-fn remove_sorted<T>(v: &mut Vec<T>, gone: &[usize]) {
-    let len = v.len();
-    assert!(gone.windows(2).all(|w| w[0] < w[1]) && gone.last().is_none_or(|&g| g < len), "indices not increasing or out of range");
-    let Some(&first) = gone.first() else { return };
-    let base = v.as_mut_ptr();
-    // SAFETY: every index in `gone` is in bounds and appears once (checked above), so each removed
-    // element is dropped exactly once, and each survivor above `first` is moved exactly once, to a
-    // lower index, by `ptr::copy` (overlap-safe). The length is zero meanwhile, so a panicking
-    // destructor leaks the rest instead of dropping a moved or dropped element again.
-    unsafe {
-        v.set_len(0);
-        for &g in gone {
-            std::ptr::drop_in_place(base.add(g));
-        }
-        let mut write = first;
-        for (k, &g) in gone.iter().enumerate() {
-            let next = gone.get(k + 1).copied().unwrap_or(len);
-            let n = next - g - 1;
-            std::ptr::copy(base.add(g + 1), base.add(write), n);
-            write += n;
-        }
-        v.set_len(write);
-    }
-}
-
 /// The run time of `spec` alone on a machine of `cpus` CPUs with its request.
 pub(crate) fn dedicated_time(cost: &CostModel, cpus: u32, spec: &JobSpec) -> f64 {
     spec.phases
@@ -1234,28 +1215,6 @@ fn signature(id: ProgramId, count: u32, cpus: &CpuSet) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn removing_sorted_indices_keeps_the_rest_in_order_and_drops_each_once() {
-        use std::rc::Rc;
-        for gone in [vec![], vec![0], vec![9], vec![0, 1, 2], vec![1, 4, 5, 8], vec![0, 9], (0..10).collect()] {
-            let items: Vec<Rc<u32>> = (0..10).map(Rc::new).collect();
-            let mut v = items.clone();
-            remove_sorted(&mut v, &gone);
-            let want: Vec<u32> = (0..10).filter(|x| !gone.contains(&(*x as usize))).collect();
-            assert_eq!(v.iter().map(|r| **r).collect::<Vec<_>>(), want, "{gone:?}");
-            for (i, r) in items.iter().enumerate() {
-                let held = if gone.contains(&i) { 1 } else { 2 };
-                assert_eq!(Rc::strong_count(r), held, "element {i} after removing {gone:?}");
-            }
-        }
-    }
-
-    #[test]
-    #[should_panic(expected = "not increasing")]
-    fn removing_unsorted_indices_is_refused() {
-        remove_sorted(&mut vec![1, 2, 3], &[1, 0]);
-    }
 
     #[test]
     fn ceil_nanos_is_the_cast_ceiling() {

@@ -26,6 +26,7 @@ pub mod limits;
 pub mod metrics;
 pub mod presets;
 mod sharing;
+mod slots;
 mod tally;
 pub mod speedup;
 pub mod swf;
