@@ -162,6 +162,8 @@ struct Snap {
 /// A job in the system.
 #[derive(Debug)]
 struct Live {
+    /// Its program's id (its record's slot is reused once it has left).
+    id: u64,
     spec: JobSpec,
     /// Whether it is still in the system (finished jobs leave at the next tick).
     alive: bool,
@@ -368,9 +370,10 @@ struct Engine<'a, 'o> {
     /// The indices of the finished jobs still in `live` (removed at the next tick), in the
     /// order they finished.
     dead: Vec<usize>,
-    /// Phase ends, (time, job id): every alive job's `done_at` is here (pushed when it
-    /// changes), beside entries that no longer apply, dropped when they reach the top.
-    ends: BinaryHeap<Reverse<(Nanos, u64)>>,
+    /// Phase ends, (time, job id, slot of its record): every alive job's `done_at` is here
+    /// (pushed when it changes; the slot finds its record without a search), beside entries that
+    /// no longer apply, dropped when they reach the top.
+    ends: BinaryHeap<Reverse<(Nanos, u64, u32)>>,
     global_hist: VecDeque<(f64, f64)>,
     /// Per quantum boundary since the last change, the signature of the running programs and
     /// that of every program's CPUs (running or last run: a stopped program's set is where it
@@ -530,15 +533,16 @@ impl Engine<'_, '_> {
 
     /// Moves every job whose phase ended to its next phase, or out of the system.
     fn complete_phases(&mut self) {
-        while let Some(&Reverse((t, id))) = self.ends.peek() {
-            if t > self.now {
+        while let Some(&Reverse(end)) = self.ends.peek() {
+            if end.0 > self.now {
                 break;
             }
             self.ends.pop();
-            let Ok(i) = self.programs.binary_search_by_key(&ProgramId(id), |p| p.id) else { continue };
-            if !self.live[i].alive || self.live[i].done_at != t {
+            if !self.applies(end) {
                 continue;
             }
+            let (_, id, _) = end;
+            let i = self.programs.binary_search_by_key(&ProgramId(id), |p| p.id).expect("an alive job is listed");
             self.changed();
             let now = self.now;
             let l = &mut self.live[i];
@@ -590,20 +594,26 @@ impl Engine<'_, '_> {
     /// The earliest phase end, dropping the heap's entries that no longer apply (so that the
     /// run does not stop at a time where nothing happens).
     fn next_end(&mut self) -> Nanos {
-        while let Some(&Reverse((t, id))) = self.ends.peek() {
-            let i = self.programs.binary_search_by_key(&ProgramId(id), |p| p.id);
-            if i.is_ok_and(|i| self.live[i].alive && self.live[i].done_at == t) {
-                return t;
+        while let Some(&Reverse(end)) = self.ends.peek() {
+            if self.applies(end) {
+                return end.0;
             }
             self.ends.pop();
         }
         Nanos::MAX
     }
 
+    /// Whether the phase end `(t, id, slot)` still applies: the record in the slot is that job's
+    /// (a slot is reused once its job has left), still in the system and due at `t`.
+    fn applies(&self, (t, id, slot): (Nanos, u64, u32)) -> bool {
+        let l = self.live.in_slot(slot);
+        l.id == id && l.alive && l.done_at == t
+    }
+
     fn push_end(&mut self, i: usize) {
         let d = self.live[i].done_at;
         if d != Nanos::MAX {
-            self.ends.push(Reverse((d, self.programs[i].id.0)));
+            self.ends.push(Reverse((d, self.programs[i].id.0, self.live.slot(i))));
         }
     }
 
@@ -672,6 +682,7 @@ impl Engine<'_, '_> {
             self.idle.push(false);
             self.cpus_held.push(0);
             self.live.push(Live {
+                id: id.0,
                 spec,
                 alive: true,
                 at: self.now,

@@ -48,6 +48,17 @@ impl<T> Slots<T> {
         self.order.push(slot);
     }
 
+    /// The slot of the record at position `i`: where [`Slots::in_slot`] finds it while it is
+    /// listed, whatever moves before it.
+    pub(crate) fn slot(&self, i: usize) -> u32 {
+        self.order[i]
+    }
+
+    /// The record in slot `slot` (a listed one, or one left over from a removed entry).
+    pub(crate) fn in_slot(&self, slot: u32) -> &T {
+        &self.records[slot as usize]
+    }
+
     /// Removes the entries at the positions `gone` (strictly increasing) from the list, keeping
     /// the others' order; their slots are reused by later [`Slots::push`]es.
     pub(crate) fn remove_sorted(&mut self, gone: &[usize]) {
@@ -138,6 +149,7 @@ mod tests {
         s.push(10);
         s.push(11);
         s.push(12);
+        assert_eq!(*s.in_slot(s.slot(4)), 10, "a slot finds its record");
         assert_eq!((0..s.len()).map(|i| s[i]).collect::<Vec<_>>(), vec![0, 2, 3, 5, 10, 11, 12]);
         assert_eq!(s.records.len(), 7, "two of the three pushes reused the removed slots");
         s[0] = 7;

@@ -399,8 +399,9 @@ fn bench(args: &Args) -> anyhow::Result<()> {
     let cfg = SimConfig { fast_forward: !args.no_fast_forward, ..SimConfig::default() };
     // 1. Events per second: many short jobs on a wide machine, every quantum simulated. A tick
     // is one event however many jobs it serves, so the line gives the mean number of jobs in the
-    // system too (Little's law: jobs x mean turnaround / makespan).
-    let mut g = Generator::new(Model::Poisson, 20_000, 1024);
+    // system too (Little's law: jobs x mean turnaround / makespan). 200 000 jobs: a run of a
+    // few tenths of a second, long enough to time on a shared machine.
+    let mut g = Generator::new(Model::Poisson, 200_000, 1024);
     g.mean_runtime = 2.0;
     g.max_size = 16;
     g.load = 0.8;
@@ -411,7 +412,7 @@ fn bench(args: &Args) -> anyhow::Result<()> {
     let s = run_one(&t, &w, "equipartition", &exact, &mut ())?;
     let cpu = cpu_seconds() - cpu;
     let population = s.jobs as f64 * s.mean_turnaround / s.makespan;
-    outln!("events: 20000 short jobs on 1024 CPUs ({population:.0} in the system on average), equipartition, every quantum: {} events in {:.3} s ({cpu:.3} s CPU) = {:.2} M events/s ({:.2} M per CPU second)", s.events, s.wall_seconds, s.events as f64 / s.wall_seconds / 1e6, s.events as f64 / cpu / 1e6);
+    outln!("events: 200000 short jobs on 1024 CPUs ({population:.0} in the system on average), equipartition, every quantum: {} events in {:.3} s ({cpu:.3} s CPU) = {:.2} M events/s ({:.2} M per CPU second)", s.events, s.wall_seconds, s.events as f64 / s.wall_seconds / 1e6, s.events as f64 / cpu / 1e6);
     // 2. The SWF trace (or, without it, a generated Lublin trace of the same size) under every
     // policy.
     let swf_path = args.swf.clone().unwrap_or_else(|| PathBuf::from("../shared/data/swf/lublin_256.swf"));
