@@ -18,6 +18,13 @@
 //! threads on every CPU, shared in proportion to its threads, and the run goes to a
 //! processor-sharing model with virtual clocks (`sharing.rs`).
 //!
+//! **Records.** The program list the policy sees is in id order and loses the finished programs
+//! at every tick, a stretch between two of them at a time (`slots::remove_sorted`); each
+//! program's job record stays in a stable slot (`slots::Slots`), found through the list
+//! and, from the heap of phase ends, through its slot number. What the tick's pass over the
+//! decision reads (the CPUs each job holds, whether it is idle) is kept in dense arrays beside
+//! the list.
+//!
 //! **Fast-forward.** Long traces span months at a 100 ms quantum. When the schedule repeats —
 //! the same decision (counts, running flags and CPU sets) with period `p ≤ 32` quanta, three
 //! times over, with no event in between — the engine jumps over whole periods, adding each job's
@@ -877,11 +884,16 @@ impl Engine<'_, '_> {
                 changed.clear();
                 changed.extend(0..self.programs.len());
             }
-            if self.cfg.check_placement {
-                self.check(only_changed, &changed)?;
+            if self.cfg.check_placement && !only_changed {
+                validate(&self.managed, &self.decision, &self.sets)
+                    .map_err(|error| SimError::Placement { at: self.now as f64 / NS, error })?;
             }
             for &i in &changed {
-                self.apply_one(i);
+                let placed = self.sets[i].len();
+                if self.cfg.check_placement && only_changed {
+                    self.check_size(i, placed)?;
+                }
+                self.apply_one(i, placed as u32);
             }
         }
         self.changed_jobs = changed;
@@ -897,32 +909,25 @@ impl Engine<'_, '_> {
         Ok(())
     }
 
-    /// Checks the new sets: the whole placement after a full one; after placing only the changed
-    /// programs, their sizes (the placer took their CPUs from the free map, which holds none of
-    /// the others').
-    fn check(&self, only_changed: bool, changed: &[usize]) -> Result<(), SimError> {
-        let at = self.now as f64 / NS;
-        if !only_changed {
-            return validate(&self.managed, &self.decision, &self.sets)
-                .map_err(|error| SimError::Placement { at, error });
-        }
-        for &i in changed {
-            let a = self.decision.allocations[i];
-            let count = if a.running { a.count } else { 0 };
-            let got = self.sets[i].len();
-            if got != count as usize {
-                return Err(SimError::Placement { at, error: PlacementError::WrongSize { program: i, count, got } });
-            }
+    /// Checks that program `i`'s new set, of `placed` CPUs, is as large as its count: after
+    /// placing only the changed programs, what remains to check (the placer took their CPUs from
+    /// the free map, which holds none of the others'; a full placement is checked whole).
+    fn check_size(&self, i: usize, placed: usize) -> Result<(), SimError> {
+        let a = self.decision.allocations[i];
+        let count = if a.running { a.count } else { 0 };
+        if placed != count as usize {
+            let error = PlacementError::WrongSize { program: i, count, got: placed };
+            return Err(SimError::Placement { at: self.now as f64 / NS, error });
         }
         Ok(())
     }
 
-    /// Applies program `i`'s new set (in `sets`) from the placer: moves and their reload, a
-    /// resumed program's stall, its rate, and the trace.
-    fn apply_one(&mut self, i: usize) {
+    /// Applies program `i`'s new set (in `sets`, `placed` CPUs) from the placer: moves and their
+    /// reload, a resumed program's stall, its rate, and the trace.
+    fn apply_one(&mut self, i: usize, placed: u32) {
         let a = self.decision.allocations[i];
-        let running = a.running && !self.sets[i].is_empty();
-        let count = if running { self.sets[i].len() as u32 } else { 0 };
+        let running = a.running && placed > 0;
+        let count = if running { placed } else { 0 };
         if !running && self.idle[i] {
             return;
         }

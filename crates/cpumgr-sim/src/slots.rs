@@ -137,7 +137,6 @@ mod tests {
         remove_sorted(&mut vec![1, 2, 3], &[1, 0]);
     }
 
-
     #[test]
     fn positions_follow_the_list_and_slots_are_reused() {
         let mut s = Slots::default();

@@ -3,6 +3,7 @@
 mod common;
 
 use common::run_workload;
+use cpumgr_core::placer::PlacementError;
 use cpumgr_core::trace::{Event, EventKind};
 use cpumgr_core::{policies, Decision, Kind, Policy, Rotation, Topology, View};
 use cpumgr_sim::generate::{Generator, JobKind, Model};
@@ -454,6 +455,38 @@ fn a_starving_policy_is_an_error_not_a_hang() {
         let e = run(&t, "nothing", Box::new(Nothing), jobs.clone(), &cfg, &mut ()).unwrap_err();
         assert!(matches!(e, SimError::Starved { jobs: 2, .. }), "{e}");
     }
+}
+
+/// A broken policy: gives every program every CPU of the machine.
+struct Greedy;
+
+impl Policy for Greedy {
+    fn name(&self) -> &'static str {
+        "greedy"
+    }
+
+    fn decide(&mut self, view: &View, out: &mut Decision) {
+        for i in 0..view.programs.len() {
+            out.give(i, view.cpus);
+        }
+    }
+}
+
+#[test]
+fn a_decision_beyond_the_machine_is_a_placement_error() {
+    let t = Topology::flat(4);
+    // Both at once: the first placement is a full one, checked whole.
+    let both = vec![JobSpec::malleable("a", 0, 4, 1.0, SpeedupModel::LINEAR), JobSpec::malleable("b", 0, 4, 1.0, SpeedupModel::LINEAR)];
+    let e = run(&t, "greedy", Box::new(Greedy), both, &SimConfig::default(), &mut ()).unwrap_err();
+    assert!(matches!(e, SimError::Placement { error: PlacementError::Oversubscribed { total: 8, managed: 4 }, .. }), "{e}");
+    // The second a quantum later: only it is placed, and comes out short of its count.
+    let later = vec![JobSpec::malleable("a", 0, 4, 10.0, SpeedupModel::LINEAR), JobSpec::malleable("b", 150_000_000, 4, 1.0, SpeedupModel::LINEAR)];
+    let e = run(&t, "greedy", Box::new(Greedy), later, &SimConfig::default(), &mut ()).unwrap_err();
+    assert!(matches!(e, SimError::Placement { error: PlacementError::WrongSize { program: 1, count: 4, got: 0 }, .. }), "{e}");
+    // Unchecked, the run goes on (the second program waits for CPUs the placer cannot give).
+    let cfg = SimConfig { check_placement: false, ..SimConfig::default() };
+    let later = vec![JobSpec::malleable("a", 0, 4, 10.0, SpeedupModel::LINEAR), JobSpec::malleable("b", 150_000_000, 4, 1.0, SpeedupModel::LINEAR)];
+    assert_eq!(run(&t, "greedy", Box::new(Greedy), later, &cfg, &mut ()).unwrap().jobs, 2);
 }
 
 #[test]
