@@ -383,26 +383,11 @@ impl Placer {
     /// Takes up to `need` free CPUs with positions in `first..end`, lowest first.
     fn take_range(&mut self, topology: &Topology, first: u32, end: u32, need: usize, into: &mut Runs) -> usize {
         let mut taken = 0;
-        if need == 0 || first >= end {
-            return 0;
-        }
-        // A plain walk over the words (most of a busy machine's are full): only the first and
-        // last are masked.
-        let (lo, hi) = ((first / 64) as usize, ((end - 1) / 64) as usize);
-        for k in lo..=hi {
-            let mut bits = self.free[k];
-            if k == lo {
-                bits &= u64::MAX << (first % 64);
+        for (k, mask) in word_masks(first, end) {
+            if taken == need {
+                break;
             }
-            if k == hi {
-                bits &= u64::MAX >> (63 - (end - 1) % 64);
-            }
-            if bits != 0 {
-                taken += self.take_word(topology, k, bits, need - taken, into);
-                if taken == need {
-                    break;
-                }
-            }
+            taken += self.take_word(topology, k, self.free[k] & mask, need - taken, into);
         }
         taken
     }
