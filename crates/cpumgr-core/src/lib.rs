@@ -8,6 +8,7 @@
 #![warn(missing_docs)]
 
 pub mod cpuset;
+mod free_map;
 pub mod params;
 pub mod placer;
 pub mod policies;

@@ -13,6 +13,7 @@
 //! contiguous range, so "free CPUs in my L3" is a scan of one range of a bitset.
 
 use crate::cpuset::{word_masks, CpuSet};
+use crate::free_map::FreeMap;
 use crate::policy::Decision;
 use crate::program::Program;
 use crate::topology::{Level, Topology};
@@ -26,8 +27,8 @@ use crate::topology::{Level, Topology};
 /// then follows the changed programs, not the machine or every program.
 #[derive(Debug, Default)]
 pub struct Placer {
-    /// Per position, whether it is free (one bit each).
-    free: Vec<u64>,
+    /// The free positions.
+    free: FreeMap,
     /// Per domain, its free CPUs: best fit reads them for every domain of a level, once per
     /// program it grows, so they are kept up to date as CPUs are taken and freed (five counters,
     /// the core's and those above it, found with one lookup) rather than counted from `free` each
@@ -170,17 +171,12 @@ impl Placer {
         sets: &mut Vec<CpuSet>,
     ) {
         let n = topology.num_cpus();
-        self.free.clear();
-        self.free.resize(n.div_ceil(64), 0);
+        // Every CPU is managed (the usual case): every position is free, with no walk over the
+        // CPUs.
+        let all = managed == topology.cpus();
+        self.free.reset(n, all);
         self.free_in.clear();
-        if managed == topology.cpus() {
-            // Every CPU is managed (the usual case): every position is free, with no walk over
-            // the CPUs.
-            let full = n / 64;
-            self.free[..full].fill(u64::MAX);
-            if !n.is_multiple_of(64) {
-                self.free[full] = (1u64 << (n % 64)) - 1;
-            }
+        if all {
             self.free_in.extend(topology.domains().iter().map(|d| d.end - d.first));
         } else {
             self.free_in.resize(topology.domains().len(), 0);
@@ -239,7 +235,7 @@ impl Placer {
             let words = topology.position_words(&programs[i].cpus, &mut scratch);
             let mut last = NOBODY;
             for (k, &w) in words.iter().enumerate() {
-                let mut taken = w & !self.free[k];
+                let mut taken = w & !self.free.word(k);
                 while taken != 0 {
                     let owner = self.owner[k * 64 + taken.trailing_zeros() as usize];
                     taken &= taken - 1;
@@ -309,7 +305,7 @@ impl Placer {
                 if kept.len == count {
                     break;
                 }
-                self.take_word(topology, k, w & self.free[k], count - kept.len, &mut kept);
+                self.take_word(topology, k, w & self.free.word(k), count - kept.len, &mut kept);
             }
             self.kept[i] = kept;
             self.scratch = scratch;
@@ -355,21 +351,11 @@ impl Placer {
         }
     }
 
-    fn is_free(&self, p: u32) -> bool {
-        self.free[(p / 64) as usize] & (1 << (p % 64)) != 0
-    }
-
     fn set_free(&mut self, topology: &Topology, p: u32, free: bool) {
-        let bit = 1u64 << (p % 64);
-        let word = &mut self.free[(p / 64) as usize];
-        if (*word & bit != 0) == free {
+        if self.free.is_free(p) == free {
             return;
         }
-        if free {
-            *word |= bit;
-        } else {
-            *word &= !bit;
-        }
+        self.free.set((p / 64) as usize, 1 << (p % 64), free);
         // Best fit reads the counts of cores and the levels above, never of single CPUs.
         for &d in &topology.domains_of(p)[..Level::Cpu.depth()] {
             if free {
@@ -383,11 +369,14 @@ impl Placer {
     /// Takes up to `need` free CPUs with positions in `first..end`, lowest first.
     fn take_range(&mut self, topology: &Topology, first: u32, end: u32, need: usize, into: &mut Runs) -> usize {
         let mut taken = 0;
-        for (k, mask) in word_masks(first, end) {
-            if taken == need {
-                break;
-            }
-            taken += self.take_word(topology, k, self.free[k] & mask, need - taken, into);
+        // The words with a free position only.
+        let (mut k, last) = ((first / 64) as usize, end.div_ceil(64) as usize);
+        while taken < need {
+            let Some(w) = self.free.next_nonempty(k, last) else { break };
+            let (lo, hi) = (first.max(w as u32 * 64), end.min(w as u32 * 64 + 64));
+            let (_, mask) = word_masks(lo, hi).next().expect("a word of the range");
+            taken += self.take_word(topology, w, self.free.word(w) & mask, need - taken, into);
+            k = w + 1;
         }
         taken
     }
@@ -413,12 +402,8 @@ impl Placer {
     /// meets (a core, an L3, ...), where [`Placer::set_free`] costs five counter updates per CPU.
     fn set_span(&mut self, topology: &Topology, first: u32, end: u32, free: bool) {
         for (w, mask) in word_masks(first, end) {
-            debug_assert_eq!(self.free[w] & mask, if free { 0 } else { mask }, "positions {first}..{end} not all held");
-            if free {
-                self.free[w] |= mask;
-            } else {
-                self.free[w] &= !mask;
-            }
+            debug_assert_eq!(self.free.word(w) & mask, if free { 0 } else { mask }, "positions {first}..{end} not all held");
+            self.free.set(w, mask, free);
         }
         let path = topology.domains_of(first);
         if topology.domains()[path[Level::Core.depth()] as usize].end >= end {
@@ -454,7 +439,7 @@ impl Placer {
         let mut taken = 0;
         let mut start = 0;
         while start + block <= n && need - taken >= block {
-            if (start..start + block).all(|p| self.is_free(p as u32)) {
+            if (start..start + block).all(|p| self.free.is_free(p as u32)) {
                 taken += self.take_range(topology, start as u32, (start + block) as u32, block, into);
             }
             start += block;
@@ -478,24 +463,10 @@ impl Placer {
             }
             if let Some((_, d)) = best {
                 let dom = &topology.domains()[d as usize];
-                return self.first_free(dom.first, dom.end);
+                return self.free.first_free(dom.first, dom.end);
             }
         }
-        self.first_free(0, topology.num_cpus() as u32)
-    }
-
-    /// The lowest free position in `first..end`, a word at a time.
-    fn first_free(&self, first: u32, end: u32) -> Option<u32> {
-        let mut p = first;
-        while p < end {
-            let word = self.free[(p / 64) as usize] >> (p % 64);
-            if word != 0 {
-                let q = p + word.trailing_zeros();
-                return (q < end).then_some(q);
-            }
-            p = (p / 64 + 1) * 64;
-        }
-        None
+        self.free.first_free(0, topology.num_cpus() as u32)
     }
 }
 
