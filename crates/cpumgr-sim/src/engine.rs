@@ -356,6 +356,9 @@ struct Engine<'a, 'o> {
     /// a placement has the words of its machine, and a program's first placement would allocate
     /// them again.
     spare_sets: Vec<CpuSet>,
+    /// One past the highest managed CPU: the room a new CPU set is made with, so that filling it
+    /// never reallocates.
+    room: u32,
     /// Scratch: the programs whose count changed at this tick.
     changed_jobs: Vec<usize>,
     /// The last span converted to seconds (for [`Live::progress`]).
@@ -446,6 +449,7 @@ pub fn run(
         decision: Decision::default(),
         sets: Vec::new(),
         spare_sets: Vec::new(),
+        room: topology.cpus().last().map_or(0, |c| c + 1),
         changed_jobs: Vec::new(),
         seconds: Seconds::default(),
         held: 0.0,
@@ -485,11 +489,11 @@ pub fn run(
         Tally::within_horizon(t, e.live.len() - e.dead.len() + e.queue.len())?;
         e.advance_to(t);
         e.complete_phases();
-        while let Some(j) = pending.due(e.now) {
+        while let Some(mut j) = pending.due(e.now) {
             // Nothing the policy sees changes until the job is admitted (which starts the
             // fast-forward over): an arrival that waits for a place does not, unless it is the
             // first job to wait (idle CPUs then count as fragmentation).
-            let (id, j) = e.tally.arrive(j, e.now)?;
+            let id = e.tally.arrive(&mut j, e.now)?;
             if !e.waiting() {
                 e.changed();
             }
@@ -548,8 +552,8 @@ impl Engine<'_, '_> {
             if !self.applies(end) {
                 continue;
             }
-            let (_, id, _) = end;
-            let i = self.programs.binary_search_by_key(&ProgramId(id), |p| p.id).expect("an alive job is listed");
+            // An alive job's record is listed.
+            let i = self.live.position(end.2);
             self.changed();
             let now = self.now;
             let l = &mut self.live[i];
@@ -680,7 +684,7 @@ impl Engine<'_, '_> {
             p.request = spec.request_in(0);
             p.weight = spec.weight;
             p.arrival = spec.arrival;
-            p.cpus = self.spare_sets.pop().unwrap_or_default();
+            p.cpus = self.spare_sets.pop().unwrap_or_else(|| CpuSet::with_room(self.room));
             let remaining = spec.phases[0].work;
             let reports = reports_in(&spec, 0);
             let kind = spec.kind;
@@ -876,7 +880,8 @@ impl Engine<'_, '_> {
                     self.placer.release(self.topology, &self.programs[i].cpus);
                 }
             }
-            self.sets.resize(self.programs.len(), CpuSet::new());
+            let room = self.room;
+            self.sets.resize_with(self.programs.len(), || CpuSet::with_room(room));
             let only_changed =
                 self.placer.place_changed(self.topology, &self.programs, &self.decision, &mut changed, &mut self.sets);
             if !only_changed {

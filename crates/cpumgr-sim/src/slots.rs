@@ -16,13 +16,16 @@ pub(crate) struct Slots<T> {
     records: Vec<T>,
     /// Per position in the list, the slot of its record.
     order: Vec<u32>,
+    /// Per slot, the position of its record in the list (the inverse of `order`; stale for
+    /// free slots).
+    position: Vec<u32>,
     /// Slots whose records were removed, to be written again.
     free: Vec<u32>,
 }
 
 impl<T> Default for Slots<T> {
     fn default() -> Self {
-        Slots { records: Vec::new(), order: Vec::new(), free: Vec::new() }
+        Slots { records: Vec::new(), order: Vec::new(), position: Vec::new(), free: Vec::new() }
     }
 }
 
@@ -42,9 +45,11 @@ impl<T> Slots<T> {
             }
             None => {
                 self.records.push(record);
+                self.position.push(0);
                 u32::try_from(self.records.len() - 1).expect("fewer than 2^32 records at once")
             }
         };
+        self.position[slot as usize] = self.order.len() as u32;
         self.order.push(slot);
     }
 
@@ -52,6 +57,12 @@ impl<T> Slots<T> {
     /// listed, whatever moves before it.
     pub(crate) fn slot(&self, i: usize) -> u32 {
         self.order[i]
+    }
+
+    /// The position in the list of the record in slot `slot`, which must be listed: what finds
+    /// a record's place from its slot without a search.
+    pub(crate) fn position(&self, slot: u32) -> usize {
+        self.position[slot as usize] as usize
     }
 
     /// The record in slot `slot` (a listed one, or one left over from a removed entry).
@@ -64,6 +75,11 @@ impl<T> Slots<T> {
     pub(crate) fn remove_sorted(&mut self, gone: &[usize]) {
         self.free.extend(gone.iter().map(|&i| self.order[i]));
         remove_sorted(&mut self.order, gone);
+        // The entries from the first removed one on moved down.
+        let first = gone.first().copied().unwrap_or(self.order.len());
+        for (k, &slot) in self.order.iter().enumerate().skip(first) {
+            self.position[slot as usize] = k as u32;
+        }
     }
 }
 
@@ -149,6 +165,7 @@ mod tests {
         s.push(11);
         s.push(12);
         assert_eq!(*s.in_slot(s.slot(4)), 10, "a slot finds its record");
+        assert!((0..s.len()).all(|i| s.position(s.slot(i)) == i), "and its position");
         assert_eq!((0..s.len()).map(|i| s[i]).collect::<Vec<_>>(), vec![0, 2, 3, 5, 10, 11, 12]);
         assert_eq!(s.records.len(), 7, "two of the three pushes reused the removed slots");
         s[0] = 7;

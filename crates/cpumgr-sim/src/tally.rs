@@ -137,8 +137,9 @@ impl<'o> Tally<'o> {
     }
 
     /// Takes in a job arriving at `now` (its arrival moved up to now if it was listed late),
-    /// after checking it fits the machine: numbers it, counts the event and traces it.
-    pub fn arrive(&mut self, mut j: JobSpec, now: Nanos) -> Result<(ProgramId, JobSpec), SimError> {
+    /// after checking it fits the machine: numbers it, counts the event and traces it. Returns its
+    /// id (the job is changed in place: it is large, and moved once, into its queue).
+    pub fn arrive(&mut self, j: &mut JobSpec, now: Nanos) -> Result<ProgramId, SimError> {
         j.check(self.cpus).map_err(|(field, message)| SimError::Job { name: j.name.clone(), field, message })?;
         j.arrival = j.arrival.max(now);
         self.first_arrival.get_or_insert(j.arrival);
@@ -149,7 +150,7 @@ impl<'o> Tally<'o> {
             let kind = EventKind::Arrive { name: j.name.clone(), request: j.request_in(0).now };
             self.emit(now, Some(id), kind);
         }
-        Ok((id, j))
+        Ok(id)
     }
 
     /// Job `id` (`spec`, arrived at `arrival`) ended at `end` having received `ran`: traces its

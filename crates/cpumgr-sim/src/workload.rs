@@ -72,6 +72,9 @@ impl Workload {
         let listed = self.jobs.iter().cloned();
         match &self.generator {
             None => Box::new(listed),
+            // Without listed jobs there is nothing to merge: each generated job would pass
+            // through the merge's look-ahead (a move of every job) for nothing.
+            Some(g) if self.jobs.is_empty() => Box::new(g.iter()),
             Some(g) => Box::new(Merge { a: listed.peekable(), b: g.iter().peekable() }),
         }
     }
@@ -307,7 +310,7 @@ fn job_of(e: &JobEntry) -> Result<JobSpec, (&'static str, String)> {
     };
     Ok(JobSpec {
         name: e.name.clone(),
-        class: e.class.clone().unwrap_or_else(|| e.name.clone()),
+        class: e.class.as_deref().unwrap_or(&e.name).into(),
         arrival,
         kind: if e.pattern.is_some() && e.kind.is_none() { Kind::Evolving } else { kind },
         request,
