@@ -18,6 +18,8 @@
 //! run time. Jobs are produced lazily, in arrival order: a million-job run holds only the jobs in
 //! the system.
 
+use std::sync::Arc;
+
 use cpumgr_core::{Kind, Nanos};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -58,7 +60,7 @@ impl JobKind {
     }
 
     /// A job of `size` CPUs that runs `runtime` seconds alone on them.
-    pub fn job(self, name: String, class: String, arrival: Nanos, size: u32, runtime: f64, speedup: &SpeedupModel) -> JobSpec {
+    pub fn job(self, name: String, class: Arc<str>, arrival: Nanos, size: u32, runtime: f64, speedup: &SpeedupModel) -> JobSpec {
         let size = size.max(1);
         let work = runtime * speedup.speedup(size as f64);
         let kind = match self {
@@ -132,7 +134,8 @@ impl Generator {
             s as f64 * r
         }).sum::<f64>() / n as f64;
         let rate = (self.load.max(1e-6) * self.cpus as f64 / mean_area.max(1e-9)).max(1e-12);
-        Jobs { g: self.clone(), draw, rng, gap: Exp::new(rate).expect("positive rate"), t: 0.0, k: 0 }
+        let class = "generated".into();
+        Jobs { g: self.clone(), draw, rng, gap: Exp::new(rate).expect("positive rate"), t: 0.0, k: 0, class }
     }
 }
 
@@ -202,6 +205,8 @@ pub struct Jobs {
     gap: Exp<f64>,
     t: f64,
     k: u64,
+    /// The class every generated job has.
+    class: Arc<str>,
 }
 
 impl Iterator for Jobs {
@@ -215,7 +220,7 @@ impl Iterator for Jobs {
         self.t += self.gap.sample(&mut self.rng);
         let (size, runtime) = self.draw.draw(&mut self.rng);
         let arrival = (self.t * 1e9) as Nanos;
-        Some(self.g.kind.job(numbered("g", self.k), "generated".into(), arrival, size, runtime, &self.g.speedup))
+        Some(self.g.kind.job(numbered("g", self.k), self.class.clone(), arrival, size, runtime, &self.g.speedup))
     }
 }
 

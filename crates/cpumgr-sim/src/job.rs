@@ -7,6 +7,8 @@
 //! its request for its whole life. [`epd`] and [`ltomcatv`] build the evolving patterns of paper
 //! 000.
 
+use std::sync::Arc;
+
 use cpumgr_core::{Kind, Nanos, Request};
 
 use crate::speedup::SpeedupModel;
@@ -39,8 +41,9 @@ impl Phase {
 pub struct JobSpec {
     /// Its name (trace and per-job results).
     pub name: String,
-    /// Its class (benchmark name): the unit of the per-class CV and of paper tables.
-    pub class: String,
+    /// Its class (benchmark name): the unit of the per-class CV and of paper tables. Shared:
+    /// the jobs of a class (every job of a generator) hold one string.
+    pub class: Arc<str>,
     /// When it is submitted.
     pub arrival: Nanos,
     /// How its parallelism can change.
@@ -65,7 +68,7 @@ impl JobSpec {
     pub fn malleable(name: impl Into<String>, arrival: Nanos, request: u32, work: f64, speedup: SpeedupModel) -> JobSpec {
         let name = name.into();
         JobSpec {
-            class: name.clone(),
+            class: name.as_str().into(),
             name,
             arrival,
             kind: Kind::Malleable,

@@ -13,6 +13,7 @@
 //! - *CV* per class: standard deviation over mean of the run times (paper 002's stability).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -27,7 +28,7 @@ pub struct JobRecord {
     /// Its name.
     pub name: String,
     /// Its class.
-    pub class: String,
+    pub class: Arc<str>,
     /// Arrival, seconds.
     pub arrival: f64,
     /// Arrival to first run, seconds.
@@ -93,7 +94,7 @@ pub struct Accumulator {
     response: Moments,
     max_turnaround: f64,
     moves: u64,
-    classes: BTreeMap<String, Moments>,
+    classes: BTreeMap<Arc<str>, Moments>,
 }
 
 impl Accumulator {
@@ -142,8 +143,8 @@ impl Accumulator {
             fragmentation: if capacity > 0.0 { (run.fragmented_cpu_seconds / capacity).min(1.0) } else { 0.0 },
             fairness,
             moves: self.moves,
-            class_mean_run: self.classes.iter().map(|(c, m)| (c.clone(), m.mean())).collect(),
-            class_cv: self.classes.iter().map(|(c, m)| (c.clone(), m.cv())).collect(),
+            class_mean_run: self.classes.iter().map(|(c, m)| (c.to_string(), m.mean())).collect(),
+            class_cv: self.classes.iter().map(|(c, m)| (c.to_string(), m.cv())).collect(),
             skipped_quanta: run.skipped_quanta,
             mpl: run.mpl,
             wall_seconds: run.wall_seconds,

@@ -199,12 +199,12 @@ fn scs_mpl(p: &Params) -> Result<Workload, ParamError> {
     // High communication: a larger serial (blocking) fraction and barrier-heavy.
     g.speedup = if high { amdahl(0.03) } else { amdahl(0.003) };
     let sync = if high { 1.0 } else { 0.1 };
-    let class = if high { "high" } else { "low" };
+    let class: std::sync::Arc<str> = if high { "high" } else { "low" }.into();
     let jobs: Vec<JobSpec> = g
         .iter()
         .map(|mut j| {
             j.sync = sync;
-            j.class = class.into();
+            j.class = class.clone();
             // Paper 002's jobs have 16 to 64 processes.
             if let Kind::Rigid(n) = j.kind {
                 let n = n.max(16);

@@ -136,7 +136,7 @@ pub fn parse(file: &str, text: &str, opts: &SwfOptions) -> Result<SwfTrace, Inpu
             }
             return Err(e);
         }
-        let class = if r.fields[13] >= 0.0 { format!("exe{}", r.fields[13] as i64) } else { "swf".into() };
+        let class = if r.fields[13] >= 0.0 { format!("exe{}", r.fields[13] as i64).into() } else { "swf".into() };
         let arrival = limits::nanos(r.fields[1]).expect("checked by parse_line");
         let name = format!("job{}", r.fields[0] as i64);
         jobs.push(opts.kind.job(name, class, arrival, size as u32, r.fields[3].max(0.0), &opts.speedup));
@@ -209,7 +209,7 @@ mod tests {
         assert_eq!(t.max_nodes, Some(32));
         assert_eq!(t.jobs.len(), 2);
         assert_eq!(t.jobs[0].kind, Kind::Rigid(16));
-        assert_eq!(t.jobs[0].class, "exe3");
+        assert_eq!(&*t.jobs[0].class, "exe3");
         assert_eq!(t.jobs[1].request, 8, "requested processors when allocated is unknown");
         assert_eq!(t.jobs[1].arrival, 10_000_000_000);
         assert!((t.jobs[0].total_work() - 1600.0).abs() < 1e-9, "run time × processors at linear speedup");

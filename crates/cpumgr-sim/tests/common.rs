@@ -36,7 +36,7 @@ pub fn run_preset(name: &str, policy: &str) -> (RunSummary, Vec<JobRecord>) {
 
 /// Mean of `f` over the jobs of class `class`.
 pub fn class_mean(jobs: &[JobRecord], class: &str, f: impl Fn(&JobRecord) -> f64) -> f64 {
-    let xs: Vec<f64> = jobs.iter().filter(|j| j.class == class).map(f).collect();
+    let xs: Vec<f64> = jobs.iter().filter(|j| &*j.class == class).map(f).collect();
     assert!(!xs.is_empty(), "no jobs of class {class}");
     xs.iter().sum::<f64>() / xs.len() as f64
 }
