@@ -59,12 +59,9 @@ impl FreeMap {
         } else {
             *w &= !mask;
         }
-        let bit = 1u64 << (k % 64);
-        if *w != 0 {
-            self.nonempty[k / 64] |= bit;
-        } else {
-            self.nonempty[k / 64] &= !bit;
-        }
+        // Without a branch: whether the word is empty now is as likely either way.
+        let s = &mut self.nonempty[k / 64];
+        *s = (*s & !(1u64 << (k % 64))) | (u64::from(*w != 0) << (k % 64));
     }
 
     /// The first word from `k` on (and before `end`) with a free position.

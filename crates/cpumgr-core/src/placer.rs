@@ -369,14 +369,18 @@ impl Placer {
     /// Takes up to `need` free CPUs with positions in `first..end`, lowest first.
     fn take_range(&mut self, topology: &Topology, first: u32, end: u32, need: usize, into: &mut Runs) -> usize {
         let mut taken = 0;
-        // The words with a free position only.
+        // The words with a free position only (a range of a word or two, a core or a block, is
+        // walked as it is).
         let (mut k, last) = ((first / 64) as usize, end.div_ceil(64) as usize);
-        while taken < need {
-            let Some(w) = self.free.next_nonempty(k, last) else { break };
-            let (lo, hi) = (first.max(w as u32 * 64), end.min(w as u32 * 64 + 64));
-            let (_, mask) = word_masks(lo, hi).next().expect("a word of the range");
-            taken += self.take_word(topology, w, self.free.word(w) & mask, need - taken, into);
-            k = w + 1;
+        while taken < need && k < last {
+            if last - k > 2 {
+                let Some(w) = self.free.next_nonempty(k, last) else { break };
+                k = w;
+            }
+            let (lo, hi) = (first.max(k as u32 * 64), end.min(k as u32 * 64 + 64));
+            let mask = (u64::MAX >> (64 - (hi - lo))) << (lo % 64);
+            taken += self.take_word(topology, k, self.free.word(k) & mask, need - taken, into);
+            k += 1;
         }
         taken
     }
