@@ -82,12 +82,6 @@ impl CpuSet {
         Self::default()
     }
 
-    /// An empty set with room for the CPUs below `n` (no allocation when they are added): for
-    /// sets that are filled and cleared again and again, such as a placement's.
-    pub fn with_room(n: u32) -> Self {
-        CpuSet { words: Vec::with_capacity(n.div_ceil(64) as usize) }
-    }
-
     /// The set `{0, 1, ..., n-1}`.
     pub fn first_n(n: u32) -> Self {
         let mut s = Self::new();

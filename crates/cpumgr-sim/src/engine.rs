@@ -356,9 +356,6 @@ struct Engine<'a, 'o> {
     /// a placement has the words of its machine, and a program's first placement would allocate
     /// them again.
     spare_sets: Vec<CpuSet>,
-    /// One past the highest managed CPU: the room a new CPU set is made with, so that filling it
-    /// never reallocates.
-    room: u32,
     /// Scratch: the programs whose count changed at this tick.
     changed_jobs: Vec<usize>,
     /// The last span converted to seconds (for [`Live::progress`]).
@@ -449,7 +446,6 @@ pub fn run(
         decision: Decision::default(),
         sets: Vec::new(),
         spare_sets: Vec::new(),
-        room: topology.cpus().last().map_or(0, |c| c + 1),
         changed_jobs: Vec::new(),
         seconds: Seconds::default(),
         held: 0.0,
@@ -684,7 +680,7 @@ impl Engine<'_, '_> {
             p.request = spec.request_in(0);
             p.weight = spec.weight;
             p.arrival = spec.arrival;
-            p.cpus = self.spare_sets.pop().unwrap_or_else(|| CpuSet::with_room(self.room));
+            p.cpus = self.spare_sets.pop().unwrap_or_default();
             let remaining = spec.phases[0].work;
             let reports = reports_in(&spec, 0);
             let kind = spec.kind;
@@ -880,8 +876,7 @@ impl Engine<'_, '_> {
                     self.placer.release(self.topology, &self.programs[i].cpus);
                 }
             }
-            let room = self.room;
-            self.sets.resize_with(self.programs.len(), || CpuSet::with_room(room));
+            self.sets.resize(self.programs.len(), CpuSet::new());
             let only_changed =
                 self.placer.place_changed(self.topology, &self.programs, &self.decision, &mut changed, &mut self.sets);
             if !only_changed {
