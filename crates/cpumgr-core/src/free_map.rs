@@ -4,8 +4,8 @@
 //! The placer takes the lowest free positions of a domain first, so a busy machine fills from the
 //! bottom and its free positions gather near the top: a search that walked the words one by one
 //! from the start of a domain walked past every full word below them, for every program it grew
-//! (on 1024 CPUs at 80 % load, most of the 16 words; on 100 000 CPUs, up to 1 563). The second
-//! level finds the next word with a free position a 64-word stretch at a time.
+//! (on 100 000 CPUs, up to 1 563 words). The second level finds the next word with a free
+//! position a 64-word stretch at a time (docs/EXPERIMENTS.md, *LTO, a free map with a summary*).
 
 use crate::cpuset::word_masks;
 
