@@ -413,6 +413,12 @@ fn bench(args: &Args) -> anyhow::Result<()> {
     let cpu = cpu_seconds() - cpu;
     let population = s.jobs as f64 * s.mean_turnaround / s.makespan;
     outln!("events: 200000 short jobs on 1024 CPUs ({population:.0} in the system on average), equipartition, every quantum: {} events in {:.3} s ({cpu:.3} s CPU) = {:.2} M events/s ({:.2} M per CPU second)", s.events, s.wall_seconds, s.events as f64 / s.wall_seconds / 1e6, s.events as f64 / cpu / 1e6);
+    // The same jobs under `os` (no policy, no placement): what the job pipeline every engine
+    // shares costs (generation, arrivals, records, the heap of ends), beside the managed run.
+    let cpu = cpu_seconds();
+    let s = run_one(&t, &w, "os", &exact, &mut ())?;
+    let cpu = cpu_seconds() - cpu;
+    outln!("        the same jobs under os (no placement): {} events in {:.3} s ({cpu:.3} s CPU) = {:.2} M per CPU second", s.events, s.wall_seconds, s.events as f64 / cpu / 1e6);
     // 2. The SWF trace (or, without it, a generated Lublin trace of the same size) under every
     // policy.
     let swf_path = args.swf.clone().unwrap_or_else(|| PathBuf::from("../shared/data/swf/lublin_256.swf"));
