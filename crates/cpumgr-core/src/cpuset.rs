@@ -20,6 +20,11 @@ pub struct CpuSet {
     words: Vec<u64>,
 }
 
+/// The bits `lo..hi` of one word (`lo < hi <= 64`) as a mask.
+pub(crate) fn span_mask(lo: u32, hi: u32) -> u64 {
+    (u64::MAX >> (64 - (hi - lo))) << lo
+}
+
 /// The bits `first..end` of a bitset as (word index, mask) pairs, one per word they meet: what
 /// marks a run of CPUs (or positions) a word at a time.
 pub(crate) fn word_masks(first: u32, end: u32) -> impl Iterator<Item = (usize, u64)> {
@@ -31,7 +36,7 @@ pub(crate) fn word_masks(first: u32, end: u32) -> impl Iterator<Item = (usize, u
         let w = p / 64;
         let (lo, hi) = (p % 64, (end - w * 64).min(64));
         p = w * 64 + hi;
-        Some((w as usize, (u64::MAX >> (64 - (hi - lo))) << lo))
+        Some((w as usize, span_mask(lo, hi)))
     })
 }
 

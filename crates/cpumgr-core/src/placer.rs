@@ -12,7 +12,7 @@
 //! Everything works on CPU *positions* (see [`crate::topology`]), where every domain is a
 //! contiguous range, so "free CPUs in my L3" is a scan of one range of a bitset.
 
-use crate::cpuset::{word_masks, CpuSet};
+use crate::cpuset::{span_mask, word_masks, CpuSet};
 use crate::free_map::FreeMap;
 use crate::policy::Decision;
 use crate::program::Program;
@@ -103,7 +103,7 @@ fn for_each_run(words: &[u64], mut f: impl FnMut(u32, u32)) {
                 break;
             }
             f(base + at, base + at + len);
-            w &= !(((1u64 << len) - 1) << at);
+            w &= !span_mask(at, at + len);
         }
     }
     if let Some(first) = open {
@@ -358,11 +358,7 @@ impl Placer {
         self.free.set((p / 64) as usize, 1 << (p % 64), free);
         // Best fit reads the counts of cores and the levels above, never of single CPUs.
         for &d in &topology.domains_of(p)[..Level::Cpu.depth()] {
-            if free {
-                self.free_in[d as usize] += 1;
-            } else {
-                self.free_in[d as usize] -= 1;
-            }
+            self.count(d as usize, 1, free);
         }
     }
 
@@ -377,8 +373,8 @@ impl Placer {
                 let Some(w) = self.free.next_nonempty(k, last) else { break };
                 k = w;
             }
-            let (lo, hi) = (first.max(k as u32 * 64), end.min(k as u32 * 64 + 64));
-            let mask = (u64::MAX >> (64 - (hi - lo))) << (lo % 64);
+            let base = k as u32 * 64;
+            let mask = span_mask(first.max(base) - base, end.min(base + 64) - base);
             taken += self.take_word(topology, k, self.free.word(k) & mask, need - taken, into);
             k += 1;
         }
@@ -396,7 +392,7 @@ impl Placer {
             into.push(base + at, base + at + len);
             self.set_span(topology, base + at, base + at + len, false);
             taken += len as usize;
-            bits &= !(u64::MAX >> (64 - len) << at);
+            bits &= !span_mask(at, at + len);
         }
         taken
     }
@@ -413,11 +409,7 @@ impl Placer {
         if topology.domains()[path[Level::Core.depth()] as usize].end >= end {
             // Within one core, so within one domain of each level above it: its path's.
             for &d in &path[..Level::Cpu.depth()] {
-                if free {
-                    self.free_in[d as usize] += end - first;
-                } else {
-                    self.free_in[d as usize] -= end - first;
-                }
+                self.count(d as usize, end - first, free);
             }
             return;
         }
@@ -426,13 +418,18 @@ impl Placer {
             while p < end {
                 let d = topology.domains_of(p)[depth] as usize;
                 let stop = topology.domains()[d].end.min(end);
-                if free {
-                    self.free_in[d] += stop - p;
-                } else {
-                    self.free_in[d] -= stop - p;
-                }
+                self.count(d, stop - p, free);
                 p = stop;
             }
+        }
+    }
+
+    /// Adds `n` CPUs freed to domain `d`'s free count, or takes `n` taken from it.
+    fn count(&mut self, d: usize, n: u32, free: bool) {
+        if free {
+            self.free_in[d] += n;
+        } else {
+            self.free_in[d] -= n;
         }
     }
 
