@@ -52,7 +52,7 @@ pub enum State {
     Test,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 struct Search {
     state: State,
     alloc: u32,
@@ -160,7 +160,7 @@ impl Policy for Pdpa {
             let p = &view.programs[i];
             let (base, tests) = (self.base.max(1), self.tests);
             let found = self.programs.remove(&p.id);
-            let mut s = found.clone().unwrap_or(Search {
+            let mut s = found.unwrap_or(Search {
                 state: State::NoRef,
                 alloc: base,
                 good: base,
@@ -178,7 +178,7 @@ impl Policy for Pdpa {
                 s.rest = s.state == State::Stable && before != State::Stable;
             }
             desired.push(s.given(cap).min(view.cpus));
-            moved |= found.as_ref() != Some(&s);
+            moved |= found != Some(s);
             self.programs.insert(p.id, s);
         }
         let total: u64 = desired.iter().map(|&d| d as u64).sum();
