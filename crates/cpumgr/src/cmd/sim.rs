@@ -387,6 +387,13 @@ fn list_presets(as_json: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What `f` returns, and the CPU seconds it took.
+fn on_cpu<T>(f: impl FnOnce() -> T) -> (T, f64) {
+    let before = cpu_seconds();
+    let out = f();
+    (out, cpu_seconds() - before)
+}
+
 /// `--bench`: the simulator's own speed.
 fn bench(args: &Args) -> anyhow::Result<()> {
     let specs = if args.policy.is_empty() {
@@ -399,8 +406,8 @@ fn bench(args: &Args) -> anyhow::Result<()> {
     let cfg = SimConfig { fast_forward: !args.no_fast_forward, ..SimConfig::default() };
     // 1. Events per second: many short jobs on a wide machine, every quantum simulated. A tick
     // is one event however many jobs it serves, so the line gives the mean number of jobs in the
-    // system too (Little's law: jobs x mean turnaround / makespan). 200 000 jobs: a run of a
-    // few tenths of a second, long enough to time on a shared machine.
+    // system too (Little's law: jobs x mean turnaround / makespan). 200 000 jobs: a run of
+    // 0.1-0.2 s, long enough to time on a shared machine.
     let mut g = Generator::new(Model::Poisson, 200_000, 1024);
     g.mean_runtime = 2.0;
     g.max_size = 16;
@@ -408,16 +415,15 @@ fn bench(args: &Args) -> anyhow::Result<()> {
     let w = Workload { cpus: Some(1024), generator: Some(g), ..Workload::of("events", vec![]) };
     let t = Topology::flat(1024);
     let exact = SimConfig { fast_forward: false, ..cfg.clone() };
-    let cpu = cpu_seconds();
-    let s = run_one(&t, &w, "equipartition", &exact, &mut ())?;
-    let cpu = cpu_seconds() - cpu;
+    let (s, cpu) = on_cpu(|| run_one(&t, &w, "equipartition", &exact, &mut ()));
+    let s = s?;
     let population = s.jobs as f64 * s.mean_turnaround / s.makespan;
     outln!("events: 200000 short jobs on 1024 CPUs ({population:.0} in the system on average), equipartition, every quantum: {} events in {:.3} s ({cpu:.3} s CPU) = {:.2} M events/s ({:.2} M per CPU second)", s.events, s.wall_seconds, s.events as f64 / s.wall_seconds / 1e6, s.events as f64 / cpu / 1e6);
-    // The same jobs under `os` (no policy, no placement): what the job pipeline every engine
-    // shares costs (generation, arrivals, records, the heap of ends), beside the managed run.
-    let cpu = cpu_seconds();
-    let s = run_one(&t, &w, "os", &exact, &mut ())?;
-    let cpu = cpu_seconds() - cpu;
+    // The same jobs under `os` (no policy, no placement, its own processor-sharing clocks): an
+    // upper bound on what the job pipeline every engine shares costs (generation, arrivals,
+    // records, a heap of ends), beside the managed run.
+    let (s, cpu) = on_cpu(|| run_one(&t, &w, "os", &exact, &mut ()));
+    let s = s?;
     outln!("        the same jobs under os (no placement): {} events in {:.3} s ({cpu:.3} s CPU) = {:.2} M per CPU second", s.events, s.wall_seconds, s.events as f64 / cpu / 1e6);
     // 2. The SWF trace (or, without it, a generated Lublin trace of the same size) under every
     // policy.
@@ -434,23 +440,21 @@ fn bench(args: &Args) -> anyhow::Result<()> {
     let t = Topology::flat(cpus);
     outln!("swf: {} ({} CPUs)", w.name, cpus);
     for spec in &specs {
-        let cpu = cpu_seconds();
-        match run_one(&t, &w, spec, &cfg, &mut ()) {
-            Ok(s) => outln!("  {spec:<14} {:>8.3} s  {:>8.3} s CPU  {:>9} jobs  {:>9} events  {:>9} quanta skipped  makespan {:.0} s  util {:.3}", s.wall_seconds, cpu_seconds() - cpu, s.jobs, s.events, s.skipped_quanta, s.makespan, s.utilization),
-            Err(e) => outln!("  {spec:<14} failed: {e:#}"),
+        match on_cpu(|| run_one(&t, &w, spec, &cfg, &mut ())) {
+            (Ok(s), cpu) => outln!("  {spec:<14} {:>8.3} s  {:>8.3} s CPU  {:>9} jobs  {:>9} events  {:>9} quanta skipped  makespan {:.0} s  util {:.3}", s.wall_seconds, cpu, s.jobs, s.events, s.skipped_quanta, s.makespan, s.utilization),
+            (Err(e), _) => outln!("  {spec:<14} failed: {e:#}"),
         }
     }
     // 3. Scale: 100 000 CPUs, 1 M generated jobs of up to 1 024 CPUs (Poisson: the Lublin
     // model's sizes go up to the machine, and 1 M of its jobs arrive past the 10^9 s limit), under
-    // os (a managed policy places every arrival on 100 000 CPUs: about 3 ms per job; the
-    // `scale` example of cpumgr-sim runs any policy).
+    // os (a managed policy places every arrival on 100 000 CPUs: tens of seconds for 1 M jobs,
+    // docs/EXPERIMENTS.md, *Scale*; the `scale` example of cpumgr-sim runs any policy).
     let mut g = Generator::new(Model::Poisson, 1_000_000, 100_000);
     g.max_size = 1024;
     let w = Workload { cpus: Some(100_000), generator: Some(g), ..Workload::of("scale", vec![]) };
     let t = Topology::flat(100_000);
-    let cpu = cpu_seconds();
-    let s = run_one(&t, &w, "os", &cfg, &mut ())?;
-    let cpu = cpu_seconds() - cpu;
+    let (s, cpu) = on_cpu(|| run_one(&t, &w, "os", &cfg, &mut ()));
+    let s = s?;
     outln!("scale: 1 M Poisson jobs on 100 000 CPUs, os: {} jobs, {} events in {:.3} s ({cpu:.3} s CPU, {:.2} M events per CPU second), makespan {:.0} s, util {:.3}, peak RSS {:.0} MiB", s.jobs, s.events, s.wall_seconds, s.events as f64 / cpu / 1e6, s.makespan, s.utilization, peak_rss_mib());
     Ok(())
 }
