@@ -481,11 +481,10 @@ fn a_decision_beyond_the_machine_is_a_placement_error() {
     assert!(matches!(e, SimError::Placement { error: PlacementError::Oversubscribed { total: 8, managed: 4 }, .. }), "{e}");
     // The second a quantum later: only it is placed, and comes out short of its count.
     let later = vec![JobSpec::malleable("a", 0, 4, 10.0, SpeedupModel::LINEAR), JobSpec::malleable("b", 150_000_000, 4, 1.0, SpeedupModel::LINEAR)];
-    let e = run(&t, "greedy", Box::new(Greedy), later, &SimConfig::default(), &mut ()).unwrap_err();
+    let e = run(&t, "greedy", Box::new(Greedy), later.clone(), &SimConfig::default(), &mut ()).unwrap_err();
     assert!(matches!(e, SimError::Placement { error: PlacementError::WrongSize { program: 1, count: 4, got: 0 }, .. }), "{e}");
     // Unchecked, the run goes on (the second program waits for CPUs the placer cannot give).
     let cfg = SimConfig { check_placement: false, ..SimConfig::default() };
-    let later = vec![JobSpec::malleable("a", 0, 4, 10.0, SpeedupModel::LINEAR), JobSpec::malleable("b", 150_000_000, 4, 1.0, SpeedupModel::LINEAR)];
     assert_eq!(run(&t, "greedy", Box::new(Greedy), later, &cfg, &mut ()).unwrap().jobs, 2);
 }
 
