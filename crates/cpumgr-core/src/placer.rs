@@ -166,7 +166,7 @@ impl Placer {
         &mut self,
         topology: &Topology,
         managed: &CpuSet,
-        programs: &[Program],
+        programs: &[&Program],
         decision: &Decision,
         sets: &mut Vec<CpuSet>,
     ) {
@@ -214,7 +214,7 @@ impl Placer {
     pub fn place_changed(
         &mut self,
         topology: &Topology,
-        programs: &[Program],
+        programs: &[&Program],
         decision: &Decision,
         changed: &mut Vec<usize>,
         sets: &mut [CpuSet],
@@ -282,7 +282,7 @@ impl Placer {
     fn assign(
         &mut self,
         topology: &Topology,
-        programs: &[Program],
+        programs: &[&Program],
         decision: &Decision,
         which: impl Iterator<Item = usize> + Clone,
         sets: &mut [CpuSet],
@@ -541,7 +541,7 @@ mod tests {
     fn place(t: &Topology, progs: &[Program], counts: &[u32]) -> Vec<CpuSet> {
         let mut sets = Vec::new();
         let d = decision(counts);
-        Placer::new().place(t, t.cpus(), progs, &d, &mut sets);
+        Placer::new().place(t, t.cpus(), &progs.iter().collect::<Vec<_>>(), &d, &mut sets);
         validate(t.cpus(), &d, &sets).unwrap();
         sets
     }
@@ -580,7 +580,7 @@ mod tests {
         let mut sets = Vec::new();
         let mut progs2 = progs.clone();
         progs2[1].cpus = CpuSet::parse("2").unwrap();
-        Placer::new().place(&t, t.cpus(), &progs2, &d, &mut sets);
+        Placer::new().place(&t, t.cpus(), &progs2.iter().collect::<Vec<_>>(), &d, &mut sets);
         assert!(sets[0].is_empty());
         assert_eq!(sets[1].len(), 4);
         validate(t.cpus(), &d, &sets).unwrap();
@@ -594,7 +594,7 @@ mod tests {
         let progs = vec![Program::new(1, "a", 4), Program::new(2, "b", 2)];
         let d = decision(&[4, 2]);
         let mut sets = Vec::new();
-        Placer::new().place(&t, &managed, &progs, &d, &mut sets);
+        Placer::new().place(&t, &managed, &progs.iter().collect::<Vec<_>>(), &d, &mut sets);
         validate(&managed, &d, &sets).unwrap();
         assert_eq!(sets[0].to_string(), "0-1,8-9", "a whole L3 of the managed package");
         assert_eq!(sets[1].to_string(), "2,10");
@@ -630,7 +630,7 @@ mod tests {
         for counts in steps {
             let d = decision(&counts);
             let mut full = Vec::new();
-            Placer::new().place(&t, t.cpus(), &progs, &d, &mut full);
+            Placer::new().place(&t, t.cpus(), &progs.iter().collect::<Vec<_>>(), &d, &mut full);
             validate(t.cpus(), &d, &full).unwrap();
             let changed: Vec<usize> = (0..5).filter(|&i| counts[i] != held[i]).collect();
             let asked = changed.len();
@@ -641,7 +641,7 @@ mod tests {
             }
             let mut sets = vec![CpuSet::new(); 5];
             let mut changed = changed;
-            if kept.place_changed(&t, &progs, &d, &mut changed, &mut sets) {
+            if kept.place_changed(&t, &progs.iter().collect::<Vec<_>>(), &d, &mut changed, &mut sets) {
                 partial += 1;
                 displaced += changed.len() - asked;
                 for i in 0..5 {
@@ -656,7 +656,7 @@ mod tests {
                 }
             } else {
                 fallback += 1;
-                kept.place(&t, t.cpus(), &progs, &d, &mut sets);
+                kept.place(&t, t.cpus(), &progs.iter().collect::<Vec<_>>(), &d, &mut sets);
                 assert_eq!(sets, full);
             }
             for i in 0..5 {

@@ -19,9 +19,10 @@
 //! processor-sharing model with virtual clocks (`sharing.rs`).
 //!
 //! **Records.** The program list the policy sees is in id order and loses the finished programs
-//! at every tick, a stretch between two of them at a time (`slots::remove_sorted`); each
-//! program's job record stays in a stable slot (`slots::Slots`), found through the list
-//! and, from the heap of phase ends, through its slot number. What the tick's pass over the
+//! at every tick. Each job's record, with the [`Program`] the policy sees, stays in a stable slot
+//! (`slots::Slots`), found through a list of slot numbers (which is what moves when a program
+//! leaves) and, from the heap of phase ends, through its slot number; the view lists references
+//! to the programs, built at each decision. What the tick's pass over the
 //! decision reads (the CPUs each job holds, whether it is idle) is kept in dense arrays beside
 //! the list.
 //!
@@ -171,6 +172,9 @@ struct Snap {
 struct Live {
     /// Its program's id (its record's slot is reused once it has left).
     id: u64,
+    /// What the policy sees of it: the view lists a reference to this record, which stays in
+    /// its slot while programs before it leave.
+    program: Program,
     spec: JobSpec,
     /// Whether it is still in the system (finished jobs leave at the next tick).
     alive: bool,
@@ -320,6 +324,81 @@ impl Seconds {
     }
 }
 
+/// What a placement at a tick did, for [`Engine::apply_placed`].
+enum Outcome {
+    /// Every running program keeps the CPUs it holds; those in the changed list stop.
+    Kept,
+    /// The changed programs (and those they displaced) have new sets; `only_changed`: only
+    /// they were placed, the others keep theirs.
+    Placed { only_changed: bool },
+    /// The full placement broke an invariant.
+    Invalid(PlacementError),
+}
+
+/// The placer and what a tick's placement works in: the new sets and the programs they change.
+#[derive(Default)]
+struct Placement {
+    placer: Placer,
+    /// Per program, its new set (written for the changed programs only).
+    sets: Vec<CpuSet>,
+    /// The programs whose allocation changes at this tick.
+    changed: Vec<usize>,
+}
+
+impl Placement {
+    /// Places a space-sharing or gang `decision` for the programs `listed`, of which each holds
+    /// `held[i]` CPUs now (0 if it did not run): only the programs whose count changed, and
+    /// those they take CPUs back from, are placed ([`Placer::place_changed`]); every program is
+    /// at the first placement, which is checked whole when `check` is set.
+    fn place(
+        &mut self,
+        topology: &Topology,
+        managed: &CpuSet,
+        listed: &[&Program],
+        decision: &Decision,
+        held: &[u32],
+        check: bool,
+    ) -> Outcome {
+        // One pass over the decision: the programs whose count differs from what they hold, and
+        // whether every program given CPUs ran last quantum and holds exactly its count.
+        let changed = &mut self.changed;
+        changed.clear();
+        let mut holds = true;
+        for (i, (a, &held)) in decision.allocations.iter().zip(held).enumerate() {
+            let want = if a.running { a.count } else { 0 };
+            if want != held {
+                changed.push(i);
+                holds &= want == 0;
+            }
+        }
+        if holds {
+            // Every running program keeps the CPUs it holds: the placer would return them (its
+            // first step keeps held CPUs, and nothing is left to grow), so it and its check are
+            // skipped, as in most quanta of a settled schedule. What changes is only that the
+            // programs in `changed` stop (each got nothing and held CPUs).
+            return Outcome::Kept;
+        }
+        for &i in changed.iter() {
+            if held[i] > 0 {
+                self.placer.release(topology, &listed[i].cpus);
+            }
+        }
+        self.sets.resize(listed.len(), CpuSet::new());
+        let only_changed = self.placer.place_changed(topology, listed, decision, changed, &mut self.sets);
+        if !only_changed {
+            self.placer.place(topology, managed, listed, decision, &mut self.sets);
+            changed.clear();
+            changed.extend(0..listed.len());
+            if check {
+                if let Err(error) = validate(managed, decision, &self.sets) {
+                    return Outcome::Invalid(error);
+                }
+            }
+        }
+        Outcome::Placed { only_changed }
+    }
+}
+
 struct Engine<'a, 'o> {
     topology: &'a Topology,
     managed: CpuSet,
@@ -334,9 +413,13 @@ struct Engine<'a, 'o> {
     wake_at: Option<Nanos>,
     limit: u32,
     queue: VecDeque<(ProgramId, JobSpec)>,
-    programs: Vec<Program>,
-    /// Per program, its job (indexed like `programs`, stored in stable slots).
+    /// The jobs in the system with their programs, in id order (the view's order), each record
+    /// in a stable slot.
     live: Slots<Live>,
+    /// The programs admitted since the last decision, to tell the policy of before it decides.
+    arrived: Vec<ProgramId>,
+    /// Storage for the view's list of programs, kept empty between ticks.
+    listed: Vec<&'static Program>,
     /// Per job, [`Live::idle`], kept beside the records so that the tick's walks over a long
     /// backlog read one dense array.
     idle: Vec<bool>,
@@ -349,15 +432,12 @@ struct Engine<'a, 'o> {
     active: Vec<usize>,
     /// Whether an idle flag or the job list changed since `active` was built.
     active_stale: bool,
-    placer: Placer,
+    placement: Placement,
     decision: Decision,
-    sets: Vec<CpuSet>,
     /// Empty CPU sets with room, from finished programs, for admitted ones: a set that has held
     /// a placement has the words of its machine, and a program's first placement would allocate
     /// them again.
     spare_sets: Vec<CpuSet>,
-    /// Scratch: the programs whose count changed at this tick.
-    changed_jobs: Vec<usize>,
     /// The last span converted to seconds (for [`Live::progress`]).
     seconds: Seconds,
     /// CPUs held by running jobs (Σ share), kept up to date as shares change.
@@ -436,17 +516,16 @@ pub fn run(
         wake_at: None,
         limit: mpl,
         queue: VecDeque::new(),
-        programs: Vec::new(),
         live: Slots::default(),
+        arrived: Vec::new(),
+        listed: Vec::new(),
         idle: Vec::new(),
         cpus_held: Vec::new(),
         active: Vec::new(),
         active_stale: false,
-        placer: Placer::new(),
+        placement: Placement::default(),
         decision: Decision::default(),
-        sets: Vec::new(),
         spare_sets: Vec::new(),
-        changed_jobs: Vec::new(),
         seconds: Seconds::default(),
         held: 0.0,
         served: 0,
@@ -572,9 +651,10 @@ impl Engine<'_, '_> {
             self.set_rate(i, share, threads);
             self.live[i].set_done_at(now);
             self.push_end(i);
-            self.programs[i].request = self.live[i].spec.request_in(self.live[i].phase);
+            let l = &mut self.live[i];
+            l.program.request = l.spec.request_in(l.phase);
             if after != before && self.tally.trace {
-                let id = self.programs[i].id;
+                let id = l.program.id;
                 self.emit(Some(id), EventKind::Request { now: after });
             }
         }
@@ -620,7 +700,7 @@ impl Engine<'_, '_> {
     fn push_end(&mut self, i: usize) {
         let d = self.live[i].done_at;
         if d != Nanos::MAX {
-            self.ends.push(Reverse((d, self.programs[i].id.0, self.live.slot(i))));
+            self.ends.push(Reverse((d, self.live[i].id, self.live.slot(i))));
         }
     }
 
@@ -631,11 +711,10 @@ impl Engine<'_, '_> {
         }
         self.dead.sort_unstable();
         for &i in &self.dead {
-            let mut set = std::mem::take(&mut self.programs[i].cpus);
+            let mut set = std::mem::take(&mut self.live[i].program.cpus);
             set.clear();
             self.spare_sets.push(set);
         }
-        remove_sorted(&mut self.programs, &self.dead);
         self.live.remove_sorted(&self.dead);
         remove_sorted(&mut self.idle, &self.dead);
         remove_sorted(&mut self.cpus_held, &self.dead);
@@ -646,7 +725,7 @@ impl Engine<'_, '_> {
     fn finish(&mut self, i: usize) {
         if self.live[i].ran_last {
             // Its CPUs are free from now on (for the next placement of the changed programs).
-            self.placer.release(self.topology, &self.programs[i].cpus);
+            self.placement.placer.release(self.topology, &self.live[i].program.cpus);
         }
         self.set_rate(i, 0.0, self.live[i].threads);
         let l = &mut self.live[i];
@@ -654,14 +733,14 @@ impl Engine<'_, '_> {
         l.ran_last = false;
         l.done_at = Nanos::MAX;
         self.dead.push(i);
-        let (l, p) = (&mut self.live[i], &mut self.programs[i]);
+        let l = &mut self.live[i];
         // The name goes back to the job, for its record: the program leaves at the next
         // compaction, and nothing reads a finished program's name.
-        std::mem::swap(&mut l.spec.name, &mut p.name);
-        self.policy.on_exit(p.id);
+        std::mem::swap(&mut l.spec.name, &mut l.program.name);
+        self.policy.on_exit(l.program.id);
         let ran =
             Ran { first_run: l.first_run, run_ns: l.run_ns, busy: l.busy, moves: l.moves, dedicated: l.dedicated };
-        self.tally.finish(p.id, &mut l.spec, p.arrival, &ran, self.now);
+        self.tally.finish(l.program.id, &mut l.spec, l.program.arrival, &ran, self.now);
     }
 
     /// Admits queued jobs while the multiprogramming level allows (at ticks, after
@@ -684,12 +763,12 @@ impl Engine<'_, '_> {
             let remaining = spec.phases[0].work;
             let reports = reports_in(&spec, 0);
             let kind = spec.kind;
-            self.programs.push(p);
             self.unserved += 1;
             self.idle.push(false);
             self.cpus_held.push(0);
             self.live.push(Live {
                 id: id.0,
+                program: p,
                 spec,
                 alive: true,
                 at: self.now,
@@ -718,8 +797,7 @@ impl Engine<'_, '_> {
             let i = self.live.len() - 1;
             self.set_idle(i);
             self.show(i);
-            let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
-            self.policy.on_arrival(&view, id);
+            self.arrived.push(id);
             // A phase of no work ends at once.
             if remaining <= 0.0 {
                 self.live[i].done_at = self.now;
@@ -757,11 +835,11 @@ impl Engine<'_, '_> {
     fn view_usage(&mut self, regular: bool) {
         self.refresh_active();
         for &i in &self.active {
-            let (p, l) = (&mut self.programs[i], &mut self.live[i]);
+            let l = &mut self.live[i];
             l.progress(self.now, &mut self.seconds);
-            p.cpu_time = (l.busy * NS) as Nanos;
+            l.program.cpu_time = (l.busy * NS) as Nanos;
             if l.reports && l.q_time > 0.0 && l.share > 0.0 {
-                p.speedup = Some(SpeedupReport { cpus: l.held(), speedup: l.q_work / l.q_time });
+                l.program.speedup = Some(SpeedupReport { cpus: l.held(), speedup: l.q_work / l.q_time });
             }
             l.q_work = 0.0;
             l.q_time = 0.0;
@@ -794,10 +872,22 @@ impl Engine<'_, '_> {
         if !self.lazy {
             self.view_usage(regular);
         }
-        let n = self.programs.len();
-        self.decision.reset(n);
-        let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
+        self.decision.reset(self.live.len());
+        let listed = list(&self.live, std::mem::take(&mut self.listed));
+        let view = view_of(self.topology, self.cpus, self.now, self.quantum, &listed);
+        for id in self.arrived.drain(..) {
+            self.policy.on_arrival(&view, id);
+        }
         self.policy.decide(&view, &mut self.decision);
+        let outcome = self.placement.place(
+            self.topology,
+            &self.managed,
+            &listed,
+            &self.decision,
+            &self.cpus_held,
+            self.cfg.check_placement,
+        );
+        self.listed = recycle(listed);
         if let Some(w) = self.decision.wake_at.filter(|&w| w > self.now) {
             self.wake_at = Some(w);
         }
@@ -809,7 +899,7 @@ impl Engine<'_, '_> {
             }
         }
         let (mut sig, mut held_sig) = (0, 0);
-        self.apply_placed(&mut sig, &mut held_sig)?;
+        self.apply_placed(outcome, &mut sig, &mut held_sig)?;
         if !self.lazy {
             // Every job progressed to now for the view: its end is computed from there (a job
             // whose allocation changed was rescheduled when it was applied).
@@ -844,59 +934,30 @@ impl Engine<'_, '_> {
         Ok(())
     }
 
-    /// Applies a space-sharing or gang decision through the placer: only the programs whose
-    /// count changed, and those they take CPUs back from, are placed ([`Placer::place_changed`]);
-    /// every program is at the first placement. With the fast-forward on, `sig` gets the
+    /// Applies what [`Placement::place`] decided: the programs in its `changed` list stop
+    /// (`Outcome::Kept`) or take their new sets. With the fast-forward on, `sig` gets the
     /// schedule's signature (the sum of the running programs' parts) and `held_sig` that of
     /// every program's set (running, or where a stopped one will resume).
-    fn apply_placed(&mut self, sig: &mut u64, held_sig: &mut u64) -> Result<(), SimError> {
-        // One pass over the decision: the programs whose count differs from what they hold, and
-        // whether every program given CPUs ran last quantum and holds exactly its count.
-        let mut changed = std::mem::take(&mut self.changed_jobs);
-        changed.clear();
-        let mut holds = true;
-        for (i, (a, &held)) in self.decision.allocations.iter().zip(&self.cpus_held).enumerate() {
-            let want = if a.running { a.count } else { 0 };
-            if want != held {
-                changed.push(i);
-                holds &= want == 0;
-            }
-        }
-        if holds {
-            // Every running program keeps the CPUs it holds: the placer would return them (its
-            // first step keeps held CPUs, and nothing is left to grow), so it and its check are
-            // skipped, as in most quanta of a settled schedule. What changes is only that the
-            // programs in `changed` stop (each got nothing and held CPUs).
-            for &i in &changed {
-                self.stop(i);
-            }
-        } else {
-            for &i in &changed {
-                if self.live[i].ran_last {
-                    self.placer.release(self.topology, &self.programs[i].cpus);
+    fn apply_placed(&mut self, outcome: Outcome, sig: &mut u64, held_sig: &mut u64) -> Result<(), SimError> {
+        let changed = std::mem::take(&mut self.placement.changed);
+        match outcome {
+            Outcome::Kept => {
+                for &i in &changed {
+                    self.stop(i);
                 }
             }
-            self.sets.resize(self.programs.len(), CpuSet::new());
-            let only_changed =
-                self.placer.place_changed(self.topology, &self.programs, &self.decision, &mut changed, &mut self.sets);
-            if !only_changed {
-                self.placer.place(self.topology, &self.managed, &self.programs, &self.decision, &mut self.sets);
-                changed.clear();
-                changed.extend(0..self.programs.len());
-            }
-            if self.cfg.check_placement && !only_changed {
-                validate(&self.managed, &self.decision, &self.sets)
-                    .map_err(|error| SimError::Placement { at: self.now as f64 / NS, error })?;
-            }
-            for &i in &changed {
-                let placed = self.sets[i].len();
-                if self.cfg.check_placement && only_changed {
-                    self.check_size(i, placed)?;
+            Outcome::Invalid(error) => return Err(SimError::Placement { at: self.now as f64 / NS, error }),
+            Outcome::Placed { only_changed } => {
+                for &i in &changed {
+                    let placed = self.placement.sets[i].len();
+                    if self.cfg.check_placement && only_changed {
+                        self.check_size(i, placed)?;
+                    }
+                    self.apply_one(i, placed as u32);
                 }
-                self.apply_one(i, placed as u32);
             }
         }
-        self.changed_jobs = changed;
+        self.placement.changed = changed;
         if self.cfg.fast_forward {
             self.refresh_active();
             for &i in &self.active {
@@ -933,16 +994,16 @@ impl Engine<'_, '_> {
         }
         let l = &mut self.live[i];
         l.progress(self.now, &mut self.seconds);
-        let p = &mut self.programs[i];
+        let new = &mut self.placement.sets[i];
         if running {
             if self.cfg.fast_forward {
-                l.sig = signature(p.id, count, &self.sets[i]);
+                l.sig = signature(l.program.id, count, new);
             }
-            let moved: u32 = if p.cpus.is_empty() {
+            let moved: u32 = if l.program.cpus.is_empty() {
                 0
             } else {
-                let old = p.cpus.as_words();
-                self.sets[i]
+                let old = l.program.cpus.as_words();
+                new
                     .as_words()
                     .iter()
                     .enumerate()
@@ -963,15 +1024,15 @@ impl Engine<'_, '_> {
                 l.team = Some(count);
             }
         }
-        let changed = running != l.ran_last || (running && self.sets[i] != p.cpus);
+        let changed = running != l.ran_last || (running && *new != l.program.cpus);
         if running {
-            std::mem::swap(&mut p.cpus, &mut self.sets[i]);
+            std::mem::swap(&mut l.program.cpus, new);
         }
         l.set_running(running);
         self.set_placed_rate(i, count);
         if changed && self.tally.trace {
-            let id = self.programs[i].id;
-            let cpus = if running { self.programs[i].cpus.clone() } else { CpuSet::new() };
+            let p = &self.live[i].program;
+            let (id, cpus) = (p.id, if running { p.cpus.clone() } else { CpuSet::new() });
             self.emit(Some(id), EventKind::Allocate { count, cpus, running });
         }
     }
@@ -982,11 +1043,11 @@ impl Engine<'_, '_> {
         let l = &mut self.live[i];
         debug_assert!(l.ran_last, "only a running program stops");
         l.progress(self.now, &mut self.seconds);
-        self.placer.release(self.topology, &self.programs[i].cpus);
-        self.live[i].set_running(false);
+        self.placement.placer.release(self.topology, &l.program.cpus);
+        l.set_running(false);
         self.set_placed_rate(i, 0);
         if self.tally.trace {
-            let id = self.programs[i].id;
+            let id = self.live[i].program.id;
             self.emit(Some(id), EventKind::Allocate { count: 0, cpus: CpuSet::new(), running: false });
         }
     }
@@ -1009,9 +1070,9 @@ impl Engine<'_, '_> {
     /// its threads (a rigid job's processes, a moldable job's team once formed, else its CPUs
     /// once it has run).
     fn show(&mut self, i: usize) {
-        let (p, l) = (&mut self.programs[i], &self.live[i]);
-        p.running = l.ran_last;
-        p.threads = match l.kind {
+        let l = &mut self.live[i];
+        l.program.running = l.ran_last;
+        l.program.threads = match l.kind {
             Kind::Rigid(n) => Some(n),
             Kind::Moldable => l.team,
             Kind::Malleable | Kind::Evolving => l.first_run.map(|_| l.held()),
@@ -1049,8 +1110,10 @@ impl Engine<'_, '_> {
 
     /// Jumps over whole periods of a repeating schedule (module documentation).
     fn fast_forward(&mut self, sigs: (u64, u64), next_arrival: Option<Nanos>) {
-        let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
+        let listed = list(&self.live, std::mem::take(&mut self.listed));
+        let view = view_of(self.topology, self.cpus, self.now, self.quantum, &listed);
         let rotation = self.policy.rotation(&view, MAX_PERIOD as u32);
+        self.listed = recycle(listed);
         // A job admitted since the last boundary changed nothing if the rotation is the one
         // before (the policy leaves it out: a gang row it does not fit in): the schedule, and
         // every job's progress in it, go on.
@@ -1202,8 +1265,25 @@ fn ceil_nanos(x: f64) -> Nanos {
 
 /// The view the policy decides on at `now` (with `cpus` managed CPUs), as the live manager builds
 /// it.
-fn view_of<'v>(topology: &'v Topology, cpus: u32, now: Nanos, quantum: Nanos, programs: &'v [Program]) -> View<'v> {
+fn view_of<'v>(topology: &'v Topology, cpus: u32, now: Nanos, quantum: Nanos, programs: &'v [&'v Program]) -> View<'v> {
     View { now, quantum, topology, cpus, programs }
+}
+
+/// The programs of the jobs in `live`, in list order, in the storage of `into` (empty): the
+/// view's list, built at each decision (a reference per program, where keeping the records
+/// themselves in a list moved every record behind each finished one).
+fn list<'l>(live: &'l Slots<Live>, into: Vec<&'static Program>) -> Vec<&'l Program> {
+    let mut listed = recycle(into);
+    listed.extend(live.iter().map(|l| &l.program));
+    listed
+}
+
+/// An empty list of references in the storage of `v`, whatever the references' lifetime: the
+/// view's list lives for one decision, and its storage for the run. (Collecting a vector's
+/// iterator into a vector of a type of the same size reuses its allocation.)
+fn recycle<'a, 'b>(mut v: Vec<&'a Program>) -> Vec<&'b Program> {
+    v.clear();
+    v.into_iter().map(|_| -> &'b Program { unreachable!("the vector is empty") }).collect()
 }
 
 /// A running program's part of a schedule's signature, a hash of its id, count and CPUs. The

@@ -53,6 +53,11 @@ impl<T> Slots<T> {
         self.order.push(slot);
     }
 
+    /// The records in list order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.order.iter().map(|&s| &self.records[s as usize])
+    }
+
     /// The slot of the record at position `i`: where [`Slots::in_slot`] finds it while it is
     /// listed, whatever moves before it.
     pub(crate) fn slot(&self, i: usize) -> u32 {

@@ -42,8 +42,8 @@ impl Policy for Equipartition {
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
         let left = reserve_rigid(view, out);
-        let open = |p: &&Program| p.kind.rigid_procs().is_none();
-        let n = view.programs.iter().filter(open).count();
+        let open = |p: &Program| p.kind.rigid_procs().is_none();
+        let n = view.programs.iter().filter(|p| open(p)).count();
         if n == 0 || left == 0 {
             return;
         }

@@ -231,7 +231,7 @@ mod tests {
         let mut d = Decision::default();
         let mut out = Vec::new();
         for q in 0..quanta {
-            let view = View { now: q as u64, quantum: 1, topology: &t, cpus, programs: &progs };
+            let view = View { now: q as u64, quantum: 1, topology: &t, cpus, programs: &progs.iter().collect::<Vec<_>>() };
             d.reset(1);
             pdpa.decide(&view, &mut d);
             let count = d.allocations[0].count;
@@ -292,7 +292,7 @@ mod tests {
         for q in 0..12 {
             let request = if (6..8).contains(&q) { 1 } else { 32 };
             progs[0].request = crate::program::Request { now: request, min: 1, max: 32 };
-            let view = View { now: q, quantum: 1, topology: &t, cpus: 64, programs: &progs };
+            let view = View { now: q, quantum: 1, topology: &t, cpus: 64, programs: &progs.iter().collect::<Vec<_>>() };
             d.reset(1);
             pdpa.decide(&view, &mut d);
             let count = d.allocations[0].count;
@@ -312,7 +312,7 @@ mod tests {
         let mut progs = vec![Program::new(1, "app", 6)];
         let mut d = Decision::default();
         for q in 0..5 {
-            let view = View { now: q, quantum: 1, topology: &t, cpus: 16, programs: &progs };
+            let view = View { now: q, quantum: 1, topology: &t, cpus: 16, programs: &progs.iter().collect::<Vec<_>>() };
             d.reset(1);
             pdpa.decide(&view, &mut d);
             let count = d.allocations[0].count;
@@ -335,7 +335,7 @@ mod tests {
         let t = Topology::flat(32);
         let progs = crate::testing::programs(&[16, 16]);
         let mut p = crate::policies::build("pdpa:tests=0").unwrap();
-        let view = View { now: 0, quantum: 1, topology: &t, cpus: 32, programs: &progs };
+        let view = View { now: 0, quantum: 1, topology: &t, cpus: 32, programs: &progs.iter().collect::<Vec<_>>() };
         let mut d = Decision::default();
         d.reset(2);
         p.decide(&view, &mut d);
