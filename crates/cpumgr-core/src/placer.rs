@@ -591,7 +591,7 @@ mod tests {
         // One package of two managed: the general free map (not every CPU managed).
         let t = server();
         let managed = CpuSet::parse("0-3,8-11").unwrap();
-        let progs = vec![Program::new(1, "a", 4), Program::new(2, "b", 2)];
+        let progs = [Program::new(1, "a", 4), Program::new(2, "b", 2)];
         let d = decision(&[4, 2]);
         let mut sets = Vec::new();
         Placer::new().place(&t, &managed, &progs.iter().collect::<Vec<_>>(), &d, &mut sets);

@@ -115,7 +115,7 @@ impl Policy for Gang {
     fn decide(&mut self, view: &View, out: &mut Decision) {
         self.pack(view);
         let rows = &self.rows[..self.used];
-        let need_of = |i: usize| need(view, &view.programs[i]);
+        let need_of = |i: usize| need(view, view.programs[i]);
         if rows.is_empty() {
             return;
         }
