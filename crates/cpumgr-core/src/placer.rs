@@ -188,7 +188,8 @@ impl Placer {
         }
         self.owner.clear();
         self.owner.resize(n, NOBODY);
-        sets.clear();
+        // Every set is cleared and written: those kept from the last placement keep their
+        // storage.
         sets.resize(programs.len(), CpuSet::new());
         self.assign(topology, programs, decision, 0..programs.len(), sets);
     }

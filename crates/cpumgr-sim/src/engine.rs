@@ -383,7 +383,11 @@ impl Placement {
                 self.placer.release(topology, &listed[i].cpus);
             }
         }
-        self.sets.resize(listed.len(), CpuSet::new());
+        if self.sets.len() < listed.len() {
+            // Never shrunk: a set dropped when the list is shorter would be allocated again, and
+            // grown word by word, when it is longer.
+            self.sets.resize(listed.len(), CpuSet::new());
+        }
         let only_changed = self.placer.place_changed(topology, listed, decision, changed, &mut self.sets);
         if !only_changed {
             self.placer.place(topology, managed, listed, decision, &mut self.sets);
