@@ -317,7 +317,8 @@ impl Placer {
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         order.extend(which.clone().filter(|&i| self.kept[i].len < want(decision, i) as usize));
-        order.sort_by_key(|&i| (self.kept[i].len == 0, std::cmp::Reverse(want(decision, i) as usize - self.kept[i].len), i));
+        // The keys are distinct (they end with the index): an unstable sort orders them alike.
+        order.sort_unstable_by_key(|&i| (self.kept[i].len == 0, std::cmp::Reverse(want(decision, i) as usize - self.kept[i].len), i));
         for &i in &order {
             let mut kept = std::mem::take(&mut self.kept[i]);
             let mut need = want(decision, i) as usize - kept.len;

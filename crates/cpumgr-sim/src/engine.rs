@@ -568,7 +568,7 @@ pub fn run(
         Tally::within_horizon(t, e.live.len() - e.dead.len() + e.queue.len())?;
         e.advance_to(t);
         e.complete_phases();
-        while let Some(mut j) = pending.due(e.now) {
+        while let Some(mut j) = pending.due(e.now)? {
             // Nothing the policy sees changes until the job is admitted (which starts the
             // fast-forward over): an arrival that waits for a place does not, unless it is the
             // first job to wait (idle CPUs then count as fragmentation).

@@ -119,7 +119,7 @@ impl JobSpec {
 
     /// Why the job's arrival is past [`crate::limits::MAX_SECONDS`], as (field, message).
     pub fn check_arrival(&self) -> Result<(), (&'static str, String)> {
-        if self.arrival as f64 > crate::limits::MAX_SECONDS * 1e9 {
+        if self.arrival > crate::limits::MAX_NANOS {
             let s = self.arrival as f64 / 1e9;
             return Err(("arrival", format!("{s} s is beyond the simulator's limit of {:e} s", crate::limits::MAX_SECONDS)));
         }

@@ -15,6 +15,10 @@ pub const MAX_CPUS: u32 = MAX_SYNTHETIC_CPUS as u32;
 /// of the Parallel Workloads Archive span a few years).
 pub const MAX_SECONDS: f64 = 1e9;
 
+/// [`MAX_SECONDS`] in nanoseconds: the latest arrival, compared as an integer (a job's arrival is
+/// checked as it is read).
+pub const MAX_NANOS: Nanos = 1_000_000_000 * 1_000_000_000;
+
 /// Simulated time past which a run stops with [`crate::SimError::Horizon`]: four times
 /// [`MAX_SECONDS`], well inside the 584 years a `u64` of nanoseconds holds, so every tick and
 /// fast-forward jump before it is free of overflow.
@@ -72,5 +76,6 @@ mod tests {
         assert_eq!(quantum(100.0), Ok(100_000_000));
         assert!(quantum(1e300).is_err() && quantum(0.0).is_err());
         assert_eq!(HORIZON as f64, 4.0 * MAX_SECONDS * 1e9);
+        assert_eq!(MAX_NANOS as f64, MAX_SECONDS * 1e9);
     }
 }

@@ -216,7 +216,7 @@ pub(crate) fn run(
         Tally::within_horizon(t, e.jobs.len() + e.queue.len())?;
         e.advance_to(t);
         e.complete_phases();
-        while let Some(mut j) = pending.due(e.now) {
+        while let Some(mut j) = pending.due(e.now)? {
             let id = e.tally.arrive(&mut j, e.now)?;
             e.queue.push_back((id, j));
             e.want_tick();

@@ -3,7 +3,6 @@
 //! arrivals and exits with their trace events, the job records streamed to the observer, the
 //! CPU-second sums and the end-of-run summary.
 
-use std::iter::Peekable;
 use std::time::Instant;
 
 use cpumgr_core::trace::{Event, EventKind};
@@ -18,26 +17,42 @@ const NS: f64 = 1e9;
 
 /// The jobs not yet arrived, in input order.
 pub(crate) struct Pending<I: Iterator<Item = JobSpec>> {
-    jobs: Peekable<I>,
+    jobs: I,
+    /// The next job, taken from `jobs` once its arrival time was checked: each job is checked
+    /// and moved once, however often the engine asks when it arrives.
+    next: Option<JobSpec>,
 }
 
 impl<I: Iterator<Item = JobSpec>> Pending<I> {
     /// The jobs of `jobs`, in their order.
     pub fn new(jobs: impl IntoIterator<Item = JobSpec, IntoIter = I>) -> Self {
-        Pending { jobs: jobs.into_iter().peekable() }
+        Pending { jobs: jobs.into_iter(), next: None }
     }
 
-    /// When the next job arrives (now, if it was listed after a later one), once its arrival
-    /// time is known to be within the simulator's limits; `None` when none is left.
+    /// The next job's arrival time, once it is known to be within the simulator's limits;
+    /// `None` when none is left.
+    fn peek(&mut self) -> Result<Option<Nanos>, SimError> {
+        if self.next.is_none() {
+            self.next = self.jobs.next();
+            if let Some(j) = &self.next {
+                j.check_arrival().map_err(|(field, message)| SimError::Job { name: j.name.clone(), field, message })?;
+            }
+        }
+        Ok(self.next.as_ref().map(|j| j.arrival))
+    }
+
+    /// When the next job arrives (now, if it was listed after a later one); `None` when none is
+    /// left.
     pub fn next_arrival(&mut self, now: Nanos) -> Result<Option<Nanos>, SimError> {
-        let Some(j) = self.jobs.peek() else { return Ok(None) };
-        j.check_arrival().map_err(|(field, message)| SimError::Job { name: j.name.clone(), field, message })?;
-        Ok(Some(j.arrival.max(now)))
+        Ok(self.peek()?.map(|a| a.max(now)))
     }
 
     /// The next job, if it has arrived by `now`.
-    pub fn due(&mut self, now: Nanos) -> Option<JobSpec> {
-        self.jobs.next_if(|j| j.arrival <= now)
+    pub fn due(&mut self, now: Nanos) -> Result<Option<JobSpec>, SimError> {
+        Ok(match self.peek()? {
+            Some(a) if a <= now => self.next.take(),
+            _ => None,
+        })
     }
 }
 
