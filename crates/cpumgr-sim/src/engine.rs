@@ -55,7 +55,7 @@ use crate::cost::CostModel;
 use crate::job::JobSpec;
 use crate::limits::HORIZON;
 use crate::metrics::{JobRecord, RunSummary};
-use crate::slots::{remove_sorted, Slots};
+use crate::slots::Slots;
 use crate::tally::{Pending, Ran, Tally};
 
 const NS: f64 = 1e9;
@@ -403,6 +403,19 @@ impl Placement {
     }
 }
 
+/// What the tick's walks read of a job, by slot, beside its record: one dense array instead of
+/// a cache line of each record.
+#[derive(Debug, Clone, Copy, Default)]
+struct Dense {
+    /// The CPUs it ran on in the last quantum (0 if it did not run): the tick's pass over the
+    /// decision compares each count with it and reads nothing else.
+    held: u32,
+    /// [`Live::idle`].
+    idle: bool,
+    /// Whether it finished (it leaves the list at the next tick).
+    done: bool,
+}
+
 struct Engine<'a, 'o> {
     topology: &'a Topology,
     managed: CpuSet,
@@ -424,16 +437,14 @@ struct Engine<'a, 'o> {
     arrived: Vec<ProgramId>,
     /// Storage for the view's list of programs, kept empty between ticks.
     listed: Vec<&'static Program>,
-    /// Per job, [`Live::idle`], kept beside the records so that the tick's walks over a long
-    /// backlog read one dense array.
-    idle: Vec<bool>,
-    /// Per job, the CPUs it ran on in the last quantum (0 if it did not run), kept beside the
-    /// records: the tick's pass over the decision compares each count with it and reads nothing
-    /// else.
-    cpus_held: Vec<u32>,
-    /// The indices of the jobs that are not idle, in order, when `active_stale` is false: the
+    /// Per slot, what the tick's walks read of its job, kept beside the records in one dense
+    /// array.
+    dense: Vec<Dense>,
+    /// Scratch: per listed program, the CPUs it holds ([`Dense::held`]), for the placement.
+    held_list: Vec<u32>,
+    /// The slots of the jobs that are not idle, in list order, when `active_stale` is false: the
     /// tick's walks go through these only, not through a long backlog's flags.
-    active: Vec<usize>,
+    active: Vec<u32>,
     /// Whether an idle flag or the job list changed since `active` was built.
     active_stale: bool,
     placement: Placement,
@@ -458,9 +469,9 @@ struct Engine<'a, 'o> {
     /// allocation changes, not every job; a job's progress over quanta of one allocation is
     /// added in one step instead of one per quantum (equal up to rounding).
     lazy: bool,
-    /// The indices of the finished jobs still in `live` (removed at the next tick), in the
+    /// The slots of the finished jobs still listed in `live` (removed at the next tick), in the
     /// order they finished.
-    dead: Vec<usize>,
+    dead: Vec<u32>,
     /// Phase ends, (time, job id, slot of its record): every alive job's `done_at` is here
     /// (pushed when it changes; the slot finds its record without a search), beside entries that
     /// no longer apply, dropped when they reach the top.
@@ -523,8 +534,8 @@ pub fn run(
         live: Slots::default(),
         arrived: Vec::new(),
         listed: Vec::new(),
-        idle: Vec::new(),
-        cpus_held: Vec::new(),
+        dense: Vec::new(),
+        held_list: Vec::new(),
         active: Vec::new(),
         active_stale: false,
         placement: Placement::default(),
@@ -631,8 +642,7 @@ impl Engine<'_, '_> {
             if !self.applies(end) {
                 continue;
             }
-            // An alive job's record is listed.
-            let i = self.live.position(end.2);
+            let i = end.2;
             self.changed();
             let now = self.now;
             let l = &mut self.live[i];
@@ -664,11 +674,12 @@ impl Engine<'_, '_> {
         }
     }
 
-    /// Sets job `i`'s idle flag from its state ([`Live::idle`]).
-    fn set_idle(&mut self, i: usize) {
+    /// Sets the idle flag of the job in slot `i` from its state ([`Live::idle`]).
+    fn set_idle(&mut self, i: u32) {
         let idle = self.live[i].idle();
-        if idle != self.idle[i] {
-            self.idle[i] = idle;
+        let d = &mut self.dense[i as usize];
+        if idle != d.idle {
+            d.idle = idle;
             self.active_stale = true;
         }
     }
@@ -677,7 +688,8 @@ impl Engine<'_, '_> {
     fn refresh_active(&mut self) {
         if self.active_stale {
             self.active.clear();
-            self.active.extend(self.idle.iter().enumerate().filter(|(_, &idle)| !idle).map(|(i, _)| i));
+            let dense = &self.dense;
+            self.active.extend(self.live.order().iter().filter(|&&s| !dense[s as usize].idle));
             self.active_stale = false;
         }
     }
@@ -697,14 +709,14 @@ impl Engine<'_, '_> {
     /// Whether the phase end `(t, id, slot)` still applies: the record in the slot is that job's
     /// (a slot is reused once its job has left), still in the system and due at `t`.
     fn applies(&self, (t, id, slot): (Nanos, u64, u32)) -> bool {
-        let l = self.live.in_slot(slot);
+        let l = &self.live[slot];
         l.id == id && l.alive && l.done_at == t
     }
 
-    fn push_end(&mut self, i: usize) {
+    fn push_end(&mut self, i: u32) {
         let d = self.live[i].done_at;
         if d != Nanos::MAX {
-            self.ends.push(Reverse((d, self.live[i].id, self.live.slot(i))));
+            self.ends.push(Reverse((d, self.live[i].id, i)));
         }
     }
 
@@ -713,20 +725,18 @@ impl Engine<'_, '_> {
         if self.dead.is_empty() {
             return;
         }
-        self.dead.sort_unstable();
         for &i in &self.dead {
             let mut set = std::mem::take(&mut self.live[i].program.cpus);
             set.clear();
             self.spare_sets.push(set);
         }
-        self.live.remove_sorted(&self.dead);
-        remove_sorted(&mut self.idle, &self.dead);
-        remove_sorted(&mut self.cpus_held, &self.dead);
+        let dense = &self.dense;
+        self.live.retain(|s| !dense[s as usize].done);
         self.active_stale = true;
         self.dead.clear();
     }
 
-    fn finish(&mut self, i: usize) {
+    fn finish(&mut self, i: u32) {
         if self.live[i].ran_last {
             // Its CPUs are free from now on (for the next placement of the changed programs).
             self.placement.placer.release(self.topology, &self.live[i].program.cpus);
@@ -737,6 +747,7 @@ impl Engine<'_, '_> {
         l.ran_last = false;
         l.done_at = Nanos::MAX;
         self.dead.push(i);
+        self.dense[i as usize].done = true;
         let l = &mut self.live[i];
         // The name goes back to the job, for its record: the program leaves at the next
         // compaction, and nothing reads a finished program's name.
@@ -768,9 +779,7 @@ impl Engine<'_, '_> {
             let reports = reports_in(&spec, 0);
             let kind = spec.kind;
             self.unserved += 1;
-            self.idle.push(false);
-            self.cpus_held.push(0);
-            self.live.push(Live {
+            let i = self.live.push(Live {
                 id: id.0,
                 program: p,
                 spec,
@@ -798,7 +807,11 @@ impl Engine<'_, '_> {
                 reports,
                 kind,
             });
-            let i = self.live.len() - 1;
+            if i as usize == self.dense.len() {
+                self.dense.push(Dense::default());
+            } else {
+                self.dense[i as usize] = Dense::default();
+            }
             self.set_idle(i);
             self.show(i);
             self.arrived.push(id);
@@ -813,7 +826,7 @@ impl Engine<'_, '_> {
     /// Sets job `i`'s rate for holding `share` CPUs with `threads` threads.
     /// A finished job's rate is zero. The counts of CPUs held and of jobs served and
     /// progressing follow.
-    fn set_rate(&mut self, i: usize, share: f64, threads: f64) {
+    fn set_rate(&mut self, i: u32, share: f64, threads: f64) {
         let l = &mut self.live[i];
         let (old_share, old_rate) = (l.share, l.rate);
         l.share = share;
@@ -825,7 +838,7 @@ impl Engine<'_, '_> {
             0.0
         };
         let rate = l.rate;
-        self.cpus_held[i] = if l.ran_last { share as u32 } else { 0 };
+        self.dense[i as usize].held = if l.ran_last { share as u32 } else { 0 };
         self.held += share - old_share;
         self.served = self.served + usize::from(share > 0.0) - usize::from(old_share > 0.0);
         self.rated = self.rated + usize::from(rate > 0.0) - usize::from(old_rate > 0.0);
@@ -878,6 +891,9 @@ impl Engine<'_, '_> {
         }
         self.decision.reset(self.live.len());
         let listed = list(&self.live, std::mem::take(&mut self.listed));
+        let dense = &self.dense;
+        self.held_list.clear();
+        self.held_list.extend(self.live.order().iter().map(|&s| dense[s as usize].held));
         let view = view_of(self.topology, self.cpus, self.now, self.quantum, &listed);
         for id in self.arrived.drain(..) {
             self.policy.on_arrival(&view, id);
@@ -888,7 +904,7 @@ impl Engine<'_, '_> {
             &self.managed,
             &listed,
             &self.decision,
-            &self.cpus_held,
+            &self.held_list,
             self.cfg.check_placement,
         );
         self.listed = recycle(listed);
@@ -947,7 +963,7 @@ impl Engine<'_, '_> {
         match outcome {
             Outcome::Kept => {
                 for &i in &changed {
-                    self.stop(i);
+                    self.stop(self.live.order()[i]);
                 }
             }
             Outcome::Invalid(error) => return Err(SimError::Placement { at: self.now as f64 / NS, error }),
@@ -957,7 +973,7 @@ impl Engine<'_, '_> {
                     if self.cfg.check_placement && only_changed {
                         self.check_size(i, placed)?;
                     }
-                    self.apply_one(i, placed as u32);
+                    self.apply_one(i, self.live.order()[i], placed as u32);
                 }
             }
         }
@@ -987,16 +1003,18 @@ impl Engine<'_, '_> {
         Ok(())
     }
 
-    /// Applies program `i`'s new set (in `sets`, `placed` CPUs) from the placer: moves and their
-    /// reload, a resumed program's stall, its rate, and the trace.
-    fn apply_one(&mut self, i: usize, placed: u32) {
+    /// Applies the new set of the program at position `i` (in `sets`, `placed` CPUs), whose job
+    /// is in slot `slot`, from the placer: moves and their reload, a resumed program's stall, its
+    /// rate, and the trace.
+    fn apply_one(&mut self, i: usize, slot: u32, placed: u32) {
         let a = self.decision.allocations[i];
         let running = a.running && placed > 0;
         let count = if running { placed } else { 0 };
-        if !running && self.idle[i] {
+        let d = &mut self.dense[slot as usize];
+        if !running && d.idle {
             return;
         }
-        let l = &mut self.live[i];
+        let l = &mut self.live[slot];
         l.progress(self.now, &mut self.seconds);
         let new = &mut self.placement.sets[i];
         if running {
@@ -1020,8 +1038,8 @@ impl Engine<'_, '_> {
                 l.stall += self.cfg.cost.resume_ms * 1e-3;
             }
             l.first_run.get_or_insert(self.now);
-            if self.idle[i] {
-                self.idle[i] = false;
+            if d.idle {
+                d.idle = false;
                 self.active_stale = true;
             }
             if l.kind == Kind::Moldable && l.team.is_none() {
@@ -1033,9 +1051,9 @@ impl Engine<'_, '_> {
             std::mem::swap(&mut l.program.cpus, new);
         }
         l.set_running(running);
-        self.set_placed_rate(i, count);
+        self.set_placed_rate(slot, count);
         if changed && self.tally.trace {
-            let p = &self.live[i].program;
+            let p = &self.live[slot].program;
             let (id, cpus) = (p.id, if running { p.cpus.clone() } else { CpuSet::new() });
             self.emit(Some(id), EventKind::Allocate { count, cpus, running });
         }
@@ -1043,7 +1061,7 @@ impl Engine<'_, '_> {
 
     /// Stops program `i`, which ran last quantum and gets nothing now: it gives its CPUs back
     /// (no placement needed, nobody else changes).
-    fn stop(&mut self, i: usize) {
+    fn stop(&mut self, i: u32) {
         let l = &mut self.live[i];
         debug_assert!(l.ran_last, "only a running program stops");
         l.progress(self.now, &mut self.seconds);
@@ -1058,7 +1076,7 @@ impl Engine<'_, '_> {
 
     /// Sets job `i`'s rate for `count` placed CPUs (its threads follow its kind), shows its
     /// allocation in its program's view fields and reschedules its end.
-    fn set_placed_rate(&mut self, i: usize, count: u32) {
+    fn set_placed_rate(&mut self, i: u32, count: u32) {
         let l = &self.live[i];
         let threads = match l.kind {
             Kind::Rigid(n) => n,
@@ -1073,7 +1091,7 @@ impl Engine<'_, '_> {
     /// Writes the view fields that change only with job `i`'s allocation: whether it runs, and
     /// its threads (a rigid job's processes, a moldable job's team once formed, else its CPUs
     /// once it has run).
-    fn show(&mut self, i: usize) {
+    fn show(&mut self, i: u32) {
         let l = &mut self.live[i];
         l.program.running = l.ran_last;
         l.program.threads = match l.kind {
@@ -1084,7 +1102,7 @@ impl Engine<'_, '_> {
     }
 
     /// Recomputes job `i`'s end from its progress and rate now, queueing it if it moved.
-    fn reschedule(&mut self, i: usize) {
+    fn reschedule(&mut self, i: u32) {
         let l = &mut self.live[i];
         let before = l.done_at;
         l.set_done_at(self.now);
