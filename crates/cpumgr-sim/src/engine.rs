@@ -19,10 +19,11 @@
 //! processor-sharing model with virtual clocks (`sharing.rs`).
 //!
 //! **Records.** The program list the policy sees is in id order and loses the finished programs
-//! at every tick. Each job's record, with the [`Program`] the policy sees, stays in a stable slot
-//! (`slots::Slots`), found through a list of slot numbers (which is what moves when a program
-//! leaves) and, from the heap of phase ends, through its slot number; the view lists references
-//! to the programs, built at each decision. What the tick's pass over the
+//! at every tick. Each job's record stays in a stable slot (`slots::Slots`), listed through a
+//! list of slot numbers (which is all that moves when a program leaves); everything else the
+//! engine keeps per job (the [`Program`] the policy sees, the dense fields the tick's walks read)
+//! is indexed by the same slot, and the heap of phase ends finds a job by its slot. The view lists
+//! references to the programs, built at each decision. What the tick's pass over the
 //! decision reads (the CPUs each job holds, whether it is idle) is kept in dense arrays beside
 //! the list.
 //!
@@ -172,9 +173,6 @@ struct Snap {
 struct Live {
     /// Its program's id (its record's slot is reused once it has left).
     id: u64,
-    /// What the policy sees of it: the view lists a reference to this record, which stays in
-    /// its slot while programs before it leave.
-    program: Program,
     spec: JobSpec,
     /// Whether it is still in the system (finished jobs leave at the next tick).
     alive: bool,
@@ -430,8 +428,7 @@ struct Engine<'a, 'o> {
     wake_at: Option<Nanos>,
     limit: u32,
     queue: VecDeque<(ProgramId, JobSpec)>,
-    /// The jobs in the system with their programs, in id order (the view's order), each record
-    /// in a stable slot.
+    /// The jobs in the system, in id order (the view's order), each record in a stable slot.
     live: Slots<Live>,
     /// The programs admitted since the last decision, to tell the policy of before it decides.
     arrived: Vec<ProgramId>,
@@ -440,6 +437,10 @@ struct Engine<'a, 'o> {
     /// Per slot, what the tick's walks read of its job, kept beside the records in one dense
     /// array.
     dense: Vec<Dense>,
+    /// Per slot, what the policy sees of its job: the view lists references to these, which
+    /// stay where they are while programs before them leave, packed together (not inside the
+    /// job records) so that the policy's walks over them read few cache lines.
+    programs: Vec<Program>,
     /// Scratch: per listed program, the CPUs it holds ([`Dense::held`]), for the placement.
     held_list: Vec<u32>,
     /// The slots of the jobs that are not idle, in list order, when `active_stale` is false: the
@@ -535,6 +536,7 @@ pub fn run(
         arrived: Vec::new(),
         listed: Vec::new(),
         dense: Vec::new(),
+        programs: Vec::new(),
         held_list: Vec::new(),
         active: Vec::new(),
         active_stale: false,
@@ -665,10 +667,11 @@ impl Engine<'_, '_> {
             self.set_rate(i, share, threads);
             self.live[i].set_done_at(now);
             self.push_end(i);
-            let l = &mut self.live[i];
-            l.program.request = l.spec.request_in(l.phase);
+            let l = &self.live[i];
+            let p = &mut self.programs[i as usize];
+            p.request = l.spec.request_in(l.phase);
             if after != before && self.tally.trace {
-                let id = l.program.id;
+                let id = p.id;
                 self.emit(Some(id), EventKind::Request { now: after });
             }
         }
@@ -726,7 +729,7 @@ impl Engine<'_, '_> {
             return;
         }
         for &i in &self.dead {
-            let mut set = std::mem::take(&mut self.live[i].program.cpus);
+            let mut set = std::mem::take(&mut self.programs[i as usize].cpus);
             set.clear();
             self.spare_sets.push(set);
         }
@@ -739,7 +742,7 @@ impl Engine<'_, '_> {
     fn finish(&mut self, i: u32) {
         if self.live[i].ran_last {
             // Its CPUs are free from now on (for the next placement of the changed programs).
-            self.placement.placer.release(self.topology, &self.live[i].program.cpus);
+            self.placement.placer.release(self.topology, &self.programs[i as usize].cpus);
         }
         self.set_rate(i, 0.0, self.live[i].threads);
         let l = &mut self.live[i];
@@ -748,14 +751,14 @@ impl Engine<'_, '_> {
         l.done_at = Nanos::MAX;
         self.dead.push(i);
         self.dense[i as usize].done = true;
-        let l = &mut self.live[i];
+        let (l, p) = (&mut self.live[i], &mut self.programs[i as usize]);
         // The name goes back to the job, for its record: the program leaves at the next
         // compaction, and nothing reads a finished program's name.
-        std::mem::swap(&mut l.spec.name, &mut l.program.name);
-        self.policy.on_exit(l.program.id);
+        std::mem::swap(&mut l.spec.name, &mut p.name);
+        self.policy.on_exit(p.id);
         let ran =
             Ran { first_run: l.first_run, run_ns: l.run_ns, busy: l.busy, moves: l.moves, dedicated: l.dedicated };
-        self.tally.finish(l.program.id, &mut l.spec, l.program.arrival, &ran, self.now);
+        self.tally.finish(p.id, &mut l.spec, p.arrival, &ran, self.now);
     }
 
     /// Admits queued jobs while the multiprogramming level allows (at ticks, after
@@ -781,7 +784,6 @@ impl Engine<'_, '_> {
             self.unserved += 1;
             let i = self.live.push(Live {
                 id: id.0,
-                program: p,
                 spec,
                 alive: true,
                 at: self.now,
@@ -807,11 +809,8 @@ impl Engine<'_, '_> {
                 reports,
                 kind,
             });
-            if i as usize == self.dense.len() {
-                self.dense.push(Dense::default());
-            } else {
-                self.dense[i as usize] = Dense::default();
-            }
+            put(&mut self.dense, i, Dense::default());
+            put(&mut self.programs, i, p);
             self.set_idle(i);
             self.show(i);
             self.arrived.push(id);
@@ -852,11 +851,11 @@ impl Engine<'_, '_> {
     fn view_usage(&mut self, regular: bool) {
         self.refresh_active();
         for &i in &self.active {
-            let l = &mut self.live[i];
+            let (l, p) = (&mut self.live[i], &mut self.programs[i as usize]);
             l.progress(self.now, &mut self.seconds);
-            l.program.cpu_time = (l.busy * NS) as Nanos;
+            p.cpu_time = (l.busy * NS) as Nanos;
             if l.reports && l.q_time > 0.0 && l.share > 0.0 {
-                l.program.speedup = Some(SpeedupReport { cpus: l.held(), speedup: l.q_work / l.q_time });
+                p.speedup = Some(SpeedupReport { cpus: l.held(), speedup: l.q_work / l.q_time });
             }
             l.q_work = 0.0;
             l.q_time = 0.0;
@@ -890,7 +889,7 @@ impl Engine<'_, '_> {
             self.view_usage(regular);
         }
         self.decision.reset(self.live.len());
-        let listed = list(&self.live, std::mem::take(&mut self.listed));
+        let listed = list(self.live.order(), &self.programs, std::mem::take(&mut self.listed));
         let dense = &self.dense;
         self.held_list.clear();
         self.held_list.extend(self.live.order().iter().map(|&s| dense[s as usize].held));
@@ -1014,17 +1013,17 @@ impl Engine<'_, '_> {
         if !running && d.idle {
             return;
         }
-        let l = &mut self.live[slot];
+        let (l, p) = (&mut self.live[slot], &mut self.programs[slot as usize]);
         l.progress(self.now, &mut self.seconds);
         let new = &mut self.placement.sets[i];
         if running {
             if self.cfg.fast_forward {
-                l.sig = signature(l.program.id, count, new);
+                l.sig = signature(p.id, count, new);
             }
-            let moved: u32 = if l.program.cpus.is_empty() {
+            let moved: u32 = if p.cpus.is_empty() {
                 0
             } else {
-                let old = l.program.cpus.as_words();
+                let old = p.cpus.as_words();
                 new
                     .as_words()
                     .iter()
@@ -1046,14 +1045,14 @@ impl Engine<'_, '_> {
                 l.team = Some(count);
             }
         }
-        let changed = running != l.ran_last || (running && *new != l.program.cpus);
+        let changed = running != l.ran_last || (running && *new != p.cpus);
         if running {
-            std::mem::swap(&mut l.program.cpus, new);
+            std::mem::swap(&mut p.cpus, new);
         }
         l.set_running(running);
         self.set_placed_rate(slot, count);
         if changed && self.tally.trace {
-            let p = &self.live[slot].program;
+            let p = &self.programs[slot as usize];
             let (id, cpus) = (p.id, if running { p.cpus.clone() } else { CpuSet::new() });
             self.emit(Some(id), EventKind::Allocate { count, cpus, running });
         }
@@ -1065,11 +1064,11 @@ impl Engine<'_, '_> {
         let l = &mut self.live[i];
         debug_assert!(l.ran_last, "only a running program stops");
         l.progress(self.now, &mut self.seconds);
-        self.placement.placer.release(self.topology, &l.program.cpus);
+        self.placement.placer.release(self.topology, &self.programs[i as usize].cpus);
         l.set_running(false);
         self.set_placed_rate(i, 0);
         if self.tally.trace {
-            let id = self.live[i].program.id;
+            let id = self.programs[i as usize].id;
             self.emit(Some(id), EventKind::Allocate { count: 0, cpus: CpuSet::new(), running: false });
         }
     }
@@ -1092,9 +1091,9 @@ impl Engine<'_, '_> {
     /// its threads (a rigid job's processes, a moldable job's team once formed, else its CPUs
     /// once it has run).
     fn show(&mut self, i: u32) {
-        let l = &mut self.live[i];
-        l.program.running = l.ran_last;
-        l.program.threads = match l.kind {
+        let (l, p) = (&self.live[i], &mut self.programs[i as usize]);
+        p.running = l.ran_last;
+        p.threads = match l.kind {
             Kind::Rigid(n) => Some(n),
             Kind::Moldable => l.team,
             Kind::Malleable | Kind::Evolving => l.first_run.map(|_| l.held()),
@@ -1132,7 +1131,7 @@ impl Engine<'_, '_> {
 
     /// Jumps over whole periods of a repeating schedule (module documentation).
     fn fast_forward(&mut self, sigs: (u64, u64), next_arrival: Option<Nanos>) {
-        let listed = list(&self.live, std::mem::take(&mut self.listed));
+        let listed = list(self.live.order(), &self.programs, std::mem::take(&mut self.listed));
         let view = view_of(self.topology, self.cpus, self.now, self.quantum, &listed);
         let rotation = self.policy.rotation(&view, MAX_PERIOD as u32);
         self.listed = recycle(listed);
@@ -1294,10 +1293,19 @@ fn view_of<'v>(topology: &'v Topology, cpus: u32, now: Nanos, quantum: Nanos, pr
 /// The programs of the jobs in `live`, in list order, in the storage of `into` (empty): the
 /// view's list, built at each decision (a reference per program, where keeping the records
 /// themselves in a list moved every record behind each finished one).
-fn list<'l>(live: &'l Slots<Live>, into: Vec<&'static Program>) -> Vec<&'l Program> {
+fn list<'l>(order: &[u32], programs: &'l [Program], into: Vec<&'static Program>) -> Vec<&'l Program> {
     let mut listed = recycle(into);
-    listed.extend(live.iter().map(|l| &l.program));
+    listed.extend(order.iter().map(|&s| &programs[s as usize]));
     listed
+}
+
+/// Writes `x` at `slot` of a per-slot array, which grows by one when the slot is new.
+fn put<T>(v: &mut Vec<T>, slot: u32, x: T) {
+    if slot as usize == v.len() {
+        v.push(x);
+    } else {
+        v[slot as usize] = x;
+    }
 }
 
 /// An empty list of references in the storage of `v`, whatever the references' lifetime: the
