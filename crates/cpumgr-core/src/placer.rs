@@ -41,9 +41,10 @@ pub struct Placer {
     /// read for positions that are taken (a released one keeps its stale entry).
     owner: Vec<u64>,
     /// Scratch: a program's previous positions as a bitset ([`Topology::position_words`]), the
-    /// grow order, the programs a placement of the changed ones displaces.
+    /// grow order (with each program's sort key), the programs a placement of the changed ones
+    /// displaces.
     scratch: Vec<u64>,
-    order: Vec<usize>,
+    order: Vec<(bool, std::cmp::Reverse<usize>, usize)>,
     displaced: Vec<usize>,
 }
 
@@ -316,10 +317,14 @@ impl Placer {
         // first (best fit packs big requests before small ones fragment the machine).
         let mut order = std::mem::take(&mut self.order);
         order.clear();
-        order.extend(which.clone().filter(|&i| self.kept[i].len < want(decision, i) as usize));
-        // The keys are distinct (they end with the index): an unstable sort orders them alike.
-        order.sort_unstable_by_key(|&i| (self.kept[i].len == 0, std::cmp::Reverse(want(decision, i) as usize - self.kept[i].len), i));
-        for &i in &order {
+        // Sorted by (newcomer, most CPUs to take first, index), the key built once per program;
+        // the keys are distinct (they end with the index), so an unstable sort orders them alike.
+        order.extend(which.clone().filter_map(|i| {
+            let (kept, want) = (self.kept[i].len, want(decision, i) as usize);
+            (kept < want).then_some((kept == 0, std::cmp::Reverse(want - kept), i))
+        }));
+        order.sort_unstable();
+        for &(_, _, i) in &order {
             let mut kept = std::mem::take(&mut self.kept[i]);
             let mut need = want(decision, i) as usize - kept.len;
             let block = decision.allocations[i].block.max(1) as usize;
