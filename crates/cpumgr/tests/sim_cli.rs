@@ -86,6 +86,29 @@ fn csv_and_table_have_a_row_per_policy() {
 }
 
 #[test]
+fn policies_run_at_once_give_the_table_they_give_one_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let gen = "name = \"gen\"\ncpus = 32\n[generator]\nmodel = \"lublin\"\njobs = 300\nload = 0.9\nkind = \"malleable\"\n";
+    let w = write(dir.path(), "gen.toml", gen);
+    let policies = "os,equipartition,dss,pdpa,gang,fcfs,cs,scs";
+    // Every column but the last (wall seconds).
+    let table = |threads: &str| {
+        let o = cpumgr(&["sim", "--workload", &w, "--policy", policies, "--csv", "--threads", threads]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        stdout(&o).lines().map(|l| l.rsplit_once(',').unwrap().0.to_string()).collect::<Vec<_>>()
+    };
+    let one = table("1");
+    assert_eq!(one.len(), 9, "{one:?}");
+    assert_eq!(one, table("4"), "the same rows, in the order of --policy");
+    // A failing run is reported as it is one at a time (the first failure in --policy's order).
+    let o = cpumgr(&["sim", "--workload", &w, "--policy", "equipartition,nosuch,fcfs", "--threads", "3"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("nosuch"), "{}", stderr(&o));
+    let o = cpumgr(&["sim", "--workload", &w, "--policy", "fcfs", "--threads", "0"]);
+    assert!(!o.status.success() && stderr(&o).contains("--threads"), "{}", stderr(&o));
+}
+
+#[test]
 fn lists_the_eight_presets_and_runs_one() {
     let o = cpumgr(&["sim", "--list-presets", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));

@@ -5,6 +5,8 @@
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 
 use anyhow::Context;
 use clap::Parser;
@@ -106,6 +108,11 @@ pub struct Args {
     /// of programs × time and CPUs × time.
     #[arg(long)]
     report: Option<PathBuf>,
+    /// How many policies are simulated at once; default: the CPUs available. Each run is
+    /// independent and deterministic, so the table is the same whatever the number; runs whose
+    /// events are written (`--trace`, `--report`) go one at a time, in order.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
+    threads: Option<u32>,
     /// List the presets and exit.
     #[arg(long)]
     list_presets: bool,
@@ -212,6 +219,25 @@ fn run_one(topology: &Topology, w: &Workload, spec: &str, cfg: &SimConfig, obs: 
     })
 }
 
+/// Runs every policy of `specs` on the workload, `threads` at a time (each thread takes the next
+/// policy not yet started), and returns their results in the order of `specs`, or the first
+/// error in that order.
+fn run_all(topology: &Topology, w: &Workload, specs: &[String], cfg: &SimConfig, threads: usize) -> anyhow::Result<Vec<RunSummary>> {
+    let next = AtomicUsize::new(0);
+    let done: Mutex<Vec<Option<anyhow::Result<RunSummary>>>> = Mutex::new(specs.iter().map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..threads.clamp(1, specs.len().max(1)) {
+            scope.spawn(|| loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(spec) = specs.get(k) else { break };
+                let result = run_one(topology, w, spec, cfg, &mut ());
+                done.lock().expect("no run panics holding the results")[k] = Some(result);
+            });
+        }
+    });
+    done.into_inner().expect("no run panicked holding the results").into_iter().map(|r| r.expect("every policy ran")).collect()
+}
+
 /// For a `static` policy, the CPUs of its smallest partition on a machine of `cpus`.
 fn static_part(spec: &str, cpus: u32) -> Option<u32> {
     let spec = PolicySpec::parse(spec).ok()?;
@@ -287,13 +313,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         sink.trace = Some(TraceWriter { out, error: None });
     }
     let mut timelines = Vec::new();
-    for spec in &specs {
-        let s = if sink.wants_events() { run_one(&topology, &w, spec, &cfg, &mut sink)? } else { run_one(&topology, &w, spec, &cfg, &mut ())? };
-        if let Some(events) = sink.events.as_mut() {
-            timelines.push((spec.clone(), Timeline::from_events(events)));
-            events.clear();
+    if sink.wants_events() {
+        for spec in &specs {
+            results.push(run_one(&topology, &w, spec, &cfg, &mut sink)?);
+            if let Some(events) = sink.events.as_mut() {
+                timelines.push((spec.clone(), Timeline::from_events(events)));
+                events.clear();
+            }
         }
-        results.push(s);
+    } else {
+        let threads = args.threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n as usize);
+        results = run_all(&topology, &w, &specs, &cfg, threads)?;
     }
     if let (Some(t), Some(p)) = (sink.trace.as_mut(), &args.trace) {
         if let Some(e) = t.error.take() {
