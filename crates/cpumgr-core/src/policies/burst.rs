@@ -46,7 +46,7 @@ impl Policy for Burst {
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        let left = reserve_rigid(view, out);
+        let left = reserve_rigid(view, out).left;
         let open: Vec<usize> = (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
         let wants: Vec<u32> = open.iter().map(|&i| view.programs[i].wants()).collect();
         let shares = water_fill(left, &wants);

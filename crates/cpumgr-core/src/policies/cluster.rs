@@ -34,7 +34,7 @@ impl Policy for Cluster {
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        let mut left = reserve_rigid(view, out);
+        let mut left = reserve_rigid(view, out).left;
         let mut open: Vec<usize> = (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
         let mut counts = vec![0u32; view.programs.len()];
         // Whole clusters, round by round; when fewer than a chunk remain, halve the chunk (two,

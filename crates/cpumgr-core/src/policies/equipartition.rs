@@ -8,7 +8,7 @@
 //! Good at: fairness between equal programs, no information needed. Bad at: programs that scale
 //! differently, since it gives a program that gains nothing from a CPU as many as one that does.
 
-use super::{reserve_rigid, PolicyInfo};
+use super::{reserve_rigid, PolicyInfo, Reserved};
 use crate::params::{ParamKind, ParamSpec};
 use crate::policy::{Decision, Policy, View};
 use crate::program::Program;
@@ -41,9 +41,8 @@ impl Policy for Equipartition {
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        let left = reserve_rigid(view, out);
+        let Reserved { left, open: n } = reserve_rigid(view, out);
         let open = |p: &Program| p.kind.rigid_procs().is_none();
-        let n = view.programs.iter().filter(|p| open(p)).count();
         if n == 0 || left == 0 {
             return;
         }

@@ -95,19 +95,32 @@ pub fn admission(admit: u32) -> Option<u32> {
 /// squeezed onto fewer CPUs than it has processes spins away its time slices (DESIGN.md, "never
 /// squeeze a spinning team"), so space-sharing policies run it whole or let it wait. A rigid job
 /// wider than the managed CPUs runs on all of them (it time-shares with itself, paper 002) when it
-/// is the first to arrive. Returns the CPUs left for the other programs.
-pub fn reserve_rigid(view: &View, out: &mut Decision) -> u32 {
-    let mut left = view.cpus;
+/// is the first to arrive. Returns the CPUs left for the other programs and how many they are
+/// (counted in the same pass: this runs every quantum over every program).
+pub fn reserve_rigid(view: &View, out: &mut Decision) -> Reserved {
+    let mut r = Reserved { left: view.cpus, open: 0 };
     for (i, p) in view.programs.iter().enumerate() {
-        if let Some(n) = p.kind.rigid_procs() {
-            let need = n.min(view.cpus);
-            if need <= left && need > 0 {
-                out.give(i, need);
-                left -= need;
+        match p.kind.rigid_procs() {
+            Some(n) => {
+                let need = n.min(view.cpus);
+                if need <= r.left && need > 0 {
+                    out.give(i, need);
+                    r.left -= need;
+                }
             }
+            None => r.open += 1,
         }
     }
-    left
+    r
+}
+
+/// What [`reserve_rigid`] leaves to the programs that are not rigid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reserved {
+    /// CPUs not given to rigid programs.
+    pub left: u32,
+    /// Programs that are not rigid.
+    pub open: usize,
 }
 
 #[cfg(test)]

@@ -153,7 +153,7 @@ impl Policy for Pdpa {
         self.programs.retain(|id, _| view.index_of(*id).is_some());
         // A search started, ended, moved or probed at this decision: not settled.
         let mut moved = self.programs.len() != searches;
-        let left = reserve_rigid(view, out);
+        let left = reserve_rigid(view, out).left;
         let open: Vec<usize> = (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
         let mut desired = Vec::with_capacity(open.len());
         for &i in &open {
