@@ -36,13 +36,12 @@ fn programs() -> Vec<Program> {
 fn bench(c: &mut Criterion) {
     let topology = machine();
     let managed = topology.cpus().clone();
-    let records = programs();
-    let progs: Vec<&Program> = records.iter().collect();
+    let progs = programs();
     let mut group = c.benchmark_group("decide+place/1024x1024");
     for info in CATALOG {
         let mut policy = policies::build(info.name).unwrap();
         let view = View { now: 0, quantum: 100_000_000, topology: &topology, cpus: 1024, programs: &progs };
-        for p in &records {
+        for p in &progs {
             policy.on_arrival(&view, p.id);
         }
         let mut placer = Placer::new();

@@ -41,10 +41,9 @@ pub struct Placer {
     /// read for positions that are taken (a released one keeps its stale entry).
     owner: Vec<u64>,
     /// Scratch: a program's previous positions as a bitset ([`Topology::position_words`]), the
-    /// grow order (with each program's sort key), the programs a placement of the changed ones
-    /// displaces.
+    /// grow order, the programs a placement of the changed ones displaces.
     scratch: Vec<u64>,
-    order: Vec<(bool, std::cmp::Reverse<usize>, usize)>,
+    order: Vec<usize>,
     displaced: Vec<usize>,
 }
 
@@ -167,7 +166,7 @@ impl Placer {
         &mut self,
         topology: &Topology,
         managed: &CpuSet,
-        programs: &[&Program],
+        programs: &[Program],
         decision: &Decision,
         sets: &mut Vec<CpuSet>,
     ) {
@@ -216,7 +215,7 @@ impl Placer {
     pub fn place_changed(
         &mut self,
         topology: &Topology,
-        programs: &[&Program],
+        programs: &[Program],
         decision: &Decision,
         changed: &mut Vec<usize>,
         sets: &mut [CpuSet],
@@ -284,7 +283,7 @@ impl Placer {
     fn assign(
         &mut self,
         topology: &Topology,
-        programs: &[&Program],
+        programs: &[Program],
         decision: &Decision,
         which: impl Iterator<Item = usize> + Clone,
         sets: &mut [CpuSet],
@@ -317,14 +316,9 @@ impl Placer {
         // first (best fit packs big requests before small ones fragment the machine).
         let mut order = std::mem::take(&mut self.order);
         order.clear();
-        // Sorted by (newcomer, most CPUs to take first, index), the key built once per program;
-        // the keys are distinct (they end with the index), so an unstable sort orders them alike.
-        order.extend(which.clone().filter_map(|i| {
-            let (kept, want) = (self.kept[i].len, want(decision, i) as usize);
-            (kept < want).then_some((kept == 0, std::cmp::Reverse(want - kept), i))
-        }));
-        order.sort_unstable();
-        for &(_, _, i) in &order {
+        order.extend(which.clone().filter(|&i| self.kept[i].len < want(decision, i) as usize));
+        order.sort_by_key(|&i| (self.kept[i].len == 0, std::cmp::Reverse(want(decision, i) as usize - self.kept[i].len), i));
+        for &i in &order {
             let mut kept = std::mem::take(&mut self.kept[i]);
             let mut need = want(decision, i) as usize - kept.len;
             let block = decision.allocations[i].block.max(1) as usize;
@@ -548,7 +542,7 @@ mod tests {
     fn place(t: &Topology, progs: &[Program], counts: &[u32]) -> Vec<CpuSet> {
         let mut sets = Vec::new();
         let d = decision(counts);
-        Placer::new().place(t, t.cpus(), &progs.iter().collect::<Vec<_>>(), &d, &mut sets);
+        Placer::new().place(t, t.cpus(), progs, &d, &mut sets);
         validate(t.cpus(), &d, &sets).unwrap();
         sets
     }
@@ -587,7 +581,7 @@ mod tests {
         let mut sets = Vec::new();
         let mut progs2 = progs.clone();
         progs2[1].cpus = CpuSet::parse("2").unwrap();
-        Placer::new().place(&t, t.cpus(), &progs2.iter().collect::<Vec<_>>(), &d, &mut sets);
+        Placer::new().place(&t, t.cpus(), &progs2, &d, &mut sets);
         assert!(sets[0].is_empty());
         assert_eq!(sets[1].len(), 4);
         validate(t.cpus(), &d, &sets).unwrap();
@@ -598,10 +592,10 @@ mod tests {
         // One package of two managed: the general free map (not every CPU managed).
         let t = server();
         let managed = CpuSet::parse("0-3,8-11").unwrap();
-        let progs = [Program::new(1, "a", 4), Program::new(2, "b", 2)];
+        let progs = vec![Program::new(1, "a", 4), Program::new(2, "b", 2)];
         let d = decision(&[4, 2]);
         let mut sets = Vec::new();
-        Placer::new().place(&t, &managed, &progs.iter().collect::<Vec<_>>(), &d, &mut sets);
+        Placer::new().place(&t, &managed, &progs, &d, &mut sets);
         validate(&managed, &d, &sets).unwrap();
         assert_eq!(sets[0].to_string(), "0-1,8-9", "a whole L3 of the managed package");
         assert_eq!(sets[1].to_string(), "2,10");
@@ -637,7 +631,7 @@ mod tests {
         for counts in steps {
             let d = decision(&counts);
             let mut full = Vec::new();
-            Placer::new().place(&t, t.cpus(), &progs.iter().collect::<Vec<_>>(), &d, &mut full);
+            Placer::new().place(&t, t.cpus(), &progs, &d, &mut full);
             validate(t.cpus(), &d, &full).unwrap();
             let changed: Vec<usize> = (0..5).filter(|&i| counts[i] != held[i]).collect();
             let asked = changed.len();
@@ -648,7 +642,7 @@ mod tests {
             }
             let mut sets = vec![CpuSet::new(); 5];
             let mut changed = changed;
-            if kept.place_changed(&t, &progs.iter().collect::<Vec<_>>(), &d, &mut changed, &mut sets) {
+            if kept.place_changed(&t, &progs, &d, &mut changed, &mut sets) {
                 partial += 1;
                 displaced += changed.len() - asked;
                 for i in 0..5 {
@@ -663,7 +657,7 @@ mod tests {
                 }
             } else {
                 fallback += 1;
-                kept.place(&t, t.cpus(), &progs.iter().collect::<Vec<_>>(), &d, &mut sets);
+                kept.place(&t, t.cpus(), &progs, &d, &mut sets);
                 assert_eq!(sets, full);
             }
             for i in 0..5 {

@@ -19,11 +19,8 @@ pub struct View<'a> {
     pub topology: &'a Topology,
     /// How many CPUs the scheduler manages (the CPUs it may hand out); at most the machine's.
     pub cpus: u32,
-    /// The registered programs, in arrival (id) order. References, not the records themselves:
-    /// the simulator keeps each program's record in a stable slot beside its job and lists
-    /// them here, so that a program leaving moves the references behind it, not the records
-    /// (`cpumgr-sim`'s `slots.rs`); the live manager lists the records it builds each quantum.
-    pub programs: &'a [&'a Program],
+    /// The registered programs, in arrival (id) order.
+    pub programs: &'a [Program],
 }
 
 impl View<'_> {

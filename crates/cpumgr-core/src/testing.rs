@@ -15,7 +15,7 @@ pub fn programs(requests: &[u32]) -> Vec<Program> {
 pub fn decide_once(spec: &str, cpus: u32, progs: &[Program]) -> Vec<u32> {
     let topology = Topology::flat(cpus);
     let mut policy = policies::build(spec).unwrap();
-    let view = View { now: 0, quantum: 100_000_000, topology: &topology, cpus, programs: &progs.iter().collect::<Vec<_>>() };
+    let view = View { now: 0, quantum: 100_000_000, topology: &topology, cpus, programs: progs };
     for p in progs {
         policy.on_arrival(&view, p.id);
     }

@@ -478,8 +478,7 @@ impl State {
         // Every program is an arrival for the new policy, including those not yet scheduled.
         self.arrived.clear();
         let ids: Vec<ProgramId> = programs.iter().map(|p| p.id).collect();
-        let listed: Vec<&Program> = programs.iter().collect();
-        let view = view!(self, &listed);
+        let view = view!(self, &programs);
         for id in ids {
             self.policy.on_arrival(&view, id);
         }
@@ -685,11 +684,10 @@ impl State {
             self.measure_outside(inside);
         }
         let programs = self.programs();
-        let listed: Vec<&Program> = programs.iter().collect();
         let mut decision = std::mem::take(&mut self.decision);
         decision.reset(programs.len());
         {
-            let view = view!(self, &listed);
+            let view = view!(self, &programs);
             for id in self.arrived.drain(..) {
                 if self.entries.contains_key(&id) {
                     self.policy.on_arrival(&view, id);
@@ -713,7 +711,7 @@ impl State {
         } else {
             let teams: Vec<Option<u32>> = programs.iter().map(|p| p.threads).collect();
             squeezed = self.guard.apply(&programs, &teams, self.offered.len() as u32, &mut decision);
-            self.placer.place(&self.topology, &self.offered, &listed, &decision, &mut sets);
+            self.placer.place(&self.topology, &self.offered, &programs, &decision, &mut sets);
             if let Err(e) = cpumgr_core::placer::validate(&self.offered, &decision, &sets) {
                 tracing::error!("invalid placement from policy {}: {e}", self.policy_spec);
             }

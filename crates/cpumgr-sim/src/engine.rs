@@ -19,11 +19,9 @@
 //! processor-sharing model with virtual clocks (`sharing.rs`).
 //!
 //! **Records.** The program list the policy sees is in id order and loses the finished programs
-//! at every tick. Each job's record stays in a stable slot (`slots::Slots`), listed through a
-//! list of slot numbers (which is all that moves when a program leaves); everything else the
-//! engine keeps per job (the [`Program`] the policy sees, the dense fields the tick's walks read)
-//! is indexed by the same slot, and the heap of phase ends finds a job by its slot. The view lists
-//! references to the programs, built at each decision. What the tick's pass over the
+//! at every tick, a stretch between two of them at a time (`slots::remove_sorted`); each
+//! program's job record stays in a stable slot (`slots::Slots`), found through the list
+//! and, from the heap of phase ends, through its slot number. What the tick's pass over the
 //! decision reads (the CPUs each job holds, whether it is idle) is kept in dense arrays beside
 //! the list.
 //!
@@ -56,7 +54,7 @@ use crate::cost::CostModel;
 use crate::job::JobSpec;
 use crate::limits::HORIZON;
 use crate::metrics::{JobRecord, RunSummary};
-use crate::slots::Slots;
+use crate::slots::{remove_sorted, Slots};
 use crate::tally::{Pending, Ran, Tally};
 
 const NS: f64 = 1e9;
@@ -322,98 +320,6 @@ impl Seconds {
     }
 }
 
-/// What a placement at a tick did, for [`Engine::apply_placed`].
-enum Outcome {
-    /// Every running program keeps the CPUs it holds; those in the changed list stop.
-    Kept,
-    /// The changed programs (and those they displaced) have new sets; `only_changed`: only
-    /// they were placed, the others keep theirs.
-    Placed { only_changed: bool },
-    /// The full placement broke an invariant.
-    Invalid(PlacementError),
-}
-
-/// The placer and what a tick's placement works in: the new sets and the programs they change.
-#[derive(Default)]
-struct Placement {
-    placer: Placer,
-    /// Per program, its new set (written for the changed programs only).
-    sets: Vec<CpuSet>,
-    /// The programs whose allocation changes at this tick.
-    changed: Vec<usize>,
-}
-
-impl Placement {
-    /// Places a space-sharing or gang `decision` for the programs `listed`, of which each holds
-    /// `held[i]` CPUs now (0 if it did not run): only the programs whose count changed, and
-    /// those they take CPUs back from, are placed ([`Placer::place_changed`]); every program is
-    /// at the first placement, which is checked whole when `check` is set.
-    fn place(
-        &mut self,
-        topology: &Topology,
-        managed: &CpuSet,
-        listed: &[&Program],
-        decision: &Decision,
-        held: &[u32],
-        check: bool,
-    ) -> Outcome {
-        // One pass over the decision: the programs whose count differs from what they hold, and
-        // whether every program given CPUs ran last quantum and holds exactly its count.
-        let changed = &mut self.changed;
-        changed.clear();
-        let mut holds = true;
-        for (i, (a, &held)) in decision.allocations.iter().zip(held).enumerate() {
-            let want = if a.running { a.count } else { 0 };
-            if want != held {
-                changed.push(i);
-                holds &= want == 0;
-            }
-        }
-        if holds {
-            // Every running program keeps the CPUs it holds: the placer would return them (its
-            // first step keeps held CPUs, and nothing is left to grow), so it and its check are
-            // skipped, as in most quanta of a settled schedule. What changes is only that the
-            // programs in `changed` stop (each got nothing and held CPUs).
-            return Outcome::Kept;
-        }
-        for &i in changed.iter() {
-            if held[i] > 0 {
-                self.placer.release(topology, &listed[i].cpus);
-            }
-        }
-        if self.sets.len() < listed.len() {
-            // Never shrunk: a set dropped when the list is shorter would be allocated again, and
-            // grown word by word, when it is longer.
-            self.sets.resize(listed.len(), CpuSet::new());
-        }
-        let only_changed = self.placer.place_changed(topology, listed, decision, changed, &mut self.sets);
-        if !only_changed {
-            self.placer.place(topology, managed, listed, decision, &mut self.sets);
-            changed.clear();
-            changed.extend(0..listed.len());
-            if check {
-                if let Err(error) = validate(managed, decision, &self.sets) {
-                    return Outcome::Invalid(error);
-                }
-            }
-        }
-        Outcome::Placed { only_changed }
-    }
-}
-
-/// What the tick's walks read of a job, by slot, beside its record: one dense array instead of
-/// a cache line of each record.
-#[derive(Debug, Clone, Copy, Default)]
-struct Dense {
-    /// The CPUs it ran on in the last quantum (0 if it did not run): the tick's pass over the
-    /// decision compares each count with it and reads nothing else.
-    held: u32,
-    /// [`Live::idle`].
-    idle: bool,
-    /// Whether it finished (it leaves the list at the next tick).
-    done: bool,
-}
-
 struct Engine<'a, 'o> {
     topology: &'a Topology,
     managed: CpuSet,
@@ -428,32 +334,30 @@ struct Engine<'a, 'o> {
     wake_at: Option<Nanos>,
     limit: u32,
     queue: VecDeque<(ProgramId, JobSpec)>,
-    /// The jobs in the system, in id order (the view's order), each record in a stable slot.
-    live: Slots<Live>,
-    /// The programs admitted since the last decision, to tell the policy of before it decides.
-    arrived: Vec<ProgramId>,
-    /// Storage for the view's list of programs, kept empty between ticks.
-    listed: Vec<&'static Program>,
-    /// Per slot, what the tick's walks read of its job, kept beside the records in one dense
-    /// array.
-    dense: Vec<Dense>,
-    /// Per slot, what the policy sees of its job: the view lists references to these, which
-    /// stay where they are while programs before them leave, packed together (not inside the
-    /// job records) so that the policy's walks over them read few cache lines.
     programs: Vec<Program>,
-    /// Scratch: per listed program, the CPUs it holds ([`Dense::held`]), for the placement.
-    held_list: Vec<u32>,
-    /// The slots of the jobs that are not idle, in list order, when `active_stale` is false: the
+    /// Per program, its job (indexed like `programs`, stored in stable slots).
+    live: Slots<Live>,
+    /// Per job, [`Live::idle`], kept beside the records so that the tick's walks over a long
+    /// backlog read one dense array.
+    idle: Vec<bool>,
+    /// Per job, the CPUs it ran on in the last quantum (0 if it did not run), kept beside the
+    /// records: the tick's pass over the decision compares each count with it and reads nothing
+    /// else.
+    cpus_held: Vec<u32>,
+    /// The indices of the jobs that are not idle, in order, when `active_stale` is false: the
     /// tick's walks go through these only, not through a long backlog's flags.
-    active: Vec<u32>,
+    active: Vec<usize>,
     /// Whether an idle flag or the job list changed since `active` was built.
     active_stale: bool,
-    placement: Placement,
+    placer: Placer,
     decision: Decision,
+    sets: Vec<CpuSet>,
     /// Empty CPU sets with room, from finished programs, for admitted ones: a set that has held
     /// a placement has the words of its machine, and a program's first placement would allocate
     /// them again.
     spare_sets: Vec<CpuSet>,
+    /// Scratch: the programs whose count changed at this tick.
+    changed_jobs: Vec<usize>,
     /// The last span converted to seconds (for [`Live::progress`]).
     seconds: Seconds,
     /// CPUs held by running jobs (Σ share), kept up to date as shares change.
@@ -470,9 +374,9 @@ struct Engine<'a, 'o> {
     /// allocation changes, not every job; a job's progress over quanta of one allocation is
     /// added in one step instead of one per quantum (equal up to rounding).
     lazy: bool,
-    /// The slots of the finished jobs still listed in `live` (removed at the next tick), in the
+    /// The indices of the finished jobs still in `live` (removed at the next tick), in the
     /// order they finished.
-    dead: Vec<u32>,
+    dead: Vec<usize>,
     /// Phase ends, (time, job id, slot of its record): every alive job's `done_at` is here
     /// (pushed when it changes; the slot finds its record without a search), beside entries that
     /// no longer apply, dropped when they reach the top.
@@ -532,17 +436,17 @@ pub fn run(
         wake_at: None,
         limit: mpl,
         queue: VecDeque::new(),
-        live: Slots::default(),
-        arrived: Vec::new(),
-        listed: Vec::new(),
-        dense: Vec::new(),
         programs: Vec::new(),
-        held_list: Vec::new(),
+        live: Slots::default(),
+        idle: Vec::new(),
+        cpus_held: Vec::new(),
         active: Vec::new(),
         active_stale: false,
-        placement: Placement::default(),
+        placer: Placer::new(),
         decision: Decision::default(),
+        sets: Vec::new(),
         spare_sets: Vec::new(),
+        changed_jobs: Vec::new(),
         seconds: Seconds::default(),
         held: 0.0,
         served: 0,
@@ -644,7 +548,8 @@ impl Engine<'_, '_> {
             if !self.applies(end) {
                 continue;
             }
-            let i = end.2;
+            // An alive job's record is listed.
+            let i = self.live.position(end.2);
             self.changed();
             let now = self.now;
             let l = &mut self.live[i];
@@ -667,22 +572,19 @@ impl Engine<'_, '_> {
             self.set_rate(i, share, threads);
             self.live[i].set_done_at(now);
             self.push_end(i);
-            let l = &self.live[i];
-            let p = &mut self.programs[i as usize];
-            p.request = l.spec.request_in(l.phase);
+            self.programs[i].request = self.live[i].spec.request_in(self.live[i].phase);
             if after != before && self.tally.trace {
-                let id = p.id;
+                let id = self.programs[i].id;
                 self.emit(Some(id), EventKind::Request { now: after });
             }
         }
     }
 
-    /// Sets the idle flag of the job in slot `i` from its state ([`Live::idle`]).
-    fn set_idle(&mut self, i: u32) {
+    /// Sets job `i`'s idle flag from its state ([`Live::idle`]).
+    fn set_idle(&mut self, i: usize) {
         let idle = self.live[i].idle();
-        let d = &mut self.dense[i as usize];
-        if idle != d.idle {
-            d.idle = idle;
+        if idle != self.idle[i] {
+            self.idle[i] = idle;
             self.active_stale = true;
         }
     }
@@ -691,8 +593,7 @@ impl Engine<'_, '_> {
     fn refresh_active(&mut self) {
         if self.active_stale {
             self.active.clear();
-            let dense = &self.dense;
-            self.active.extend(self.live.order().iter().filter(|&&s| !dense[s as usize].idle));
+            self.active.extend(self.idle.iter().enumerate().filter(|(_, &idle)| !idle).map(|(i, _)| i));
             self.active_stale = false;
         }
     }
@@ -712,14 +613,14 @@ impl Engine<'_, '_> {
     /// Whether the phase end `(t, id, slot)` still applies: the record in the slot is that job's
     /// (a slot is reused once its job has left), still in the system and due at `t`.
     fn applies(&self, (t, id, slot): (Nanos, u64, u32)) -> bool {
-        let l = &self.live[slot];
+        let l = self.live.in_slot(slot);
         l.id == id && l.alive && l.done_at == t
     }
 
-    fn push_end(&mut self, i: u32) {
+    fn push_end(&mut self, i: usize) {
         let d = self.live[i].done_at;
         if d != Nanos::MAX {
-            self.ends.push(Reverse((d, self.live[i].id, i)));
+            self.ends.push(Reverse((d, self.programs[i].id.0, self.live.slot(i))));
         }
     }
 
@@ -728,21 +629,24 @@ impl Engine<'_, '_> {
         if self.dead.is_empty() {
             return;
         }
+        self.dead.sort_unstable();
         for &i in &self.dead {
-            let mut set = std::mem::take(&mut self.programs[i as usize].cpus);
+            let mut set = std::mem::take(&mut self.programs[i].cpus);
             set.clear();
             self.spare_sets.push(set);
         }
-        let dense = &self.dense;
-        self.live.retain(|s| !dense[s as usize].done);
+        remove_sorted(&mut self.programs, &self.dead);
+        self.live.remove_sorted(&self.dead);
+        remove_sorted(&mut self.idle, &self.dead);
+        remove_sorted(&mut self.cpus_held, &self.dead);
         self.active_stale = true;
         self.dead.clear();
     }
 
-    fn finish(&mut self, i: u32) {
+    fn finish(&mut self, i: usize) {
         if self.live[i].ran_last {
             // Its CPUs are free from now on (for the next placement of the changed programs).
-            self.placement.placer.release(self.topology, &self.programs[i as usize].cpus);
+            self.placer.release(self.topology, &self.programs[i].cpus);
         }
         self.set_rate(i, 0.0, self.live[i].threads);
         let l = &mut self.live[i];
@@ -750,8 +654,7 @@ impl Engine<'_, '_> {
         l.ran_last = false;
         l.done_at = Nanos::MAX;
         self.dead.push(i);
-        self.dense[i as usize].done = true;
-        let (l, p) = (&mut self.live[i], &mut self.programs[i as usize]);
+        let (l, p) = (&mut self.live[i], &mut self.programs[i]);
         // The name goes back to the job, for its record: the program leaves at the next
         // compaction, and nothing reads a finished program's name.
         std::mem::swap(&mut l.spec.name, &mut p.name);
@@ -781,8 +684,11 @@ impl Engine<'_, '_> {
             let remaining = spec.phases[0].work;
             let reports = reports_in(&spec, 0);
             let kind = spec.kind;
+            self.programs.push(p);
             self.unserved += 1;
-            let i = self.live.push(Live {
+            self.idle.push(false);
+            self.cpus_held.push(0);
+            self.live.push(Live {
                 id: id.0,
                 spec,
                 alive: true,
@@ -809,11 +715,11 @@ impl Engine<'_, '_> {
                 reports,
                 kind,
             });
-            put(&mut self.dense, i, Dense::default());
-            put(&mut self.programs, i, p);
+            let i = self.live.len() - 1;
             self.set_idle(i);
             self.show(i);
-            self.arrived.push(id);
+            let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
+            self.policy.on_arrival(&view, id);
             // A phase of no work ends at once.
             if remaining <= 0.0 {
                 self.live[i].done_at = self.now;
@@ -825,7 +731,7 @@ impl Engine<'_, '_> {
     /// Sets job `i`'s rate for holding `share` CPUs with `threads` threads.
     /// A finished job's rate is zero. The counts of CPUs held and of jobs served and
     /// progressing follow.
-    fn set_rate(&mut self, i: u32, share: f64, threads: f64) {
+    fn set_rate(&mut self, i: usize, share: f64, threads: f64) {
         let l = &mut self.live[i];
         let (old_share, old_rate) = (l.share, l.rate);
         l.share = share;
@@ -837,7 +743,7 @@ impl Engine<'_, '_> {
             0.0
         };
         let rate = l.rate;
-        self.dense[i as usize].held = if l.ran_last { share as u32 } else { 0 };
+        self.cpus_held[i] = if l.ran_last { share as u32 } else { 0 };
         self.held += share - old_share;
         self.served = self.served + usize::from(share > 0.0) - usize::from(old_share > 0.0);
         self.rated = self.rated + usize::from(rate > 0.0) - usize::from(old_rate > 0.0);
@@ -851,7 +757,7 @@ impl Engine<'_, '_> {
     fn view_usage(&mut self, regular: bool) {
         self.refresh_active();
         for &i in &self.active {
-            let (l, p) = (&mut self.live[i], &mut self.programs[i as usize]);
+            let (p, l) = (&mut self.programs[i], &mut self.live[i]);
             l.progress(self.now, &mut self.seconds);
             p.cpu_time = (l.busy * NS) as Nanos;
             if l.reports && l.q_time > 0.0 && l.share > 0.0 {
@@ -888,25 +794,10 @@ impl Engine<'_, '_> {
         if !self.lazy {
             self.view_usage(regular);
         }
-        self.decision.reset(self.live.len());
-        let listed = list(self.live.order(), &self.programs, std::mem::take(&mut self.listed));
-        let dense = &self.dense;
-        self.held_list.clear();
-        self.held_list.extend(self.live.order().iter().map(|&s| dense[s as usize].held));
-        let view = view_of(self.topology, self.cpus, self.now, self.quantum, &listed);
-        for id in self.arrived.drain(..) {
-            self.policy.on_arrival(&view, id);
-        }
+        let n = self.programs.len();
+        self.decision.reset(n);
+        let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
         self.policy.decide(&view, &mut self.decision);
-        let outcome = self.placement.place(
-            self.topology,
-            &self.managed,
-            &listed,
-            &self.decision,
-            &self.held_list,
-            self.cfg.check_placement,
-        );
-        self.listed = recycle(listed);
         if let Some(w) = self.decision.wake_at.filter(|&w| w > self.now) {
             self.wake_at = Some(w);
         }
@@ -918,7 +809,7 @@ impl Engine<'_, '_> {
             }
         }
         let (mut sig, mut held_sig) = (0, 0);
-        self.apply_placed(outcome, &mut sig, &mut held_sig)?;
+        self.apply_placed(&mut sig, &mut held_sig)?;
         if !self.lazy {
             // Every job progressed to now for the view: its end is computed from there (a job
             // whose allocation changed was rescheduled when it was applied).
@@ -953,30 +844,63 @@ impl Engine<'_, '_> {
         Ok(())
     }
 
-    /// Applies what [`Placement::place`] decided: the programs in its `changed` list stop
-    /// (`Outcome::Kept`) or take their new sets. With the fast-forward on, `sig` gets the
+    /// Applies a space-sharing or gang decision through the placer: only the programs whose
+    /// count changed, and those they take CPUs back from, are placed ([`Placer::place_changed`]);
+    /// every program is at the first placement. With the fast-forward on, `sig` gets the
     /// schedule's signature (the sum of the running programs' parts) and `held_sig` that of
     /// every program's set (running, or where a stopped one will resume).
-    fn apply_placed(&mut self, outcome: Outcome, sig: &mut u64, held_sig: &mut u64) -> Result<(), SimError> {
-        let changed = std::mem::take(&mut self.placement.changed);
-        match outcome {
-            Outcome::Kept => {
-                for &i in &changed {
-                    self.stop(self.live.order()[i]);
-                }
-            }
-            Outcome::Invalid(error) => return Err(SimError::Placement { at: self.now as f64 / NS, error }),
-            Outcome::Placed { only_changed } => {
-                for &i in &changed {
-                    let placed = self.placement.sets[i].len();
-                    if self.cfg.check_placement && only_changed {
-                        self.check_size(i, placed)?;
-                    }
-                    self.apply_one(i, self.live.order()[i], placed as u32);
-                }
+    fn apply_placed(&mut self, sig: &mut u64, held_sig: &mut u64) -> Result<(), SimError> {
+        // One pass over the decision: the programs whose count differs from what they hold, and
+        // whether every program given CPUs ran last quantum and holds exactly its count.
+        let mut changed = std::mem::take(&mut self.changed_jobs);
+        changed.clear();
+        let mut holds = true;
+        for (i, (a, &held)) in self.decision.allocations.iter().zip(&self.cpus_held).enumerate() {
+            let want = if a.running { a.count } else { 0 };
+            if want != held {
+                changed.push(i);
+                holds &= want == 0;
             }
         }
-        self.placement.changed = changed;
+        if holds {
+            // Every running program keeps the CPUs it holds: the placer would return them (its
+            // first step keeps held CPUs, and nothing is left to grow), so it and its check are
+            // skipped, as in most quanta of a settled schedule. What changes is only that the
+            // programs in `changed` stop (each got nothing and held CPUs).
+            for &i in &changed {
+                self.stop(i);
+            }
+        } else {
+            for &i in &changed {
+                if self.live[i].ran_last {
+                    self.placer.release(self.topology, &self.programs[i].cpus);
+                }
+            }
+            if self.sets.len() < self.programs.len() {
+                // Never shrunk: a set dropped when the list is shorter would be allocated again,
+                // and grown word by word, when it is longer.
+                self.sets.resize(self.programs.len(), CpuSet::new());
+            }
+            let only_changed =
+                self.placer.place_changed(self.topology, &self.programs, &self.decision, &mut changed, &mut self.sets);
+            if !only_changed {
+                self.placer.place(self.topology, &self.managed, &self.programs, &self.decision, &mut self.sets);
+                changed.clear();
+                changed.extend(0..self.programs.len());
+            }
+            if self.cfg.check_placement && !only_changed {
+                validate(&self.managed, &self.decision, &self.sets)
+                    .map_err(|error| SimError::Placement { at: self.now as f64 / NS, error })?;
+            }
+            for &i in &changed {
+                let placed = self.sets[i].len();
+                if self.cfg.check_placement && only_changed {
+                    self.check_size(i, placed)?;
+                }
+                self.apply_one(i, placed as u32);
+            }
+        }
+        self.changed_jobs = changed;
         if self.cfg.fast_forward {
             self.refresh_active();
             for &i in &self.active {
@@ -1002,29 +926,27 @@ impl Engine<'_, '_> {
         Ok(())
     }
 
-    /// Applies the new set of the program at position `i` (in `sets`, `placed` CPUs), whose job
-    /// is in slot `slot`, from the placer: moves and their reload, a resumed program's stall, its
-    /// rate, and the trace.
-    fn apply_one(&mut self, i: usize, slot: u32, placed: u32) {
+    /// Applies program `i`'s new set (in `sets`, `placed` CPUs) from the placer: moves and their
+    /// reload, a resumed program's stall, its rate, and the trace.
+    fn apply_one(&mut self, i: usize, placed: u32) {
         let a = self.decision.allocations[i];
         let running = a.running && placed > 0;
         let count = if running { placed } else { 0 };
-        let d = &mut self.dense[slot as usize];
-        if !running && d.idle {
+        if !running && self.idle[i] {
             return;
         }
-        let (l, p) = (&mut self.live[slot], &mut self.programs[slot as usize]);
+        let l = &mut self.live[i];
         l.progress(self.now, &mut self.seconds);
-        let new = &mut self.placement.sets[i];
+        let p = &mut self.programs[i];
         if running {
             if self.cfg.fast_forward {
-                l.sig = signature(p.id, count, new);
+                l.sig = signature(p.id, count, &self.sets[i]);
             }
             let moved: u32 = if p.cpus.is_empty() {
                 0
             } else {
                 let old = p.cpus.as_words();
-                new
+                self.sets[i]
                     .as_words()
                     .iter()
                     .enumerate()
@@ -1037,45 +959,45 @@ impl Engine<'_, '_> {
                 l.stall += self.cfg.cost.resume_ms * 1e-3;
             }
             l.first_run.get_or_insert(self.now);
-            if d.idle {
-                d.idle = false;
+            if self.idle[i] {
+                self.idle[i] = false;
                 self.active_stale = true;
             }
             if l.kind == Kind::Moldable && l.team.is_none() {
                 l.team = Some(count);
             }
         }
-        let changed = running != l.ran_last || (running && *new != p.cpus);
+        let changed = running != l.ran_last || (running && self.sets[i] != p.cpus);
         if running {
-            std::mem::swap(&mut p.cpus, new);
+            std::mem::swap(&mut p.cpus, &mut self.sets[i]);
         }
         l.set_running(running);
-        self.set_placed_rate(slot, count);
+        self.set_placed_rate(i, count);
         if changed && self.tally.trace {
-            let p = &self.programs[slot as usize];
-            let (id, cpus) = (p.id, if running { p.cpus.clone() } else { CpuSet::new() });
+            let id = self.programs[i].id;
+            let cpus = if running { self.programs[i].cpus.clone() } else { CpuSet::new() };
             self.emit(Some(id), EventKind::Allocate { count, cpus, running });
         }
     }
 
     /// Stops program `i`, which ran last quantum and gets nothing now: it gives its CPUs back
     /// (no placement needed, nobody else changes).
-    fn stop(&mut self, i: u32) {
+    fn stop(&mut self, i: usize) {
         let l = &mut self.live[i];
         debug_assert!(l.ran_last, "only a running program stops");
         l.progress(self.now, &mut self.seconds);
-        self.placement.placer.release(self.topology, &self.programs[i as usize].cpus);
-        l.set_running(false);
+        self.placer.release(self.topology, &self.programs[i].cpus);
+        self.live[i].set_running(false);
         self.set_placed_rate(i, 0);
         if self.tally.trace {
-            let id = self.programs[i as usize].id;
+            let id = self.programs[i].id;
             self.emit(Some(id), EventKind::Allocate { count: 0, cpus: CpuSet::new(), running: false });
         }
     }
 
     /// Sets job `i`'s rate for `count` placed CPUs (its threads follow its kind), shows its
     /// allocation in its program's view fields and reschedules its end.
-    fn set_placed_rate(&mut self, i: u32, count: u32) {
+    fn set_placed_rate(&mut self, i: usize, count: u32) {
         let l = &self.live[i];
         let threads = match l.kind {
             Kind::Rigid(n) => n,
@@ -1090,8 +1012,8 @@ impl Engine<'_, '_> {
     /// Writes the view fields that change only with job `i`'s allocation: whether it runs, and
     /// its threads (a rigid job's processes, a moldable job's team once formed, else its CPUs
     /// once it has run).
-    fn show(&mut self, i: u32) {
-        let (l, p) = (&self.live[i], &mut self.programs[i as usize]);
+    fn show(&mut self, i: usize) {
+        let (p, l) = (&mut self.programs[i], &self.live[i]);
         p.running = l.ran_last;
         p.threads = match l.kind {
             Kind::Rigid(n) => Some(n),
@@ -1101,7 +1023,7 @@ impl Engine<'_, '_> {
     }
 
     /// Recomputes job `i`'s end from its progress and rate now, queueing it if it moved.
-    fn reschedule(&mut self, i: u32) {
+    fn reschedule(&mut self, i: usize) {
         let l = &mut self.live[i];
         let before = l.done_at;
         l.set_done_at(self.now);
@@ -1131,10 +1053,8 @@ impl Engine<'_, '_> {
 
     /// Jumps over whole periods of a repeating schedule (module documentation).
     fn fast_forward(&mut self, sigs: (u64, u64), next_arrival: Option<Nanos>) {
-        let listed = list(self.live.order(), &self.programs, std::mem::take(&mut self.listed));
-        let view = view_of(self.topology, self.cpus, self.now, self.quantum, &listed);
+        let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
         let rotation = self.policy.rotation(&view, MAX_PERIOD as u32);
-        self.listed = recycle(listed);
         // A job admitted since the last boundary changed nothing if the rotation is the one
         // before (the policy leaves it out: a gang row it does not fit in): the schedule, and
         // every job's progress in it, go on.
@@ -1286,34 +1206,8 @@ fn ceil_nanos(x: f64) -> Nanos {
 
 /// The view the policy decides on at `now` (with `cpus` managed CPUs), as the live manager builds
 /// it.
-fn view_of<'v>(topology: &'v Topology, cpus: u32, now: Nanos, quantum: Nanos, programs: &'v [&'v Program]) -> View<'v> {
+fn view_of<'v>(topology: &'v Topology, cpus: u32, now: Nanos, quantum: Nanos, programs: &'v [Program]) -> View<'v> {
     View { now, quantum, topology, cpus, programs }
-}
-
-/// The programs of the jobs in `live`, in list order, in the storage of `into` (empty): the
-/// view's list, built at each decision (a reference per program, where keeping the records
-/// themselves in a list moved every record behind each finished one).
-fn list<'l>(order: &[u32], programs: &'l [Program], into: Vec<&'static Program>) -> Vec<&'l Program> {
-    let mut listed = recycle(into);
-    listed.extend(order.iter().map(|&s| &programs[s as usize]));
-    listed
-}
-
-/// Writes `x` at `slot` of a per-slot array, which grows by one when the slot is new.
-fn put<T>(v: &mut Vec<T>, slot: u32, x: T) {
-    if slot as usize == v.len() {
-        v.push(x);
-    } else {
-        v[slot as usize] = x;
-    }
-}
-
-/// An empty list of references in the storage of `v`, whatever the references' lifetime: the
-/// view's list lives for one decision, and its storage for the run. (Collecting a vector's
-/// iterator into a vector of a type of the same size reuses its allocation.)
-fn recycle<'a, 'b>(mut v: Vec<&'a Program>) -> Vec<&'b Program> {
-    v.clear();
-    v.into_iter().map(|_| -> &'b Program { unreachable!("the vector is empty") }).collect()
 }
 
 /// A running program's part of a schedule's signature, a hash of its id, count and CPUs. The

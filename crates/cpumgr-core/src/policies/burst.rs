@@ -86,12 +86,12 @@ mod tests {
 
     fn decide(progs: &[Program]) -> (Decision, Vec<crate::CpuSet>) {
         let t = machine();
-        let view = View { now: 0, quantum: 1, topology: &t, cpus: 8, programs: &progs.iter().collect::<Vec<_>>() };
+        let view = View { now: 0, quantum: 1, topology: &t, cpus: 8, programs: progs };
         let mut d = Decision::default();
         d.reset(progs.len());
         Burst.decide(&view, &mut d);
         let mut sets = Vec::new();
-        Placer::new().place(&t, t.cpus(), &progs.iter().collect::<Vec<_>>(), &d, &mut sets);
+        Placer::new().place(&t, t.cpus(), progs, &d, &mut sets);
         validate(t.cpus(), &d, &sets).unwrap();
         (d, sets)
     }

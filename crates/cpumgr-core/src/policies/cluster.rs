@@ -95,12 +95,12 @@ mod tests {
         let t = Topology::flat(16);
         let progs = programs(&[4, 4, 4]);
         let mut policy = crate::policies::build("cluster").unwrap();
-        let view = View { now: 0, quantum: 1, topology: &t, cpus: 16, programs: &progs.iter().collect::<Vec<_>>() };
+        let view = View { now: 0, quantum: 1, topology: &t, cpus: 16, programs: &progs };
         let mut d = Decision::default();
         d.reset(3);
         policy.decide(&view, &mut d);
         let mut sets = Vec::new();
-        Placer::new().place(&t, t.cpus(), &progs.iter().collect::<Vec<_>>(), &d, &mut sets);
+        Placer::new().place(&t, t.cpus(), &progs, &d, &mut sets);
         validate(t.cpus(), &d, &sets).unwrap();
         for s in &sets {
             let first = s.first().unwrap();

@@ -115,7 +115,7 @@ impl Policy for Gang {
     fn decide(&mut self, view: &View, out: &mut Decision) {
         self.pack(view);
         let rows = &self.rows[..self.used];
-        let need_of = |i: usize| need(view, view.programs[i]);
+        let need_of = |i: usize| need(view, &view.programs[i]);
         if rows.is_empty() {
             return;
         }
@@ -180,7 +180,7 @@ mod tests {
         use crate::topology::Topology;
         let t = Topology::flat(4);
         let progs = programs(&[4, 3, 2, 1]);
-        let view = View { now: 0, quantum: 1, topology: &t, cpus: 4, programs: &progs.iter().collect::<Vec<_>>() };
+        let view = View { now: 0, quantum: 1, topology: &t, cpus: 4, programs: &progs };
         let mut p = crate::policies::build("gang").unwrap();
         let mut d = Decision::default();
         d.reset(progs.len());

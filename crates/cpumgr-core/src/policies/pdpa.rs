@@ -227,11 +227,11 @@ mod tests {
     fn drive(cpus: u32, request: u32, curve: impl Fn(u32) -> f64, quanta: usize) -> Vec<(u32, State, bool)> {
         let t = Topology::flat(cpus);
         let mut pdpa = Pdpa { base: 4, step: 2, min_eff: 0.7, tests: 3, programs: HashMap::new(), settled: false };
-        let mut progs = [Program::new(1, "app", request)];
+        let mut progs = vec![Program::new(1, "app", request)];
         let mut d = Decision::default();
         let mut out = Vec::new();
         for q in 0..quanta {
-            let view = View { now: q as u64, quantum: 1, topology: &t, cpus, programs: &progs.iter().collect::<Vec<_>>() };
+            let view = View { now: q as u64, quantum: 1, topology: &t, cpus, programs: &progs };
             d.reset(1);
             pdpa.decide(&view, &mut d);
             let count = d.allocations[0].count;
@@ -285,14 +285,14 @@ mod tests {
         // program gets its stable size back as soon as it asks for 32 again, without a new search.
         let t = Topology::flat(64);
         let mut pdpa = Pdpa { base: 4, step: 2, min_eff: 0.7, tests: 0, programs: HashMap::new(), settled: false };
-        let mut progs = [Program::new(1, "ltomcatv", 32)];
+        let mut progs = vec![Program::new(1, "ltomcatv", 32)];
         let curve = |c: u32| if c <= 8 { c as f64 * 0.9 } else { 6.5 };
         let mut d = Decision::default();
         let mut counts = Vec::new();
         for q in 0..12 {
             let request = if (6..8).contains(&q) { 1 } else { 32 };
             progs[0].request = crate::program::Request { now: request, min: 1, max: 32 };
-            let view = View { now: q, quantum: 1, topology: &t, cpus: 64, programs: &progs.iter().collect::<Vec<_>>() };
+            let view = View { now: q, quantum: 1, topology: &t, cpus: 64, programs: &progs };
             d.reset(1);
             pdpa.decide(&view, &mut d);
             let count = d.allocations[0].count;
@@ -309,10 +309,10 @@ mod tests {
         // step 2 from 5 overshoots a request of 6: the search holds at 6 and settles there.
         let t = Topology::flat(16);
         let mut pdpa = Pdpa { base: 5, step: 2, min_eff: 0.7, tests: 0, programs: HashMap::new(), settled: false };
-        let mut progs = [Program::new(1, "app", 6)];
+        let mut progs = vec![Program::new(1, "app", 6)];
         let mut d = Decision::default();
         for q in 0..5 {
-            let view = View { now: q, quantum: 1, topology: &t, cpus: 16, programs: &progs.iter().collect::<Vec<_>>() };
+            let view = View { now: q, quantum: 1, topology: &t, cpus: 16, programs: &progs };
             d.reset(1);
             pdpa.decide(&view, &mut d);
             let count = d.allocations[0].count;
@@ -335,7 +335,7 @@ mod tests {
         let t = Topology::flat(32);
         let progs = crate::testing::programs(&[16, 16]);
         let mut p = crate::policies::build("pdpa:tests=0").unwrap();
-        let view = View { now: 0, quantum: 1, topology: &t, cpus: 32, programs: &progs.iter().collect::<Vec<_>>() };
+        let view = View { now: 0, quantum: 1, topology: &t, cpus: 32, programs: &progs };
         let mut d = Decision::default();
         d.reset(2);
         p.decide(&view, &mut d);

@@ -136,7 +136,7 @@ fn run_policy<P: Policy + ?Sized>(
     let quantum = 100_000_000;
     let mpl = scs_mpl(spec);
     for i in 0..programs.len() {
-        let view = View { now: 0, quantum, topology, cpus, programs: &programs[..=i].iter().collect::<Vec<_>>() };
+        let view = View { now: 0, quantum, topology, cpus, programs: &programs[..=i] };
         policy.on_arrival(&view, programs[i].id);
     }
     let mut placer = Placer::new();
@@ -150,13 +150,13 @@ fn run_policy<P: Policy + ?Sized>(
                 p.speedup = (!x.is_multiple_of(3)).then_some(SpeedupReport { cpus: (x % 64) as u32 + 1, speedup: (x % 1000) as f64 / 10.0 });
             }
         }
-        let view = View { now: q as u64 * quantum, quantum, topology, cpus, programs: &programs.iter().collect::<Vec<_>>() };
+        let view = View { now: q as u64 * quantum, quantum, topology, cpus, programs: &programs };
         decision.reset(programs.len());
         policy.decide(&view, &mut decision);
         prop_assert_eq!(decision.allocations.len(), programs.len());
         let mut sets = Vec::new();
         if !policy.oversubscribes() {
-            placer.place(topology, &managed, &programs.iter().collect::<Vec<_>>(), &decision, &mut sets);
+            placer.place(topology, &managed, &programs, &decision, &mut sets);
             if let Err(e) = validate(&managed, &decision, &sets) {
                 return Err(TestCaseError::fail(format!("{spec}, quantum {q}: {e}")));
             }

@@ -113,7 +113,7 @@ pub(crate) mod tests {
         let mut d = Decision::default();
         (0..quanta)
             .map(|q| {
-                let view = View { now: q as u64, quantum: 1, topology: &t, cpus, programs: &progs.iter().collect::<Vec<_>>() };
+                let view = View { now: q as u64, quantum: 1, topology: &t, cpus, programs: progs };
                 d.reset(progs.len());
                 p.decide(&view, &mut d);
                 progs.iter().zip(&d.allocations).filter(|(_, a)| a.running).map(|(p, a)| (p.name.clone(), a.count)).collect()

@@ -153,7 +153,7 @@ mod tests {
         let mut used = vec![0; progs.len()];
         let mut now = 0;
         while now < end {
-            let view = View { now, quantum, topology: &t, cpus, programs: &progs.iter().collect::<Vec<_>>() };
+            let view = View { now, quantum, topology: &t, cpus, programs: &progs };
             d.reset(progs.len());
             policy.decide(&view, &mut d);
             assert!(d.total() <= cpus as u64);
@@ -187,7 +187,7 @@ mod tests {
         let decide_at = |p: &mut Box<dyn Policy>, now: Nanos| {
             let mut d = Decision::default();
             d.reset(3);
-            p.decide(&View { now, quantum: 100, topology: &t, cpus: 4, programs: &progs.iter().collect::<Vec<_>>() }, &mut d);
+            p.decide(&View { now, quantum: 100, topology: &t, cpus: 4, programs: &progs }, &mut d);
             d
         };
         let mut plain = crate::policies::build("vtq-dss:k=1.25").unwrap();
@@ -215,10 +215,10 @@ mod tests {
         d.reset(3);
         // Gang {p1, p2} (requests 4 + 1 ≤ 1.25 × 4): DSS gives 3 and 1; p1's quantum is a third
         // of p2's, and when it expires p3 comes from the repository queue.
-        p.decide(&View { now: 0, quantum: 100, topology: &t, cpus: 4, programs: &progs.iter().collect::<Vec<_>>() }, &mut d);
+        p.decide(&View { now: 0, quantum: 100, topology: &t, cpus: 4, programs: &progs }, &mut d);
         let wake = d.wake_at.expect("p1 expires before the gang ends");
         d.reset(3);
-        p.decide(&View { now: wake, quantum: 100, topology: &t, cpus: 4, programs: &progs.iter().collect::<Vec<_>>() }, &mut d);
+        p.decide(&View { now: wake, quantum: 100, topology: &t, cpus: 4, programs: &progs }, &mut d);
         assert!(!d.allocations[0].running && d.allocations[1].running && d.allocations[2].running, "{d:?}");
     }
 }

@@ -76,7 +76,7 @@ mod tests {
     fn windows_wrap_and_respect_the_limit() {
         let t = Topology::flat(8);
         let progs = programs(&[4, 4, 4, 2]);
-        let view = View { now: 0, quantum: 1, topology: &t, cpus: 8, programs: &progs.iter().collect::<Vec<_>>() };
+        let view = View { now: 0, quantum: 1, topology: &t, cpus: 8, programs: &progs };
         assert_eq!(window(&view, ProgramId(1), 8), vec![0, 1]);
         assert_eq!(window(&view, ProgramId(3), 8), vec![2, 3]);
         assert_eq!(window(&view, ProgramId(4), 8), vec![3, 0], "wraps around");
@@ -89,7 +89,7 @@ mod tests {
     fn rotations_come_back_to_their_start() {
         let t = Topology::flat(8);
         let progs = programs(&[4, 4, 4, 2]);
-        let view = View { now: 0, quantum: 1, topology: &t, cpus: 8, programs: &progs.iter().collect::<Vec<_>>() };
+        let view = View { now: 0, quantum: 1, topology: &t, cpus: 8, programs: &progs };
         let last = |m: &[usize]| *m.last().unwrap();
         let first = |m: &[usize]| m[0];
         assert_eq!(rotation(&view, ProgramId(1), 8, last, 32).map(|r| r.quanta), Some(2), "{{p1, p2}}, {{p3, p4}}");

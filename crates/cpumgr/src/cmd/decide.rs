@@ -120,20 +120,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut decision = Decision::default();
     let mut sets = Vec::new();
     let mut quanta = Vec::new();
-    {
-        let listed: Vec<&Program> = programs.iter().collect();
-        for (i, p) in programs.iter().enumerate() {
-            let view = View { now: 0, quantum, topology: &topology, cpus: managed.len() as u32, programs: &listed[..=i] };
-            policy.on_arrival(&view, p.id);
-        }
+    for (i, p) in programs.iter().enumerate() {
+        let view = View { now: 0, quantum, topology: &topology, cpus: managed.len() as u32, programs: &programs[..=i] };
+        policy.on_arrival(&view, p.id);
     }
     for q in 0..args.quanta {
         let now = q as u64 * quantum;
-        let listed: Vec<&Program> = programs.iter().collect();
-        let view = View { now, quantum, topology: &topology, cpus: managed.len() as u32, programs: &listed };
+        let view = View { now, quantum, topology: &topology, cpus: managed.len() as u32, programs: &programs };
         decision.reset(programs.len());
         policy.decide(&view, &mut decision);
-        placer.place(&topology, &managed, &listed, &decision, &mut sets);
+        placer.place(&topology, &managed, &programs, &decision, &mut sets);
         validate(&managed, &decision, &sets).context("the placement broke an invariant")?;
         let mut rows = Vec::new();
         for (i, p) in programs.iter_mut().enumerate() {
