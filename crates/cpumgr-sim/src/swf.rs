@@ -12,6 +12,9 @@
 //! than −1, an unknown size or run time, a job larger than the machine — is an error naming
 //! file, line and field, or, with [`SwfOptions::skip_bad`], skipped and counted.
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use crate::error::InputError;
 use crate::generate::JobKind;
 use crate::job::JobSpec;
@@ -125,6 +128,8 @@ pub fn parse(file: &str, text: &str, opts: &SwfOptions) -> Result<SwfTrace, Inpu
         (None, None, None) => largest.max(1),
     };
     let mut jobs = Vec::with_capacity(raws.len());
+    // A class per executable number (field 14), one string for all its jobs.
+    let mut classes: HashMap<i64, Arc<str>> = HashMap::new();
     for r in &raws {
         let size = size_of(r);
         if size > cpus as i64 {
@@ -136,7 +141,8 @@ pub fn parse(file: &str, text: &str, opts: &SwfOptions) -> Result<SwfTrace, Inpu
             }
             return Err(e);
         }
-        let class = if r.fields[13] >= 0.0 { format!("exe{}", r.fields[13] as i64).into() } else { "swf".into() };
+        let exe = if r.fields[13] >= 0.0 { r.fields[13] as i64 } else { -1 };
+        let class = classes.entry(exe).or_insert_with(|| if exe >= 0 { format!("exe{exe}").into() } else { "swf".into() }).clone();
         let arrival = limits::nanos(r.fields[1]).expect("checked by parse_line");
         let name = format!("job{}", r.fields[0] as i64);
         jobs.push(opts.kind.job(name, class, arrival, size as u32, r.fields[3].max(0.0), &opts.speedup));
@@ -215,6 +221,15 @@ mod tests {
         assert!((t.jobs[0].total_work() - 1600.0).abs() < 1e-9, "run time × processors at linear speedup");
         let o = SwfOptions { kind: JobKind::Malleable, ..Default::default() };
         assert_eq!(parse("t.swf", TRACE, &o).unwrap().jobs[0].kind, Kind::Malleable);
+    }
+
+    #[test]
+    fn jobs_of_one_executable_share_their_class() {
+        let text = format!("{TRACE}3 20 -1 10 4 -1 -1 -1 -1 -1 1 -1 -1 3 0 -1 -1 -1\n");
+        let t = parse("t.swf", &text, &SwfOptions::default()).unwrap();
+        let class = |i: usize| &t.jobs[i].class;
+        assert_eq!((&**class(0), &**class(1), &**class(2)), ("exe3", "swf", "exe3"));
+        assert!(Arc::ptr_eq(class(0), class(2)), "one string for the executable's jobs");
     }
 
     #[test]
