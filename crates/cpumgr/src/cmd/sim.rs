@@ -306,14 +306,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Err(InputError::new("give --policy (the workload suggests none)"));
     }
     let cfg = config(&args, &w)?;
-    let mut results = Vec::new();
     let mut sink = Sink { trace: None, events: args.report.as_ref().map(|_| Vec::new()) };
     if let Some(p) = &args.trace {
         let out = BufWriter::new(File::create(p).with_context(|| format!("creating {}", p.display()))?);
         sink.trace = Some(TraceWriter { out, error: None });
     }
     let mut timelines = Vec::new();
-    if sink.wants_events() {
+    let results = if sink.wants_events() {
+        let mut results = Vec::new();
         for spec in &specs {
             results.push(run_one(&topology, &w, spec, &cfg, &mut sink)?);
             if let Some(events) = sink.events.as_mut() {
@@ -321,10 +321,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 events.clear();
             }
         }
+        results
     } else {
         let threads = args.threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n as usize);
-        results = run_all(&topology, &w, &specs, &cfg, threads)?;
-    }
+        run_all(&topology, &w, &specs, &cfg, threads)?
+    };
     if let (Some(t), Some(p)) = (sink.trace.as_mut(), &args.trace) {
         if let Some(e) = t.error.take() {
             return Err(anyhow::Error::new(e).context(format!("writing {}", p.display())));
