@@ -25,7 +25,12 @@
 //! decision reads (the CPUs each job holds, whether it is idle) is kept in dense arrays beside
 //! the list.
 //!
-//! **Fast-forward.** Long traces span months at a 100 ms quantum. When the schedule repeats —
+//! **Fast-forward.** Long traces span months at a 100 ms quantum. A lazy run (a policy that
+//! neither time-shares nor reads usage: every space-sharing policy but PDPA) skips the quanta in
+//! which nothing can change: once [`REPEATS`] quanta in a row changed no allocation, it moves the
+//! next tick to the boundary after the next event ([`Engine::skip_quiet`]), which costs nothing
+//! per job and gives the quantum-by-quantum run's results. Other runs take snapshots: when the
+//! schedule repeats —
 //! the same decision (counts, running flags and CPU sets) with period `p ≤ 32` quanta, three
 //! times over, with no event in between — the engine jumps over whole periods, adding each job's
 //! progress per period, up to just before the next completion or arrival, and then resumes
@@ -368,12 +373,19 @@ struct Engine<'a, 'o> {
     rated: usize,
     /// Alive jobs that held no CPU after the last tick.
     unserved: usize,
-    /// Whether jobs are brought up to date only at their own events: no fast-forward (which
-    /// takes every job's snapshot at every boundary) and a policy that does not read the
-    /// per-quantum usage figures ([`Policy::reads_usage`]). A tick then costs the jobs whose
+    /// Whether jobs are brought up to date only at their own events: a policy that does not read
+    /// the per-quantum usage figures ([`Policy::reads_usage`]), and no snapshot fast-forward
+    /// (which takes every job's snapshot at every boundary). A tick then costs the jobs whose
     /// allocation changes, not every job; a job's progress over quanta of one allocation is
     /// added in one step instead of one per quantum (equal up to rounding).
     lazy: bool,
+    /// Whether repeating schedules are skipped by snapshots ([`Engine::fast_forward`]): the
+    /// fast-forward is on and the run is not lazy (a time-sharing policy, or one that reads
+    /// usage).
+    snapshots: bool,
+    /// Whether quiet quanta are skipped ([`Engine::skip_quiet`]): the fast-forward is on and the
+    /// run is lazy.
+    skip_quiet: bool,
     /// The indices of the finished jobs still in `live` (removed at the next tick), in the
     /// order they finished.
     dead: Vec<usize>,
@@ -421,7 +433,9 @@ pub fn run(
     if policy.oversubscribes() {
         return crate::sharing::run(managed, spec, quantum, jobs, &SimConfig { mpl, ..cfg.clone() }, obs, started);
     }
-    let lazy = !cfg.fast_forward && !policy.reads_usage();
+    // A space-sharing policy's schedule that repeats has period one: a lazy run skips its quiet
+    // quanta without snapshots. A time-sharing one's rotates: snapshots learn its period.
+    let lazy = !policy.reads_usage() && !(cfg.fast_forward && policy.time_sharing());
     let mut e = Engine {
         topology,
         managed,
@@ -453,6 +467,8 @@ pub fn run(
         rated: 0,
         unserved: 0,
         lazy,
+        snapshots: cfg.fast_forward && !lazy,
+        skip_quiet: cfg.fast_forward && lazy,
         dead: Vec::new(),
         ends: BinaryHeap::new(),
         global_hist: VecDeque::new(),
@@ -765,7 +781,7 @@ impl Engine<'_, '_> {
             }
             l.q_work = 0.0;
             l.q_time = 0.0;
-            if self.cfg.fast_forward && regular {
+            if self.snapshots && regular {
                 if l.hist.len() > MAX_PERIOD {
                     l.hist.pop_front();
                 }
@@ -827,7 +843,7 @@ impl Engine<'_, '_> {
                 return Err(SimError::Starved { at: now as f64 / NS, jobs: self.live.len() + self.queue.len() });
             }
         }
-        if self.cfg.fast_forward {
+        if self.snapshots {
             if !regular {
                 // A wake-up's decision counts in the signature of the next quantum boundary, so
                 // that a repeating sequence of boundaries repeats what happens between them.
@@ -840,6 +856,9 @@ impl Engine<'_, '_> {
                 let sig = if self.waiting() { sig ^ 0x2545_f491_4f6c_dd1d } else { sig };
                 self.fast_forward((sig, held_sig), next_arrival);
             }
+        } else if self.skip_quiet && regular {
+            let quiet = !std::mem::take(&mut self.admitted) && self.changed_jobs.is_empty();
+            self.skip_quiet(quiet, next_arrival);
         }
         Ok(())
     }
@@ -901,7 +920,7 @@ impl Engine<'_, '_> {
             }
         }
         self.changed_jobs = changed;
-        if self.cfg.fast_forward {
+        if self.snapshots {
             self.refresh_active();
             for &i in &self.active {
                 if self.live[i].ran_last {
@@ -939,7 +958,7 @@ impl Engine<'_, '_> {
         l.progress(self.now, &mut self.seconds);
         let p = &mut self.programs[i];
         if running {
-            if self.cfg.fast_forward {
+            if self.snapshots {
                 l.sig = signature(p.id, count, &self.sets[i]);
             }
             let moved: u32 = if p.cpus.is_empty() {
@@ -1049,6 +1068,33 @@ impl Engine<'_, '_> {
         (1..=MAX_PERIOD.min(self.quiet / REPEATS)).find(|&p| {
             len >= REPEATS * p && (0..(REPEATS - 1) * p).all(|j| self.sigs[len - 1 - j].0 == self.sigs[len - 1 - j - p].0)
         })
+    }
+
+    /// A lazy run's fast-forward: after [`REPEATS`] quanta in a row in which the decision
+    /// changed no allocation and no job was admitted, with a policy that says its state stands
+    /// still ([`Policy::settled`]), the quanta up to the boundary at or after the next event (a
+    /// phase end, an arrival, a wake-up) are skipped. Nothing a lazy run does at such a quantum
+    /// reaches a job (each one's progress is added at its own events) or the policy's view, so
+    /// skipping them gives the quantum-by-quantum run's results, as long as the policy decides the
+    /// same on an unchanged view (the snapshot fast-forward's assumption, for a period of one
+    /// quantum). With nothing left to happen, quanta go on one by one to the starvation check.
+    fn skip_quiet(&mut self, quiet: bool, next_arrival: Option<Nanos>) {
+        if !quiet || !self.policy.settled() {
+            self.quiet = 0;
+            return;
+        }
+        self.quiet += 1;
+        if self.quiet < REPEATS {
+            return;
+        }
+        let next = self.next_end().min(next_arrival.unwrap_or(Nanos::MAX)).min(self.wake_at.unwrap_or(Nanos::MAX));
+        // Ticks stay on multiples of the quantum (the first one at 0, an empty machine's at the
+        // boundary after an arrival); past the horizon the main loop stops the run either way.
+        let Some(boundary) = next.div_ceil(self.quantum).checked_mul(self.quantum) else { return };
+        if boundary > self.next_tick {
+            self.tally.skipped += (boundary - self.next_tick) / self.quantum;
+            self.next_tick = boundary;
+        }
     }
 
     /// Jumps over whole periods of a repeating schedule (module documentation).
