@@ -12,7 +12,7 @@
 //! Everything works on CPU *positions* (see [`crate::topology`]), where every domain is a
 //! contiguous range, so "free CPUs in my L3" is a scan of one range of a bitset.
 
-use crate::cpuset::{span_mask, word_masks, CpuSet};
+use crate::cpuset::{span_mask, CpuSet};
 use crate::free_map::FreeMap;
 use crate::policy::Decision;
 use crate::program::Program;
@@ -75,39 +75,6 @@ impl Runs {
 
     fn first(&self) -> Option<u32> {
         self.spans.first().map(|s| s.0)
-    }
-}
-
-/// Calls `f(first, end)` for each run of consecutive set bits of the bitset `words`, in order
-/// (a run may cross words).
-fn for_each_run(words: &[u64], mut f: impl FnMut(u32, u32)) {
-    // The start of a run that reached the end of the previous word.
-    let mut open: Option<u32> = None;
-    for (k, &word) in words.iter().enumerate() {
-        let base = k as u32 * 64;
-        let mut w = word;
-        if let Some(first) = open {
-            let ones = w.trailing_ones();
-            if ones == 64 {
-                continue;
-            }
-            f(first, base + ones);
-            open = None;
-            w &= !((1u64 << ones) - 1);
-        }
-        while w != 0 {
-            let at = w.trailing_zeros();
-            let len = (w >> at).trailing_ones();
-            if at + len == 64 {
-                open = Some(base + at);
-                break;
-            }
-            f(base + at, base + at + len);
-            w &= !span_mask(at, at + len);
-        }
-    }
-    if let Some(first) = open {
-        f(first, words.len() as u32 * 64);
     }
 }
 
@@ -274,7 +241,11 @@ impl Placer {
         let mut scratch = std::mem::take(&mut self.scratch);
         // Their owners stay recorded: an owner is only read for a position that is taken, and
         // taking one records its new owner.
-        for_each_run(topology.position_words(cpus, &mut scratch), |first, end| self.set_span(topology, first, end, true));
+        for (k, &w) in topology.position_words(cpus, &mut scratch).iter().enumerate() {
+            if w != 0 {
+                self.set_bits(topology, k, w, true);
+            }
+        }
         self.scratch = scratch;
     }
 
@@ -382,45 +353,52 @@ impl Placer {
         taken
     }
 
-    /// Takes the lowest `limit` (or fewer) of `bits`, free positions of word `k`, a run at a
-    /// time: into `into`, and out of the free map. Returns how many it took.
+    /// Takes the lowest `limit` (or fewer) of `bits`, free positions of word `k`: into `into` a
+    /// run at a time, and out of the free map at once. Returns how many it took.
     fn take_word(&mut self, topology: &Topology, k: usize, mut bits: u64, limit: usize, into: &mut Runs) -> usize {
         let base = k as u32 * 64;
-        let mut taken = 0;
+        let (mut taken, mut took) = (0, 0);
         while bits != 0 && taken < limit {
             let at = bits.trailing_zeros();
             let len = (bits >> at).trailing_ones().min((limit - taken) as u32);
             into.push(base + at, base + at + len);
-            self.set_span(topology, base + at, base + at + len, false);
+            let run = span_mask(at, at + len);
+            took |= run;
+            bits &= !run;
             taken += len as usize;
-            bits &= !span_mask(at, at + len);
+        }
+        if took != 0 {
+            self.set_bits(topology, k, took, false);
         }
         taken
     }
 
-    /// Marks the positions `first..end`, every one of them in the other state now, free or
-    /// taken: the bits a word at a time, and each domain's count once per domain the span
-    /// meets (a core, an L3, ...), where [`Placer::set_free`] costs five counter updates per CPU.
-    fn set_span(&mut self, topology: &Topology, first: u32, end: u32, free: bool) {
-        for (w, mask) in word_masks(first, end) {
-            debug_assert_eq!(self.free.word(w) & mask, if free { 0 } else { mask }, "positions {first}..{end} not all held");
-            self.free.set(w, mask, free);
-        }
-        let path = topology.domains_of(first);
-        if topology.domains()[path[Level::Core.depth()] as usize].end >= end {
+    /// Marks the positions of `mask` in word `k`, every one of them in the other state now, free
+    /// or taken: the word at once, and each domain's count once per domain the positions meet (a
+    /// core, an L3, ...), where [`Placer::set_free`] costs five counter updates per CPU. A
+    /// program's CPUs taken or freed cost a call per word, however scattered they are.
+    fn set_bits(&mut self, topology: &Topology, k: usize, mask: u64, free: bool) {
+        debug_assert_eq!(self.free.word(k) & mask, if free { 0 } else { mask }, "positions {mask:#x} of word {k} not all held");
+        self.free.set(k, mask, free);
+        let base = k as u32 * 64;
+        let path = topology.domains_of(base + mask.trailing_zeros());
+        if topology.domains()[path[Level::Core.depth()] as usize].end > base + 63 - mask.leading_zeros() {
             // Within one core, so within one domain of each level above it: its path's.
             for &d in &path[..Level::Cpu.depth()] {
-                self.count(d as usize, end - first, free);
+                self.count(d as usize, mask.count_ones(), free);
             }
             return;
         }
         for depth in 0..Level::Cpu.depth() {
-            let mut p = first;
-            while p < end {
-                let d = topology.domains_of(p)[depth] as usize;
-                let stop = topology.domains()[d].end.min(end);
-                self.count(d, stop - p, free);
-                p = stop;
+            let mut left = mask;
+            while left != 0 {
+                let d = topology.domains_of(base + left.trailing_zeros())[depth] as usize;
+                // The positions of the domain: from the lowest left (it starts at or below it)
+                // to its end.
+                let end = topology.domains()[d].end - base;
+                let inside = if end >= 64 { left } else { left & span_mask(0, end) };
+                self.count(d, inside.count_ones(), free);
+                left &= !inside;
             }
         }
     }
@@ -672,35 +650,20 @@ mod tests {
     }
 
     #[test]
-    fn runs_of_a_bitset_are_its_runs_of_positions() {
-        let sets = ["", "0", "63", "63-64", "0-63", "0-127", "1-3,5,60-70,127-128,190-191", "64-191", "5,7,9,126"];
-        for text in sets {
-            let set = CpuSet::parse(text).unwrap();
-            let mut got = Vec::new();
-            super::for_each_run(set.as_words(), |first, end| got.push((first, end)));
-            let mut runs = super::Runs::default();
-            for p in set.iter() {
-                runs.push(p, p + 1);
-            }
-            assert_eq!(got, runs.spans, "{text}");
-            assert_eq!(runs.len, set.len());
-        }
-    }
-
-    #[test]
-    fn a_span_is_marked_as_its_cpus_one_by_one() {
+    fn a_word_is_marked_as_its_cpus_one_by_one() {
         let t = server();
-        let (mut spans, mut one_by_one) = (Placer::new(), Placer::new());
-        for p in [&mut spans, &mut one_by_one] {
+        let (mut words, mut one_by_one) = (Placer::new(), Placer::new());
+        for p in [&mut words, &mut one_by_one] {
             p.place(&t, t.cpus(), &[], &Decision::default(), &mut Vec::new());
         }
-        for (first, end) in [(0, 16), (3, 11), (5, 6), (7, 9)] {
+        // Whole cores and L3s, parts of one core, scattered positions across both packages.
+        for mask in [0xffffu64, 0x7f8, 0x20, 0x180, 0x8421, 0xa5a5, 0x1] {
             for free in [false, true] {
-                spans.set_span(&t, first, end, free);
-                for p in first..end {
+                words.set_bits(&t, 0, mask, free);
+                for p in (0..64).filter(|p| mask & (1 << p) != 0) {
                     one_by_one.set_free(&t, p, free);
                 }
-                assert_eq!((&spans.free, &spans.free_in), (&one_by_one.free, &one_by_one.free_in), "{first}..{end}");
+                assert_eq!((&words.free, &words.free_in), (&one_by_one.free, &one_by_one.free_in), "{mask:#x}");
             }
         }
         let mut runs = super::Runs::default();
