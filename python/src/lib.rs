@@ -152,6 +152,13 @@ impl Policy for PyPolicy {
         "python"
     }
 
+    /// Python code is handed every program's CPU time and speedup report: the simulator must
+    /// keep them fresh every quantum (it brings jobs up to date only at their own events for a
+    /// policy that reads neither).
+    fn reads_usage(&self) -> bool {
+        true
+    }
+
     fn decide(&mut self, view: &View, out: &mut Decision) {
         let mut error = self.error.lock().unwrap_or_else(|e| e.into_inner());
         if error.is_some() {

@@ -41,6 +41,24 @@ def test_a_python_policy_runs_in_the_simulator_like_its_rust_twin():
     assert sorted(j["turnaround"] for j in mine) == pytest.approx(sorted(j["turnaround"] for j in theirs))
 
 
+def test_a_python_policy_sees_the_cpu_time_its_programs_received():
+    class Watching(EqualSplit):
+        def __init__(self):
+            super().__init__()
+            self.seen = {}
+
+        def decide(self, view):
+            for p in view["programs"]:
+                self.seen.setdefault(p["id"], []).append(p["cpu_time"])
+            return super().decide(view)
+
+    policy = Watching()
+    cpumgr.sim.run("omp-multiprog:degree=4", policy=policy)
+    # Every program runs from its first quantum on: the CPU time it is shown grows with it.
+    assert policy.seen and all(times[-1] > times[0] for times in policy.seen.values() if len(times) > 2)
+    assert any(len(times) > 2 for times in policy.seen.values())
+
+
 def test_bad_input_is_named():
     with pytest.raises(ValueError, match="no-such-preset"):
         cpumgr.sim.run("no-such-preset", policy="equipartition")
