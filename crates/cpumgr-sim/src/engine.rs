@@ -27,8 +27,8 @@
 //!
 //! **Fast-forward.** Long traces span months at a 100 ms quantum. A lazy run (a policy that
 //! neither time-shares nor reads usage: every space-sharing policy but PDPA) skips the quanta in
-//! which nothing can change: once [`REPEATS`] quanta in a row changed no allocation, it moves the
-//! next tick to the boundary after the next event ([`Engine::skip_quiet`]), which costs nothing
+//! which nothing can change: once a schedule was decided at [`REPEATS`] boundaries in a row, it
+//! moves the next tick to the boundary after the next event ([`Engine::skip_quiet`]), which costs nothing
 //! per job and gives the quantum-by-quantum run's results. Other runs take snapshots: when the
 //! schedule repeats —
 //! the same decision (counts, running flags and CPU sets) with period `p ≤ 32` quanta, three
@@ -1070,10 +1070,11 @@ impl Engine<'_, '_> {
         })
     }
 
-    /// A lazy run's fast-forward: after [`REPEATS`] quanta in a row in which the decision
-    /// changed no allocation and no job was admitted, with a policy that says its state stands
-    /// still ([`Policy::settled`]), the quanta up to the boundary at or after the next event (a
-    /// phase end, an arrival, a wake-up) are skipped. Nothing a lazy run does at such a quantum
+    /// A lazy run's fast-forward: once the same schedule was decided at [`REPEATS`] boundaries
+    /// in a row (the one that set it, then quanta that changed no allocation and admitted no
+    /// job, as the snapshot fast-forward trusts a period of one), with a policy that says its
+    /// state stands still ([`Policy::settled`]), the quanta up to the boundary at or after the
+    /// next event (a phase end, an arrival, a wake-up) are skipped. Nothing a lazy run does at such a quantum
     /// reaches a job (each one's progress is added at its own events) or the policy's view, so
     /// skipping them gives the quantum-by-quantum run's results, as long as the policy decides the
     /// same on an unchanged view (the snapshot fast-forward's assumption, for a period of one
@@ -1084,7 +1085,7 @@ impl Engine<'_, '_> {
             return;
         }
         self.quiet += 1;
-        if self.quiet < REPEATS {
+        if self.quiet < REPEATS - 1 {
             return;
         }
         let next = self.next_end().min(next_arrival.unwrap_or(Nanos::MAX)).min(self.wake_at.unwrap_or(Nanos::MAX));
