@@ -6,12 +6,10 @@
 //! Good at: no interference at all between programs; predictable. Bad at: waiting times and
 //! fragmentation (idle CPUs while the head of the queue waits for room).
 
-use std::collections::BTreeMap;
-
+use super::started::{Started, Waiting};
 use super::PolicyInfo;
 use crate::params::{ParamKind, ParamSpec};
 use crate::policy::{Decision, Policy, View};
-use crate::program::ProgramId;
 
 /// The catalog entry.
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -19,7 +17,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     paper: "baseline (002 §4)",
     summary: "batch space sharing in arrival order: a program starts when its whole request fits, never preempted",
     params: &[ParamSpec { key: "backfill", help: "let later programs that fit start while the head waits", kind: ParamKind::Bool { default: false } }],
-    build: |p| Ok(Box::new(Fcfs { backfill: p.bool("backfill")?, started: BTreeMap::new() })),
+    build: |p| Ok(Box::new(Fcfs { backfill: p.bool("backfill")?, started: Started::default() })),
 };
 
 /// The FCFS policy.
@@ -27,7 +25,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
 pub struct Fcfs {
     backfill: bool,
     /// Programs started, with the CPUs they started on.
-    started: BTreeMap<ProgramId, u32>,
+    started: Started<u32>,
 }
 
 impl Policy for Fcfs {
@@ -35,34 +33,27 @@ impl Policy for Fcfs {
         INFO.name
     }
 
-    fn on_exit(&mut self, id: ProgramId) {
-        self.started.remove(&id);
-    }
-
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        self.started.retain(|id, _| view.index_of(*id).is_some());
         let mut free = view.cpus;
-        // Walk the started programs only (a backlog of waiting ones costs nothing here).
-        for (id, &c) in &self.started {
-            let i = view.index_of(*id).expect("retained above");
+        self.started.keep(view, |i, c| {
             let p = &view.programs[i];
             let c = if p.kind.rigid_procs().is_some() { c } else { c.min(p.wants()).max(1) };
             out.give(i, c);
             free -= c;
-        }
-        for (i, p) in view.programs.iter().enumerate() {
-            if self.started.contains_key(&p.id) {
-                continue;
-            }
+        });
+        let backfill = self.backfill;
+        self.started.admit(view, |i, p| {
             let need = p.wants().min(view.cpus).max(1);
             if need <= free {
-                self.started.insert(p.id, need);
                 out.give(i, need);
                 free -= need;
-            } else if !self.backfill {
-                break;
+                Waiting::Start(need)
+            } else if backfill {
+                Waiting::Skip
+            } else {
+                Waiting::Stop
             }
-        }
+        });
     }
 }
 

@@ -22,6 +22,7 @@ pub mod scs;
 pub mod sliding;
 pub mod ssw_dss;
 pub mod static_sets;
+pub mod started;
 pub mod sw_dss;
 pub mod vtq_dss;
 pub mod window;

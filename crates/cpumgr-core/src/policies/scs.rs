@@ -11,13 +11,11 @@
 //! fragmentation. Bad at: a job squeezed below its process count pays for it in context switches
 //! if its processes spin instead of blocking (paper 002 measures block-immediately vs spin-block).
 
-use std::collections::BTreeSet;
-
 use super::equipartition::water_fill;
+use super::started::{Started, Waiting};
 use super::PolicyInfo;
 use crate::params::{ParamKind, ParamSpec};
 use crate::policy::{Decision, Policy, View};
-use crate::program::ProgramId;
 
 /// The catalog entry.
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -25,14 +23,15 @@ pub const INFO: PolicyInfo = PolicyInfo {
     paper: "002 §3.1",
     summary: "self co-scheduling: processes/MPL CPUs per job, free CPUs shared equally while nobody waits",
     params: &[ParamSpec { key: "mpl", help: "processes per CPU in a job's initial allocation", kind: ParamKind::Int { default: 4, min: 1, max: 64 } }],
-    build: |p| Ok(Box::new(Scs { mpl: p.u32("mpl")?, started: BTreeSet::new() })),
+    build: |p| Ok(Box::new(Scs { mpl: p.u32("mpl")?, started: Started::default() })),
 };
 
 /// The Self Co-Scheduling policy.
 #[derive(Debug, Clone, Default)]
 pub struct Scs {
     mpl: u32,
-    started: BTreeSet<ProgramId>,
+    /// The jobs started (they run until they end).
+    started: Started<()>,
 }
 
 /// Paper 002's equation (1): the CPUs a job of `procs` processes starts with.
@@ -45,35 +44,26 @@ impl Policy for Scs {
         INFO.name
     }
 
-    fn on_exit(&mut self, id: ProgramId) {
-        self.started.remove(&id);
-    }
-
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        self.started.retain(|id| view.index_of(*id).is_some());
-        let initial = |i: usize| initial_allocation(view.programs[i].wants(), self.mpl, view.cpus);
+        let mpl = self.mpl;
+        let initial = |i: usize| initial_allocation(view.programs[i].wants(), mpl, view.cpus);
         let mut free = view.cpus;
         let mut running = Vec::new();
-        // Walk the started programs only (a backlog of waiting ones costs nothing here).
-        for id in &self.started {
-            let i = view.index_of(*id).expect("retained above");
+        self.started.keep(view, |i, ()| {
             free -= initial(i);
             running.push(i);
-        }
+        });
         let mut waiting = false;
-        for (i, p) in view.programs.iter().enumerate() {
-            if self.started.contains(&p.id) {
-                continue;
-            }
+        self.started.admit(view, |i, _| {
             if initial(i) <= free {
-                self.started.insert(p.id);
                 free -= initial(i);
                 running.push(i);
+                Waiting::Start(())
             } else {
                 waiting = true;
-                break;
+                Waiting::Stop
             }
-        }
+        });
         running.sort_unstable();
         let extra = if waiting {
             vec![0; running.len()]
