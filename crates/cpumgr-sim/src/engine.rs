@@ -433,9 +433,11 @@ pub fn run(
     if policy.oversubscribes() {
         return crate::sharing::run(managed, spec, quantum, jobs, &SimConfig { mpl, ..cfg.clone() }, obs, started);
     }
-    // A space-sharing policy's schedule that repeats has period one: a lazy run skips its quiet
-    // quanta without snapshots. A time-sharing one's rotates: snapshots learn its period.
-    let lazy = !policy.reads_usage() && !(cfg.fast_forward && policy.time_sharing());
+    // Every job is brought up to date every quantum for a policy that reads the usage figures,
+    // and for the snapshots that learn a time-sharing policy's rotating schedule. A space-sharing
+    // policy's schedule that repeats has period one: a lazy run skips its quiet quanta.
+    let eager = policy.reads_usage() || (cfg.fast_forward && policy.time_sharing());
+    let lazy = !eager;
     let mut e = Engine {
         topology,
         managed,
