@@ -68,8 +68,13 @@ impl Gang {
         // added, a program that needs more waits without a look at each row.
         let mut widest = 0;
         for (i, p) in view.programs.iter().enumerate() {
-            let n = need(view, p);
             let room = self.slots == 0 || self.used < self.slots as usize;
+            if !room && widest == 0 {
+                // Every row is full and none can be added: nobody behind fits (a program needs
+                // a CPU at least), however long the backlog.
+                break;
+            }
+            let n = need(view, p);
             if !room && n > widest {
                 continue;
             }
@@ -196,5 +201,11 @@ mod tests {
         assert_eq!(r[2].iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), vec!["p3", "p4"], "p4 fills p3's row");
         let r = running("gang:slots=2", 4, &programs(&[4, 4, 4]), 4);
         assert!(r.iter().all(|q| q.iter().all(|(n, _)| n != "p3")), "p3 waits outside the two slots");
+        // Both rows full: nobody behind them is packed, not even a program of one CPU.
+        let r = running("gang:slots=2,fill=false", 4, &programs(&[4, 4, 4, 1]), 4);
+        assert!(r.iter().all(|q| q.iter().all(|(n, _)| n == "p1" || n == "p2")), "{r:?}");
+        // A row with a CPU left takes the first program behind that fits in it.
+        let r = running("gang:slots=2,fill=false", 4, &programs(&[4, 3, 4, 1]), 2);
+        assert_eq!(r[1].iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), vec!["p2", "p4"]);
     }
 }
