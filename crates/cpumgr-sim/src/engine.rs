@@ -28,9 +28,9 @@
 //! **Fast-forward.** Long traces span months at a 100 ms quantum. A lazy run (a policy that
 //! neither time-shares nor reads usage: every space-sharing policy but PDPA) skips the quanta in
 //! which nothing can change: once a schedule was decided at [`REPEATS`] boundaries in a row, it
-//! moves the next tick to the boundary after the next event ([`Engine::skip_quiet`]), which costs nothing
-//! per job and gives the quantum-by-quantum run's results. Other runs take snapshots: when the
-//! schedule repeats —
+//! moves the next tick to the boundary after the next event ([`Engine::skip_quiet`]), which
+//! costs nothing per job and gives the quantum-by-quantum run's results. Other runs take
+//! snapshots: when the schedule repeats —
 //! the same decision (counts, running flags and CPU sets) with period `p ≤ 32` quanta, three
 //! times over, with no event in between — the engine jumps over whole periods, adding each job's
 //! progress per period, up to just before the next completion or arrival, and then resumes
@@ -1076,11 +1076,12 @@ impl Engine<'_, '_> {
     /// in a row (the one that set it, then quanta that changed no allocation and admitted no
     /// job, as the snapshot fast-forward trusts a period of one), with a policy that says its
     /// state stands still ([`Policy::settled`]), the quanta up to the boundary at or after the
-    /// next event (a phase end, an arrival, a wake-up) are skipped. Nothing a lazy run does at such a quantum
-    /// reaches a job (each one's progress is added at its own events) or the policy's view, so
-    /// skipping them gives the quantum-by-quantum run's results, as long as the policy decides the
-    /// same on an unchanged view (the snapshot fast-forward's assumption, for a period of one
-    /// quantum). With nothing left to happen, quanta go on one by one to the starvation check.
+    /// next event (a phase end, an arrival, a wake-up) are skipped. Nothing a lazy run does at
+    /// such a quantum reaches a job (each one's progress is added at its own events) or the
+    /// policy's view, so skipping them gives the quantum-by-quantum run's results, as long as the
+    /// policy decides the same on an unchanged view (the snapshot fast-forward's assumption, for a
+    /// period of one quantum). With nothing left to happen, quanta go on one by one to the
+    /// starvation check.
     fn skip_quiet(&mut self, quiet: bool, next_arrival: Option<Nanos>) {
         if !quiet || !self.policy.settled() {
             self.quiet = 0;
