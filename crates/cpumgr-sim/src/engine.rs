@@ -27,8 +27,8 @@
 //!
 //! **Fast-forward.** Long traces span months at a 100 ms quantum. A lazy run (a policy that
 //! neither time-shares nor reads usage: every space-sharing policy but PDPA) skips the quanta in
-//! which nothing can change: once a schedule was decided at [`REPEATS`] boundaries in a row, it
-//! moves the next tick to the boundary after the next event ([`Engine::skip_quiet`]), which
+//! which nothing can change: once a schedule was decided at `REPEATS` (3) boundaries in a row,
+//! it moves the next tick to the boundary after the next event (`Engine::skip_quiet`), which
 //! costs nothing per job and gives the quantum-by-quantum run's results. Other runs take
 //! snapshots: when the schedule repeats —
 //! the same decision (counts, running flags and CPU sets) with period `p ≤ 32` quanta, three
