@@ -11,11 +11,11 @@
 //! and its thread count. It then runs the policy and the [`Placer`] — the same code as the live
 //! manager — and sets every job's progress rate from its speedup model and the
 //! [`CostModel`]. Work at a tick follows the jobs whose allocation changes: an unchanged one
-//! keeps its rate and end, and, when neither the fast-forward (which snapshots every job at every
-//! boundary) nor the policy ([`cpumgr_core::Policy::reads_usage`]) needs the per-quantum usage
-//! figures, its progress is brought up to date only at its own events. An `os` policy
-//! ([`cpumgr_core::Policy::oversubscribes`]) is not placed and not ticked: every job runs its
-//! threads on every CPU, shared in proportion to its threads, and the run goes to a
+//! keeps its rate and end, and, when neither the policy ([`cpumgr_core::Policy::reads_usage`])
+//! nor the snapshot fast-forward of a time-sharing policy's schedule (below) needs the
+//! per-quantum usage figures, its progress is brought up to date only at its own events. An
+//! `os` policy ([`cpumgr_core::Policy::oversubscribes`]) is not placed and not ticked: every job
+//! runs its threads on every CPU, shared in proportion to its threads, and the run goes to a
 //! processor-sharing model with virtual clocks (`sharing.rs`).
 //!
 //! **Records.** The program list the policy sees is in id order and loses the finished programs
@@ -379,13 +379,6 @@ struct Engine<'a, 'o> {
     /// allocation changes, not every job; a job's progress over quanta of one allocation is
     /// added in one step instead of one per quantum (equal up to rounding).
     lazy: bool,
-    /// Whether repeating schedules are skipped by snapshots ([`Engine::fast_forward`]): the
-    /// fast-forward is on and the run is not lazy (a time-sharing policy, or one that reads
-    /// usage).
-    snapshots: bool,
-    /// Whether quiet quanta are skipped ([`Engine::skip_quiet`]): the fast-forward is on and the
-    /// run is lazy.
-    skip_quiet: bool,
     /// The indices of the finished jobs still in `live` (removed at the next tick), in the
     /// order they finished.
     dead: Vec<usize>,
@@ -469,8 +462,6 @@ pub fn run(
         rated: 0,
         unserved: 0,
         lazy,
-        snapshots: cfg.fast_forward && !lazy,
-        skip_quiet: cfg.fast_forward && lazy,
         dead: Vec::new(),
         ends: BinaryHeap::new(),
         global_hist: VecDeque::new(),
@@ -524,6 +515,13 @@ pub fn run(
 impl Engine<'_, '_> {
     fn emit(&mut self, program: Option<ProgramId>, kind: EventKind) {
         self.tally.emit(self.now, program, kind);
+    }
+
+    /// Whether repeating schedules are skipped by snapshots ([`Engine::fast_forward`]): the
+    /// fast-forward is on and the run is not lazy (a time-sharing policy, or one that reads
+    /// usage). A lazy run's fast-forward skips quiet quanta instead ([`Engine::skip_quiet`]).
+    fn snapshots(&self) -> bool {
+        self.cfg.fast_forward && !self.lazy
     }
 
     /// Marks that something changed the schedule's inputs: the fast-forward starts over.
@@ -774,6 +772,7 @@ impl Engine<'_, '_> {
     /// changes ([`Engine::show`]).
     fn view_usage(&mut self, regular: bool) {
         self.refresh_active();
+        let snapshots = self.snapshots() && regular;
         for &i in &self.active {
             let (p, l) = (&mut self.programs[i], &mut self.live[i]);
             l.progress(self.now, &mut self.seconds);
@@ -783,7 +782,7 @@ impl Engine<'_, '_> {
             }
             l.q_work = 0.0;
             l.q_time = 0.0;
-            if self.snapshots && regular {
+            if snapshots {
                 if l.hist.len() > MAX_PERIOD {
                     l.hist.pop_front();
                 }
@@ -845,7 +844,7 @@ impl Engine<'_, '_> {
                 return Err(SimError::Starved { at: now as f64 / NS, jobs: self.live.len() + self.queue.len() });
             }
         }
-        if self.snapshots {
+        if self.snapshots() {
             if !regular {
                 // A wake-up's decision counts in the signature of the next quantum boundary, so
                 // that a repeating sequence of boundaries repeats what happens between them.
@@ -858,7 +857,8 @@ impl Engine<'_, '_> {
                 let sig = if self.waiting() { sig ^ 0x2545_f491_4f6c_dd1d } else { sig };
                 self.fast_forward((sig, held_sig), next_arrival);
             }
-        } else if self.skip_quiet && regular {
+        } else if self.cfg.fast_forward && regular {
+            // A lazy run's fast-forward.
             let quiet = !std::mem::take(&mut self.admitted) && self.changed_jobs.is_empty();
             self.skip_quiet(quiet, next_arrival);
         }
@@ -922,7 +922,7 @@ impl Engine<'_, '_> {
             }
         }
         self.changed_jobs = changed;
-        if self.snapshots {
+        if self.snapshots() {
             self.refresh_active();
             for &i in &self.active {
                 if self.live[i].ran_last {
@@ -956,11 +956,12 @@ impl Engine<'_, '_> {
         if !running && self.idle[i] {
             return;
         }
+        let snapshots = self.snapshots();
         let l = &mut self.live[i];
         l.progress(self.now, &mut self.seconds);
         let p = &mut self.programs[i];
         if running {
-            if self.snapshots {
+            if snapshots {
                 l.sig = signature(p.id, count, &self.sets[i]);
             }
             let moved: u32 = if p.cpus.is_empty() {
