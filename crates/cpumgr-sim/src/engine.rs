@@ -989,13 +989,15 @@ impl Engine<'_, '_> {
                 l.team = Some(count);
             }
         }
-        let changed = running != l.ran_last || (running && self.sets[i] != p.cpus);
+        // Only a trace reads whether the allocation changed (comparing sets costs a pass over
+        // the machine's words).
+        let changed = self.tally.trace && (running != l.ran_last || (running && self.sets[i] != p.cpus));
         if running {
             std::mem::swap(&mut p.cpus, &mut self.sets[i]);
         }
         l.set_running(running);
         self.set_placed_rate(i, count);
-        if changed && self.tally.trace {
+        if changed {
             let id = self.programs[i].id;
             let cpus = if running { self.programs[i].cpus.clone() } else { CpuSet::new() };
             self.emit(Some(id), EventKind::Allocate { count, cpus, running });

@@ -12,8 +12,6 @@
 //! wide programs often (more stop/continue, more cache reloads), and a program's progress per
 //! CPU-second still depends on how well it scales.
 
-use std::collections::BTreeMap;
-
 use super::dss::dss_shares;
 use super::sliding::{limit, Step, PARAMS};
 use super::window::{next_id, rotation, window};
@@ -36,13 +34,30 @@ pub struct VtqDss {
     k: f64,
     /// The admission limit it advises ([`Policy::preferred_mpl`]).
     admit: Option<u32>,
-    /// Members of the current gang: CPUs and the end of their quantum.
-    gang: BTreeMap<ProgramId, (u32, Nanos)>,
+    /// Members of the current gang, in id order: CPUs and the end of their quantum. A gang is a
+    /// handful of programs, formed every quantum: a sorted vector searched by id, reused from
+    /// gang to gang, costs no allocation (a map allocated nodes for every gang).
+    gang: Vec<Member>,
     gang_end: Nanos,
     next: ProgramId,
 }
 
+/// A member of the current gang.
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    id: ProgramId,
+    /// CPUs it gets.
+    cpus: u32,
+    /// When its quantum expires.
+    until: Nanos,
+}
+
 impl VtqDss {
+    /// The position of program `id` in the gang, if it is a member.
+    fn member(&self, id: ProgramId) -> Option<usize> {
+        self.gang.binary_search_by_key(&id, |m| m.id).ok()
+    }
+
     fn new_gang(&mut self, view: &View, out: &mut Decision) {
         self.gang.clear();
         let members = window(view, self.next, limit(self.k, view));
@@ -54,9 +69,10 @@ impl VtqDss {
             let c = out.allocations[i].count;
             if c > 0 {
                 let q = (view.quantum as u128 * fewest as u128 / c as u128).max(1) as Nanos;
-                self.gang.insert(view.programs[i].id, (c, view.now + q));
+                self.gang.push(Member { id: view.programs[i].id, cpus: c, until: view.now + q });
             }
         }
+        self.gang.sort_unstable_by_key(|m| m.id);
         self.gang_end = view.now + view.quantum;
         out.reset(view.programs.len());
     }
@@ -68,23 +84,25 @@ impl Policy for VtqDss {
     }
 
     fn on_exit(&mut self, id: ProgramId) {
-        self.gang.remove(&id);
+        if let Some(k) = self.member(id) {
+            self.gang.remove(k);
+        }
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        self.gang.retain(|id, _| view.index_of(*id).is_some());
+        self.gang.retain(|m| view.index_of(m.id).is_some());
         if self.gang.is_empty() || view.now >= self.gang_end {
             self.new_gang(view, out);
         }
         let mut free = view.cpus;
         let mut wake = self.gang_end;
-        for (i, p) in view.programs.iter().enumerate() {
-            if let Some(&(c, until)) = self.gang.get(&p.id) {
-                if until > view.now {
-                    out.give(i, c);
-                    free -= c;
-                    wake = wake.min(until);
-                }
+        for m in &self.gang {
+            if m.until > view.now {
+                // Every member is listed (those that left were dropped above).
+                let i = view.index_of(m.id).expect("a member is in the view");
+                out.give(i, m.cpus);
+                free -= m.cpus;
+                wake = wake.min(m.until);
             }
         }
         // The repository queue: programs outside the gang, from the next window on, fill the
@@ -97,7 +115,7 @@ impl Policy for VtqDss {
             if free == 0 {
                 break;
             }
-            if self.gang.contains_key(&p.id) {
+            if self.member(p.id).is_some() {
                 continue;
             }
             let c = match p.kind.rigid_procs() {
@@ -131,8 +149,8 @@ impl Policy for VtqDss {
 
     fn skip(&mut self, by: Nanos) {
         self.gang_end = self.gang_end.saturating_add(by);
-        for (_, until) in self.gang.values_mut() {
-            *until = until.saturating_add(by);
+        for m in &mut self.gang {
+            m.until = m.until.saturating_add(by);
         }
     }
 }
