@@ -379,6 +379,9 @@ struct Engine<'a, 'o> {
     /// allocation changes, not every job; a job's progress over quanta of one allocation is
     /// added in one step instead of one per quantum (equal up to rounding).
     lazy: bool,
+    /// Whether the policy reads the usage figures ([`Policy::reads_usage`]): a run that is not
+    /// lazy for the snapshots' sake leaves them as a lazy run does.
+    usage: bool,
     /// The indices of the finished jobs still in `live` (removed at the next tick), in the
     /// order they finished.
     dead: Vec<usize>,
@@ -429,7 +432,8 @@ pub fn run(
     // Every job is brought up to date every quantum for a policy that reads the usage figures,
     // and for the snapshots that learn a time-sharing policy's rotating schedule. A space-sharing
     // policy's schedule that repeats has period one: a lazy run skips its quiet quanta.
-    let eager = policy.reads_usage() || (cfg.fast_forward && policy.time_sharing());
+    let usage = policy.reads_usage();
+    let eager = usage || (cfg.fast_forward && policy.time_sharing());
     let lazy = !eager;
     let mut e = Engine {
         topology,
@@ -462,6 +466,7 @@ pub fn run(
         rated: 0,
         unserved: 0,
         lazy,
+        usage,
         dead: Vec::new(),
         ends: BinaryHeap::new(),
         global_hist: VecDeque::new(),
@@ -765,8 +770,9 @@ impl Engine<'_, '_> {
         self.rated = self.rated + usize::from(rate > 0.0) - usize::from(old_rate > 0.0);
     }
 
-    /// Brings every job that is not idle up to now and writes its usage figures into its
-    /// program (CPU time, the speedup over the last quantum), and, at a quantum boundary with the
+    /// Brings every job that is not idle up to now and, for a policy that reads them, writes its
+    /// usage figures into its program (CPU time, the speedup over the last quantum), and, at a
+    /// quantum boundary with the
     /// fast-forward on, takes its snapshot. Its request is set on admission and at each phase
     /// change ([`Engine::complete_phases`]), its running flag and threads when its allocation
     /// changes ([`Engine::show`]).
@@ -776,9 +782,11 @@ impl Engine<'_, '_> {
         for &i in &self.active {
             let (p, l) = (&mut self.programs[i], &mut self.live[i]);
             l.progress(self.now, &mut self.seconds);
-            p.cpu_time = (l.busy * NS) as Nanos;
-            if l.reports && l.q_time > 0.0 && l.share > 0.0 {
-                p.speedup = Some(SpeedupReport { cpus: l.held(), speedup: l.q_work / l.q_time });
+            if self.usage {
+                p.cpu_time = (l.busy * NS) as Nanos;
+                if l.reports && l.q_time > 0.0 && l.share > 0.0 {
+                    p.speedup = Some(SpeedupReport { cpus: l.held(), speedup: l.q_work / l.q_time });
+                }
             }
             l.q_work = 0.0;
             l.q_time = 0.0;
