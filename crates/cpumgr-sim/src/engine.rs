@@ -59,7 +59,8 @@ use crate::cost::CostModel;
 use crate::job::JobSpec;
 use crate::limits::HORIZON;
 use crate::metrics::{JobRecord, RunSummary};
-use crate::slots::{remove_sorted, Slots};
+use crate::list::List;
+use crate::slots::Slots;
 use crate::tally::{Pending, Ran, Tally};
 
 const NS: f64 = 1e9;
@@ -339,16 +340,16 @@ struct Engine<'a, 'o> {
     wake_at: Option<Nanos>,
     limit: u32,
     queue: VecDeque<(ProgramId, JobSpec)>,
-    programs: Vec<Program>,
+    programs: List<Program>,
     /// Per program, its job (indexed like `programs`, stored in stable slots).
     live: Slots<Live>,
     /// Per job, [`Live::idle`], kept beside the records so that the tick's walks over a long
     /// backlog read one dense array.
-    idle: Vec<bool>,
+    idle: List<bool>,
     /// Per job, the CPUs it ran on in the last quantum (0 if it did not run), kept beside the
     /// records: the tick's pass over the decision compares each count with it and reads nothing
     /// else.
-    cpus_held: Vec<u32>,
+    cpus_held: List<u32>,
     /// The indices of the jobs that are not idle, in order, when `active_stale` is false: the
     /// tick's walks go through these only, not through a long backlog's flags.
     active: Vec<usize>,
@@ -449,10 +450,10 @@ pub fn run(
         wake_at: None,
         limit: mpl,
         queue: VecDeque::new(),
-        programs: Vec::new(),
+        programs: List::default(),
         live: Slots::default(),
-        idle: Vec::new(),
-        cpus_held: Vec::new(),
+        idle: List::default(),
+        cpus_held: List::default(),
         active: Vec::new(),
         active_stale: false,
         placer: Placer::new(),
@@ -656,10 +657,10 @@ impl Engine<'_, '_> {
             set.clear();
             self.spare_sets.push(set);
         }
-        remove_sorted(&mut self.programs, &self.dead);
+        self.programs.remove_sorted(&self.dead);
         self.live.remove_sorted(&self.dead);
-        remove_sorted(&mut self.idle, &self.dead);
-        remove_sorted(&mut self.cpus_held, &self.dead);
+        self.idle.remove_sorted(&self.dead);
+        self.cpus_held.remove_sorted(&self.dead);
         self.active_stale = true;
         self.dead.clear();
     }
@@ -884,7 +885,7 @@ impl Engine<'_, '_> {
         let mut changed = std::mem::take(&mut self.changed_jobs);
         changed.clear();
         let mut holds = true;
-        for (i, (a, &held)) in self.decision.allocations.iter().zip(&self.cpus_held).enumerate() {
+        for (i, (a, &held)) in self.decision.allocations.iter().zip(self.cpus_held.iter()).enumerate() {
             let want = if a.running { a.count } else { 0 };
             if want != held {
                 changed.push(i);

@@ -23,6 +23,7 @@ pub mod error;
 pub mod generate;
 pub mod job;
 pub mod limits;
+mod list;
 pub mod metrics;
 pub mod presets;
 mod sharing;

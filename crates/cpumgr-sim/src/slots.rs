@@ -9,23 +9,27 @@
 
 use std::ops::{Index, IndexMut};
 
+use crate::list::List;
+
 /// Records of type `T` in stable slots, indexed by position in an ordered list.
 #[derive(Debug)]
 pub(crate) struct Slots<T> {
     /// The records, by slot; those in `free` are left over from removed entries.
     records: Vec<T>,
     /// Per position in the list, the slot of its record.
-    order: Vec<u32>,
-    /// Per slot, the position of its record in the list (the inverse of `order`; stale for
-    /// free slots).
-    position: Vec<u32>,
+    order: List<u32>,
+    /// Per slot, the place of its entry in `order`'s buffer (its position plus
+    /// [`List::offset`]), which only changes when the entry moves; stale for free slots.
+    place: Vec<u32>,
     /// Slots whose records were removed, to be written again.
     free: Vec<u32>,
+    /// Scratch: the stretches of `order`'s buffer that a removal moved entries to.
+    moved: Vec<(usize, usize)>,
 }
 
 impl<T> Default for Slots<T> {
     fn default() -> Self {
-        Slots { records: Vec::new(), order: Vec::new(), position: Vec::new(), free: Vec::new() }
+        Slots { records: Vec::new(), order: List::default(), place: Vec::new(), free: Vec::new(), moved: Vec::new() }
     }
 }
 
@@ -45,12 +49,18 @@ impl<T> Slots<T> {
             }
             None => {
                 self.records.push(record);
-                self.position.push(0);
+                self.place.push(0);
                 u32::try_from(self.records.len() - 1).expect("fewer than 2^32 records at once")
             }
         };
-        self.position[slot as usize] = self.order.len() as u32;
-        self.order.push(slot);
+        if self.order.push(slot) > 0 {
+            // The list was rebased: every entry moved.
+            let offset = self.order.offset();
+            for (k, &s) in self.order.iter().enumerate() {
+                self.place[s as usize] = (offset + k) as u32;
+            }
+        }
+        self.place[slot as usize] = (self.order.offset() + self.order.len() - 1) as u32;
     }
 
     /// The slot of the record at position `i`: where [`Slots::in_slot`] finds it while it is
@@ -62,7 +72,7 @@ impl<T> Slots<T> {
     /// The position in the list of the record in slot `slot`, which must be listed: what finds
     /// a record's place from its slot without a search.
     pub(crate) fn position(&self, slot: u32) -> usize {
-        self.position[slot as usize] as usize
+        self.place[slot as usize] as usize - self.order.offset()
     }
 
     /// The record in slot `slot` (a listed one, or one left over from a removed entry).
@@ -74,12 +84,17 @@ impl<T> Slots<T> {
     /// the others' order; their slots are reused by later [`Slots::push`]es.
     pub(crate) fn remove_sorted(&mut self, gone: &[usize]) {
         self.free.extend(gone.iter().map(|&i| self.order[i]));
-        remove_sorted(&mut self.order, gone);
-        // The entries from the first removed one on moved down.
-        let first = gone.first().copied().unwrap_or(self.order.len());
-        for (k, &slot) in self.order.iter().enumerate().skip(first) {
-            self.position[slot as usize] = k as u32;
+        let mut moved = std::mem::take(&mut self.moved);
+        moved.clear();
+        self.order.remove_tracking(gone, |_, to, n| moved.push((to, n)));
+        // Only the entries that moved have new places.
+        let offset = self.order.offset();
+        for &(to, n) in &moved {
+            for place in to..to + n {
+                self.place[self.order[place - offset] as usize] = place as u32;
+            }
         }
+        self.moved = moved;
     }
 }
 
@@ -98,60 +113,9 @@ impl<T> IndexMut<usize> for Slots<T> {
     }
 }
 
-/// Removes the elements at the indices `gone` (strictly increasing, all below `v.len()`) from
-/// `v`, keeping the others' order. The survivors between two removed elements move as one block
-/// (one `memmove` each): `retain` copies them one by one, and the program list's records are
-/// large, so compacting it at every tick with a few finished jobs cost three times as much.
-pub(crate) fn remove_sorted<T>(v: &mut Vec<T>, gone: &[usize]) {
-    let len = v.len();
-    assert!(gone.windows(2).all(|w| w[0] < w[1]) && gone.last().is_none_or(|&g| g < len), "indices not increasing or out of range");
-    let Some(&first) = gone.first() else { return };
-    let base = v.as_mut_ptr();
-    // SAFETY: every index in `gone` is in bounds and appears once (checked above), so each removed
-    // element is dropped exactly once, and each survivor above `first` is moved exactly once, to a
-    // lower index, by `ptr::copy` (overlap-safe). The length is zero meanwhile, so a panicking
-    // destructor leaks the rest instead of dropping a moved or dropped element again.
-    unsafe {
-        v.set_len(0);
-        for &g in gone {
-            std::ptr::drop_in_place(base.add(g));
-        }
-        let mut write = first;
-        for (k, &g) in gone.iter().enumerate() {
-            let next = gone.get(k + 1).copied().unwrap_or(len);
-            let n = next - g - 1;
-            std::ptr::copy(base.add(g + 1), base.add(write), n);
-            write += n;
-        }
-        v.set_len(write);
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{remove_sorted, Slots};
-
-    #[test]
-    fn removing_sorted_indices_keeps_the_rest_in_order_and_drops_each_once() {
-        use std::rc::Rc;
-        for gone in [vec![], vec![0], vec![9], vec![0, 1, 2], vec![1, 4, 5, 8], vec![0, 9], (0..10).collect()] {
-            let items: Vec<Rc<u32>> = (0..10).map(Rc::new).collect();
-            let mut v = items.clone();
-            remove_sorted(&mut v, &gone);
-            let want: Vec<u32> = (0..10).filter(|x| !gone.contains(&(*x as usize))).collect();
-            assert_eq!(v.iter().map(|r| **r).collect::<Vec<_>>(), want, "{gone:?}");
-            for (i, r) in items.iter().enumerate() {
-                let held = if gone.contains(&i) { 1 } else { 2 };
-                assert_eq!(Rc::strong_count(r), held, "element {i} after removing {gone:?}");
-            }
-        }
-    }
-
-    #[test]
-    #[should_panic(expected = "not increasing")]
-    fn removing_unsorted_indices_is_refused() {
-        remove_sorted(&mut vec![1, 2, 3], &[1, 0]);
-    }
+    use super::Slots;
 
     #[test]
     fn positions_follow_the_list_and_slots_are_reused() {
