@@ -19,11 +19,11 @@
 //! processor-sharing model with virtual clocks (`sharing.rs`).
 //!
 //! **Records.** The program list the policy sees is in id order and loses the finished programs
-//! at every tick, a stretch between two of them at a time (`slots::remove_sorted`); each
-//! program's job record stays in a stable slot (`slots::Slots`), found through the list
-//! and, from the heap of phase ends, through its slot number. What the tick's pass over the
-//! decision reads (the CPUs each job holds, whether it is idle) is kept in dense arrays beside
-//! the list.
+//! at every tick, closing the gaps from whichever side moves fewer programs (`list::List`: with
+//! a backlog the oldest programs finish, near the front); each program's job record stays in a
+//! stable slot (`slots::Slots`), found through the list and, from the heap of phase ends,
+//! through its slot number. What the tick's pass over the decision reads (the CPUs each job
+//! holds, whether it is idle) is kept in lists of the same kind beside it.
 //!
 //! **Fast-forward.** Long traces span months at a 100 ms quantum. A lazy run (a policy that
 //! neither time-shares nor reads usage: every space-sharing policy but PDPA) skips the quanta in
