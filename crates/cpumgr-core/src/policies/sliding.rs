@@ -3,7 +3,7 @@
 //! SSW-DSS drops the window's first program and refills.
 
 use super::dss::dss_shares;
-use super::window::{next_id, rotation, window};
+use super::window::{next_id, window, RotationMemo};
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 use crate::policy::{Decision, Policy, Rotation, View};
 use crate::program::ProgramId;
@@ -51,6 +51,7 @@ pub struct Sliding {
     quantum: Option<crate::program::Nanos>,
     admit: Option<u32>,
     start: ProgramId,
+    memo: RotationMemo,
 }
 
 impl Sliding {
@@ -63,7 +64,7 @@ impl Sliding {
         quantum: Option<crate::program::Nanos>,
     ) -> Result<Box<dyn Policy>, ParamError> {
         let (k, admit) = (p.float("k")?, super::admission(p.u32("admit")?));
-        Ok(Box::new(Sliding { name, step, k, quantum, admit, start: ProgramId(0) }))
+        Ok(Box::new(Sliding { name, step, k, quantum, admit, start: ProgramId(0), memo: RotationMemo::default() }))
     }
 }
 
@@ -94,7 +95,7 @@ impl Policy for Sliding {
     }
 
     fn rotation(&self, view: &View, max: u32) -> Option<Rotation> {
-        rotation(view, self.start, limit(self.k, view), self.step.advance(), max)
+        self.memo.rotation(view, self.start, limit(self.k, view), self.step.advance(), max)
     }
 }
 

@@ -14,7 +14,7 @@
 
 use super::dss::dss_shares;
 use super::sliding::{limit, Step, PARAMS};
-use super::window::{next_id, rotation, window};
+use super::window::{next_id, window, RotationMemo};
 use super::PolicyInfo;
 use crate::policy::{Decision, Policy, Rotation, View};
 use crate::program::{Nanos, ProgramId};
@@ -40,6 +40,7 @@ pub struct VtqDss {
     gang: Vec<Member>,
     gang_end: Nanos,
     next: ProgramId,
+    memo: RotationMemo,
 }
 
 /// A member of the current gang.
@@ -140,7 +141,7 @@ impl Policy for VtqDss {
     fn rotation(&self, view: &View, max: u32) -> Option<Rotation> {
         // A gang a quantum, each the window after the last, as in SW-DSS; the expiries follow
         // from the gang, and the repository's fills from every program outside it.
-        let mut r = rotation(view, self.next, limit(self.k, view), Step::Window.advance(), max)?;
+        let mut r = self.memo.rotation(view, self.next, limit(self.k, view), Step::Window.advance(), max)?;
         for p in view.programs {
             r.mix(p.id.0);
         }

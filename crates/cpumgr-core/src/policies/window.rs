@@ -1,6 +1,8 @@
 //! Gangs for the time-shared DSS variants (paper 000 §4.3): a window of consecutive programs, in
 //! arrival order and wrapping around, whose requests add up to at most `k × P`.
 
+use std::cell::RefCell;
+
 use crate::policy::{Rotation, View};
 use crate::program::ProgramId;
 
@@ -66,6 +68,60 @@ pub fn rotation(view: &View, start: ProgramId, limit: u64, advance: fn(&[usize])
     None
 }
 
+/// The rotations a policy walked for one view, by start: a time-sharing policy is asked for its
+/// rotation at every quantum boundary ([`crate::Policy::rotation`]), each time from the next
+/// window's start, while the view (the programs and what they want) rarely changes from one
+/// boundary to the next. Walking a rotation takes up to `max` windows; once each start of a
+/// cycle has been walked, a boundary costs a comparison of the view with the one remembered.
+/// Interior mutability, since [`crate::Policy::rotation`] takes the policy by shared reference;
+/// a policy's clone starts with an empty memo.
+#[derive(Debug, Default)]
+pub struct RotationMemo(RefCell<Memo>);
+
+#[derive(Debug, Default)]
+struct Memo {
+    /// What the remembered rotations were walked for: the machine's CPUs, the gang limit, the
+    /// bound, and each program's id and request.
+    cpus: u32,
+    limit: u64,
+    max: u32,
+    programs: Vec<(ProgramId, u32)>,
+    /// Walked rotations, by start.
+    by_start: Vec<(ProgramId, Option<Rotation>)>,
+}
+
+impl Clone for RotationMemo {
+    fn clone(&self) -> Self {
+        RotationMemo::default()
+    }
+}
+
+impl RotationMemo {
+    /// [`rotation`] of `view` from `start`, walked once per start while the view, `limit` and
+    /// `max` stay the same (`advance` must be the same function at every call).
+    pub fn rotation(&self, view: &View, start: ProgramId, limit: u64, advance: fn(&[usize]) -> usize, max: u32) -> Option<Rotation> {
+        let mut m = self.0.borrow_mut();
+        let same = m.cpus == view.cpus
+            && m.limit == limit
+            && m.max == max
+            && m.programs.len() == view.programs.len()
+            && m.programs.iter().zip(view.programs).all(|(&(id, wants), p)| id == p.id && wants == p.wants());
+        if !same {
+            m.cpus = view.cpus;
+            m.limit = limit;
+            m.max = max;
+            m.programs.clear();
+            m.programs.extend(view.programs.iter().map(|p| (p.id, p.wants())));
+            m.by_start.clear();
+        } else if let Some(&(_, r)) = m.by_start.iter().find(|(s, _)| *s == start) {
+            return r;
+        }
+        let r = rotation(view, start, limit, advance, max);
+        m.by_start.push((start, r));
+        r
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,5 +157,28 @@ mod tests {
         assert_eq!(from2.quanta, 2);
         let from1 = rotation(&view, ProgramId(1), 8, last, 32).unwrap();
         assert_ne!(from1.fingerprint, from2.fingerprint, "other windows");
+    }
+
+    #[test]
+    fn the_memo_gives_what_a_walk_gives_and_forgets_a_changed_view() {
+        let t = Topology::flat(8);
+        let last = |m: &[usize]| *m.last().unwrap();
+        let memo = RotationMemo::default();
+        let mut progs = programs(&[4, 4, 4, 2]);
+        for round in 0..3 {
+            if round == 2 {
+                // A request changes: the rotations change with it.
+                progs[3].request.now = 4;
+                progs[3].request.max = 4;
+            }
+            let view = View { now: 0, quantum: 1, topology: &t, cpus: 8, programs: &progs };
+            for start in 0..6 {
+                for (limit, max) in [(8, 32), (8, 1), (12, 32)] {
+                    let want = rotation(&view, ProgramId(start), limit, last, max);
+                    assert_eq!(memo.rotation(&view, ProgramId(start), limit, last, max), want, "round {round}, start {start}, limit {limit}, max {max}");
+                }
+            }
+        }
+        assert!(memo.clone().0.borrow().by_start.is_empty(), "a clone starts afresh");
     }
 }
