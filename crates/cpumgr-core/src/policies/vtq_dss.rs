@@ -41,6 +41,8 @@ pub struct VtqDss {
     gang_end: Nanos,
     next: ProgramId,
     memo: RotationMemo,
+    /// Scratch: per program of the view, whether it is a member of the gang.
+    in_gang: Vec<bool>,
 }
 
 /// A member of the current gang.
@@ -97,10 +99,14 @@ impl Policy for VtqDss {
         }
         let mut free = view.cpus;
         let mut wake = self.gang_end;
+        let n = view.programs.len();
+        self.in_gang.clear();
+        self.in_gang.resize(n, false);
         for m in &self.gang {
+            // Every member is listed (those that left were dropped above).
+            let i = view.index_of(m.id).expect("a member is in the view");
+            self.in_gang[i] = true;
             if m.until > view.now {
-                // Every member is listed (those that left were dropped above).
-                let i = view.index_of(m.id).expect("a member is in the view");
                 out.give(i, m.cpus);
                 free -= m.cpus;
                 wake = wake.min(m.until);
@@ -108,15 +114,13 @@ impl Policy for VtqDss {
         }
         // The repository queue: programs outside the gang, from the next window on, fill the
         // CPUs that expired members left until the gang's quantum ends.
-        let n = view.programs.len();
         let first = view.programs.partition_point(|p| p.id < self.next);
-        for k in 0..n {
-            let i = (first + k) % n;
+        for i in (first..n).chain(0..first) {
             let p = &view.programs[i];
             if free == 0 {
                 break;
             }
-            if self.member(p.id).is_some() {
+            if self.in_gang[i] {
                 continue;
             }
             let c = match p.kind.rigid_procs() {
