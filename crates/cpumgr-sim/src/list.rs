@@ -63,6 +63,8 @@ impl<T> List<T> {
                 self.buf.set_len(live);
             }
             self.head = 0;
+            // Before the push, which may panic (and `Drop` reads `start`).
+            self.sync();
         }
         self.buf.push(MaybeUninit::new(item));
         self.sync();
@@ -111,11 +113,12 @@ impl<T> List<T> {
         // SAFETY: every index in `gone` is below the length and appears once (checked above), so
         // each removed entry is dropped once and each survivor moved at most once, by an
         // overlap-safe copy, into a place that no survivor still to move occupies (stretches
-        // move in the order that vacates their targets first). Meanwhile the buffer's length is
-        // `head` (nothing initialised past it as far as it knows), so a panicking destructor
-        // leaks the entries instead of dropping a moved or dropped one again.
+        // move in the order that vacates their targets first). Meanwhile the list is empty as
+        // far as its buffer and `Drop` know (length `head`, no entries), so a panicking
+        // destructor leaks the entries instead of dropping a moved or dropped one again.
         unsafe {
             self.buf.set_len(head);
+            self.len = 0;
             let base = self.buf.as_mut_ptr();
             for &g in gone {
                 std::ptr::drop_in_place(base.add(head + g).cast::<T>());
@@ -265,6 +268,27 @@ mod tests {
         assert_eq!(l.iter().copied().collect::<Vec<_>>(), vec![997, 998, 999]);
         assert!(l.buf.capacity() <= 8, "the buffer stays small: {}", l.buf.capacity());
         assert!(moved > 0 && l.offset() < l.buf.len());
+    }
+
+    #[test]
+    fn a_panicking_destructor_leaks_instead_of_dropping_twice() {
+        use std::cell::Cell;
+        thread_local! { static DROPS: Cell<u32> = const { Cell::new(0) }; }
+        struct Bomb(bool);
+        impl Drop for Bomb {
+            fn drop(&mut self) {
+                DROPS.with(|d| d.set(d.get() + 1));
+                assert!(!self.0, "a destructor that panics");
+            }
+        }
+        let mut l = List::default();
+        for i in 0..6 {
+            l.push(Bomb(i == 2));
+        }
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l.remove_sorted(&[2, 4])));
+        assert!(r.is_err());
+        drop(l);
+        assert_eq!(DROPS.with(Cell::get), 1, "only the panicking entry was dropped; the rest leaked");
     }
 
     #[test]
