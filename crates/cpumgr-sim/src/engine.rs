@@ -773,10 +773,9 @@ impl Engine<'_, '_> {
 
     /// Brings every job that is not idle up to now and, for a policy that reads them, writes its
     /// usage figures into its program (CPU time, the speedup over the last quantum), and, at a
-    /// quantum boundary with the
-    /// fast-forward on, takes its snapshot. Its request is set on admission and at each phase
-    /// change ([`Engine::complete_phases`]), its running flag and threads when its allocation
-    /// changes ([`Engine::show`]).
+    /// quantum boundary with the snapshot fast-forward on, takes its snapshot. Its request is set
+    /// on admission and at each phase change ([`Engine::complete_phases`]), its running flag and
+    /// threads when its allocation changes ([`Engine::show`]).
     fn view_usage(&mut self, regular: bool) {
         self.refresh_active();
         let snapshots = self.snapshots() && regular;

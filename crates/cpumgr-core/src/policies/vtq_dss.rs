@@ -34,9 +34,9 @@ pub struct VtqDss {
     k: f64,
     /// The admission limit it advises ([`Policy::preferred_mpl`]).
     admit: Option<u32>,
-    /// Members of the current gang, in id order: CPUs and the end of their quantum. A gang is a
-    /// handful of programs, formed every quantum: a sorted vector searched by id, reused from
-    /// gang to gang, costs no allocation (a map allocated nodes for every gang).
+    /// Members of the current gang: CPUs and the end of their quantum. A gang is a handful of
+    /// programs, formed every quantum: a vector reused from gang to gang costs no allocation (a
+    /// map allocated nodes for every gang).
     gang: Vec<Member>,
     gang_end: Nanos,
     next: ProgramId,
@@ -56,11 +56,6 @@ struct Member {
 }
 
 impl VtqDss {
-    /// The position of program `id` in the gang, if it is a member.
-    fn member(&self, id: ProgramId) -> Option<usize> {
-        self.gang.binary_search_by_key(&id, |m| m.id).ok()
-    }
-
     fn new_gang(&mut self, view: &View, out: &mut Decision) {
         self.gang.clear();
         let members = window(view, self.next, limit(self.k, view));
@@ -75,7 +70,6 @@ impl VtqDss {
                 self.gang.push(Member { id: view.programs[i].id, cpus: c, until: view.now + q });
             }
         }
-        self.gang.sort_unstable_by_key(|m| m.id);
         self.gang_end = view.now + view.quantum;
         out.reset(view.programs.len());
     }
@@ -87,9 +81,7 @@ impl Policy for VtqDss {
     }
 
     fn on_exit(&mut self, id: ProgramId) {
-        if let Some(k) = self.member(id) {
-            self.gang.remove(k);
-        }
+        self.gang.retain(|m| m.id != id);
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
