@@ -4,6 +4,7 @@
 
 mod cmd;
 mod input;
+mod kernels;
 mod topology_arg;
 
 use std::process::ExitCode;

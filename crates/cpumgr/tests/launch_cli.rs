@@ -166,3 +166,39 @@ fn results_are_those_of_the_median_repeat_with_cv_per_class() {
     let os = table.lines().find(|l| l.trim_start().starts_with("os ")).unwrap();
     assert!(os.contains("a 0.") && os.contains("b 0.00"), "per-class CV cell: {os}");
 }
+
+/// A workload that names `{kernels}` runs without `--kernels`: the launcher builds the kernels it
+/// carries (into a temporary directory), from a directory that is not the repository.
+#[test]
+fn kernels_default_to_those_the_binary_carries() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("k.toml");
+    std::fs::write(&workload, "name = \"k\"\n[[job]]\nname = \"stencil\"\ncommand = [\"{kernels}/stencil\", \"-iters\", \"50\"]\nenv = { OMP_NUM_THREADS = \"{cpus}\" }\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cpumgr"))
+        .current_dir(dir.path())
+        .arg("launch")
+        .arg(&workload)
+        .args(["--baseline", "os", "--policy", "", "--json"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let jobs = v["runs"][0]["jobs"].as_array().unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0]["outcome"], "ok", "{v}");
+}
+
+/// A job that cannot start is a runtime failure: the table still shows it (as failed), and the
+/// launcher exits 1 saying how many job runs failed.
+#[test]
+fn a_job_that_fails_fails_the_launch() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("f.toml");
+    let missing = dir.path().join("no-such-program");
+    std::fs::write(&workload, format!("name = \"f\"\n[[job]]\nname = \"gone\"\ncommand = [\"{}\"]\n[[job]]\nname = \"fine\"\ncommand = [\"true\"]\n", missing.display())).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cpumgr")).arg("launch").arg(&workload).args(["--baseline", "os,static", "--policy", ""]).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(stderr.contains("2 of 4 job runs failed"), "{stderr}");
+    assert!(stdout.contains("job gone failed: not started"), "{stdout}");
+}

@@ -40,9 +40,13 @@ pub struct Args {
     /// CPUs to use (taskset syntax); default: the CPUs this process may run on.
     #[arg(long, env = "CPUMGR_CPUS")]
     pub cpus: Option<String>,
-    /// Directory of the built kernels, for `{kernels}` in the workload.
-    #[arg(long, default_value = "target/kernels")]
-    pub kernels: PathBuf,
+    /// Directory of built kernels, for `{kernels}` in the workload; default: the kernels this
+    /// binary carries, built with `--cc` into a temporary directory.
+    #[arg(long)]
+    pub kernels: Option<PathBuf>,
+    /// C compiler with OpenMP that builds the carried kernels (when `--kernels` is not given).
+    #[arg(long, env = "CC", default_value = "gcc")]
+    pub cc: String,
     /// Write an HTML report here.
     #[arg(long)]
     pub report: Option<PathBuf>,
@@ -145,7 +149,19 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
         Some(list) => CpuSet::parse(list).map_err(|e| InputError::new(format!("--cpus: {e}")))?,
         None => allowed_cpus(),
     };
-    let expand = Expand { cpus: cpus.len() as u32, kernels: std::path::absolute(&args.kernels)? };
+    // Built only for a workload that names them: other workloads need no compiler.
+    let built = tempfile::Builder::new().prefix("cpumgr-kernels-").tempdir()?;
+    let kernels = match &args.kernels {
+        Some(dir) => std::path::absolute(dir)?,
+        None if text.contains("{kernels}") => {
+            if !args.json {
+                eprintln!("building the test kernels with {} ...", args.cc);
+            }
+            crate::kernels::build(built.path(), &args.cc)?
+        }
+        None => built.path().to_path_buf(),
+    };
+    let expand = Expand { cpus: cpus.len() as u32, kernels };
     let workload = Workload::parse(&args.workload, text, &expand).map_err(|e| InputError::new(e.to_string()))?;
     let mut configs = Vec::new();
     for b in args.baseline.iter().filter(|b| !b.is_empty()) {
@@ -217,6 +233,12 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     report_results(args, &workload, &cpus, &dedicated, &outcomes)?;
     if stop.load(std::sync::atomic::Ordering::Relaxed) {
         anyhow::bail!("interrupted: every job was ended; the results above cover what ran");
+    }
+    // A job that did not start or failed makes the comparison meaningless: a runtime failure.
+    let failed: usize = outcomes.iter().flat_map(|o| &o.summaries).map(|s| s.failed).sum();
+    if failed > 0 {
+        let runs: usize = outcomes.iter().flat_map(|o| &o.summaries).map(|s| s.jobs.len()).sum();
+        anyhow::bail!("{failed} of {runs} job runs failed (listed above; the `failed` column counts them per configuration)");
     }
     Ok(())
 }
