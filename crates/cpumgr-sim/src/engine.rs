@@ -1102,7 +1102,14 @@ impl Engine<'_, '_> {
         if self.quiet < REPEATS - 1 {
             return;
         }
-        let next = self.next_end().min(next_arrival.unwrap_or(Nanos::MAX)).min(self.wake_at.unwrap_or(Nanos::MAX));
+        let mut next = self.next_end().min(next_arrival.unwrap_or(Nanos::MAX)).min(self.wake_at.unwrap_or(Nanos::MAX));
+        if self.rated > 0 {
+            // Jobs progress, but the next event is past the horizon (an end too far for a `u64`
+            // of nanoseconds saturates): the run jumps past the horizon, where the main loop
+            // stops it with the horizon's error, instead of ticking there. With nothing
+            // progressing, quanta go on one by one to the starvation check.
+            next = next.min(HORIZON + 1);
+        }
         // Ticks stay on multiples of the quantum (the first one at 0, an empty machine's at the
         // boundary after an arrival); past the horizon the main loop stops the run either way.
         let Some(boundary) = next.div_ceil(self.quantum).checked_mul(self.quantum) else { return };

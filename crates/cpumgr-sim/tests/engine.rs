@@ -581,6 +581,24 @@ fn a_time_shared_policy_admits_its_preferred_level_unless_the_run_sets_one() {
     assert_eq!((s.mpl, s.makespan.round()), (0, 10.0), "a space-sharing policy admits every job");
 }
 
+/// A job that progresses but would end past the horizon (its end does not fit the nanosecond
+/// clock) stops the run with the horizon's error at once under every space-sharing policy, at
+/// the default quantum: the quiet quanta up to the horizon are skipped, not ticked one by one
+/// (4e10 of them).
+#[test]
+fn an_end_past_the_horizon_is_reached_by_a_jump() {
+    let t = Topology::flat(4);
+    let slow = JobSpec::malleable("slow", 0, 2, 1e12, SpeedupModel::LINEAR);
+    let crawl = JobSpec::malleable("crawl", 0, 2, 1.0, SpeedupModel::Table { values: vec![1e-12] });
+    for policy in ["equipartition", "fcfs", "dss", "pdpa", "llpc", "cluster"] {
+        for job in [&slow, &crawl] {
+            let e = run(&t, policy, policies::build(policy).unwrap(), vec![job.clone()], &SimConfig::default(), &mut ())
+                .unwrap_err();
+            assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{policy}, {}: {e}", job.name);
+        }
+    }
+}
+
 #[test]
 fn absurd_times_are_errors_not_overflows() {
     let t = Topology::flat(4);
