@@ -31,13 +31,13 @@ pub const MAX_REPEAT: u32 = 1_000_000;
 /// The longest scheduler quantum, in seconds (an hour; the papers use 100–120 ms).
 pub const MAX_QUANTUM_SECONDS: f64 = 3600.0;
 
-/// `ms` milliseconds as a quantum in nanoseconds, if it is positive and at most
-/// [`MAX_QUANTUM_SECONDS`].
+/// `ms` milliseconds as a quantum in nanoseconds, if it is from a nanosecond (the clock's unit)
+/// to [`MAX_QUANTUM_SECONDS`].
 pub fn quantum(ms: f64) -> Result<Nanos, String> {
-    if !(ms.is_finite() && ms > 0.0 && ms <= MAX_QUANTUM_SECONDS * 1e3) {
-        return Err(format!("{ms} ms is not a quantum from 0 to {MAX_QUANTUM_SECONDS} s"));
+    if !(ms.is_finite() && ms * 1e6 >= 1.0 && ms <= MAX_QUANTUM_SECONDS * 1e3) {
+        return Err(format!("{ms} ms is not a quantum from 1 ns to {MAX_QUANTUM_SECONDS} s"));
     }
-    Ok(((ms * 1e6).round() as Nanos).max(1))
+    Ok((ms * 1e6).round() as Nanos)
 }
 
 /// `seconds` as nanoseconds, if it is a number of seconds from 0 to [`MAX_SECONDS`].

@@ -78,6 +78,8 @@ pub struct SwfTrace {
     pub max_nodes: Option<u32>,
     /// Bad lines skipped (with [`SwfOptions::skip_bad`]).
     pub skipped: usize,
+    /// Why the first of them was skipped (file, line, field and reason), to show with the count.
+    pub first_skipped: Option<InputError>,
 }
 
 struct Raw {
@@ -91,6 +93,9 @@ pub fn parse(file: &str, text: &str, opts: &SwfOptions) -> Result<SwfTrace, Inpu
     let mut max_nodes = None;
     let mut raws = Vec::new();
     let mut skipped = 0;
+    let mut first_skipped = None;
+    // A byte-order mark (editors on some systems write one) is not part of the first line.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     for (k, line) in text.lines().enumerate() {
         let n = k + 1;
         let t = line.trim();
@@ -114,7 +119,7 @@ pub fn parse(file: &str, text: &str, opts: &SwfOptions) -> Result<SwfTrace, Inpu
         match parse_line(file, n, t) {
             Ok(r) => raws.push(r),
             Err(e) if opts.skip_bad => {
-                let _ = e;
+                first_skipped.get_or_insert(e);
                 skipped += 1;
             }
             Err(e) => return Err(e),
@@ -136,6 +141,7 @@ pub fn parse(file: &str, text: &str, opts: &SwfOptions) -> Result<SwfTrace, Inpu
             let field = if r.fields[4] > 0.0 { FIELDS[4] } else { FIELDS[7] };
             let e = InputError::new(file, r.line, field, format!("job of {size} processors is larger than the machine ({cpus} CPUs)"));
             if opts.skip_bad {
+                first_skipped.get_or_insert(e);
                 skipped += 1;
                 continue;
             }
@@ -149,7 +155,7 @@ pub fn parse(file: &str, text: &str, opts: &SwfOptions) -> Result<SwfTrace, Inpu
     }
     jobs.sort_by_key(|j| j.arrival);
     let header = |h: Option<(u64, usize)>| h.and_then(|(v, _)| u32::try_from(v).ok());
-    Ok(SwfTrace { jobs, cpus, max_procs: header(max_procs), max_nodes: header(max_nodes), skipped })
+    Ok(SwfTrace { jobs, cpus, max_procs: header(max_procs), max_nodes: header(max_nodes), skipped, first_skipped })
 }
 
 fn size_of(r: &Raw) -> i64 {

@@ -170,9 +170,12 @@ struct GeneratorEntry {
 
 /// The line of the first `key = ...` in `text` (1 when absent).
 fn key_line(text: &str, key: &str) -> usize {
-    text.lines()
-        .position(|l| l.trim_start().strip_prefix(key).is_some_and(|r| r.trim_start().starts_with('=')))
-        .map_or(1, |k| k + 1)
+    find_key_line(text, key).unwrap_or(1)
+}
+
+/// The 1-based line of the first `key = ...` in `text`, if there is one.
+fn find_key_line(text: &str, key: &str) -> Option<usize> {
+    text.lines().position(|l| l.trim_start().strip_prefix(key).is_some_and(|r| r.trim_start().starts_with('='))).map(|k| k + 1)
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -181,6 +184,8 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 /// Parses a TOML workload read from `file`. Errors name the file, the line and the field.
 pub fn parse(file: &str, text: &str) -> Result<Workload, InputError> {
+    // A byte-order mark (editors on some systems write one) is not part of the first line.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let spec: FileSpec = toml::from_str(text).map_err(|e| {
         let line = e.span().map_or(1, |s| line_of(text, s.start));
         let field = text
@@ -230,7 +235,8 @@ pub fn parse(file: &str, text: &str) -> Result<Workload, InputError> {
         None => None,
         Some(g) => {
             let line = text.find("[generator]").map_or(1, |o| line_of(text, o));
-            let bad = |field: &str, m: String| InputError::new(file, line, field, m);
+            // At the field's own line when it is written, else at the section's.
+            let bad = |field: &str, m: String| InputError::new(file, find_key_line(text, field).unwrap_or(line), field, m);
             let model = match g.model.as_str() {
                 "lublin" => Model::Lublin,
                 "poisson" => Model::Poisson,
@@ -243,8 +249,14 @@ pub fn parse(file: &str, text: &str) -> Result<Workload, InputError> {
                 return Err(bad("load", format!("{} is not a positive number", gen.load)));
             }
             gen.seed = g.seed.unwrap_or(gen.seed);
-            gen.max_size = g.max_size.unwrap_or(cpus).clamp(1, cpus);
+            gen.max_size = g.max_size.unwrap_or(cpus);
+            if !(1..=cpus).contains(&gen.max_size) {
+                return Err(bad("max_size", format!("{} is not a job size from 1 to the machine's {cpus} CPUs", gen.max_size)));
+            }
             gen.mean_runtime = g.mean_runtime.unwrap_or(gen.mean_runtime);
+            if !(gen.mean_runtime.is_finite() && gen.mean_runtime > 0.0) {
+                return Err(bad("mean_runtime", format!("{} is not a positive number of seconds", gen.mean_runtime)));
+            }
             if let Some(k) = g.kind {
                 gen.kind = JobKind::parse(&k).ok_or_else(|| bad("kind", format!("{k:?} is not rigid, moldable or malleable")))?;
             }

@@ -80,6 +80,13 @@ fn csv_and_table_have_a_row_per_policy() {
     assert_eq!(lines.len(), 3, "{text}");
     assert!(lines[1].starts_with("equipartition,") && lines[2].starts_with("fcfs,"));
     assert!(lines.iter().all(|l| l.split(',').count() == lines[0].split(',').count()));
+    // A policy spec with parameters holds commas: its cell is quoted (RFC 4180).
+    let o = cpumgr(&["sim", "--workload", &w, "--policy", "cs:mpl=4,fill=false,os", "--csv"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[1].starts_with("\"cs:mpl=4,fill=false\","), "{text}");
+    assert_eq!(lines[1].split(',').count(), lines[0].split(',').count() + 1, "one comma inside the quotes: {text}");
     let o = cpumgr(&["sim", "--workload", &w, "--policy", "equipartition,fcfs"]);
     let text = stdout(&o);
     assert!(text.lines().any(|l| l.starts_with("equipartition ")) && text.lines().any(|l| l.starts_with("fcfs ")), "{text}");
@@ -173,6 +180,37 @@ fn the_machine_size_can_be_overridden() {
     let o = cpumgr(&["sim", "--swf", &swf, "--cpus", "4000000000", "--policy", "fcfs"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--cpus"), "{}", stderr(&o));
+    // A machine given by --topology sizes the trace as --cpus does.
+    let o = cpumgr(&["sim", "--swf", &swf, "--topology", "package:2 core:8", "--policy", "fcfs", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cpus"], 16);
+    let o = cpumgr(&["sim", "--swf", &swf, "--topology", "8", "--policy", "fcfs"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("t.swf:2: field `allocated_processors`"), "{}", stderr(&o));
+    // The manager's CPUMGR_TOPOLOGY does not reach a simulation.
+    let o = Command::new(env!("CARGO_BIN_EXE_cpumgr"))
+        .env("CPUMGR_TOPOLOGY", "4")
+        .args(["sim", "--swf", &swf, "--cpus", "32", "--policy", "fcfs", "--json"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cpus"], 32);
+}
+
+/// Files written with a UTF-8 byte-order mark read as without one.
+#[test]
+fn a_byte_order_mark_is_not_part_of_the_first_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let swf = write(dir.path(), "bom.swf", &format!("\u{feff}; MaxProcs: 8\n{}", swf_line(1, "0", "10", "4")));
+    let toml = write(dir.path(), "bom.toml", &format!("\u{feff}{WORKLOAD}"));
+    for args in [["--swf", swf.as_str()], ["--workload", toml.as_str()]] {
+        let o = cpumgr(&["sim", args[0], args[1], "--policy", "fcfs", "--json"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["cpus"], 8, "{}", args[1]);
+    }
 }
 
 #[test]
@@ -205,6 +243,26 @@ fn bad_input_exits_2_naming_file_line_and_field() {
         assert_eq!(o.status.code(), Some(2), "{want}: {}", stderr(&o));
         assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
     }
+    let generator = "name = \"g\"\ncpus = 16\n[generator]\nmodel = \"poisson\"\njobs = 20\n";
+    let generator_cases = [
+        (format!("{generator}mean_runtime = 0.0\n"), "w.toml:6: field `mean_runtime`"),
+        (format!("{generator}load = 0.5\nmean_runtime = nan\n"), "w.toml:7: field `mean_runtime`"),
+        (format!("{generator}max_size = 0\n"), "w.toml:6: field `max_size`"),
+        (format!("{generator}max_size = 17\n"), "w.toml:6: field `max_size`"),
+    ];
+    for (text, want) in &generator_cases {
+        let f = write(dir.path(), "w.toml", text);
+        let o = cpumgr(&["sim", "--workload", &f, "--policy", "fcfs"]);
+        assert_eq!(o.status.code(), Some(2), "{want}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
+    }
+    // The command line's quantum has the workload file's bounds.
+    let f = write(dir.path(), "w.toml", &format!("cpus = 4\n{job}"));
+    for q in ["1e12", "1e-7", "0", "nan"] {
+        let o = cpumgr(&["sim", "--workload", &f, "--policy", "fcfs", "--quantum-ms", q]);
+        assert_eq!(o.status.code(), Some(2), "--quantum-ms {q}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--quantum-ms"), "{}", stderr(&o));
+    }
 }
 
 #[test]
@@ -220,9 +278,14 @@ fn skip_bad_counts_the_skipped_lines() {
     let f = write(dir.path(), "mixed.swf", &text);
     let o = cpumgr(&["sim", "--swf", &f, "--policy", "fcfs", "--skip-bad", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("skipped 3 bad lines"), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("skipped 3 bad lines; the first: ") && e.contains("mixed.swf:3: field `line`"), "{e}");
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["results"][0]["jobs"], 2);
+    // Without --skip-bad, the error says that the option exists.
+    let o = cpumgr(&["sim", "--swf", &f, "--policy", "fcfs"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("mixed.swf:3") && stderr(&o).contains("--skip-bad"), "{}", stderr(&o));
 }
 
 #[test]

@@ -53,8 +53,9 @@ pub struct Args {
     #[arg(long, env = "CPUMGR_POLICY")]
     policy: Vec<String>,
     /// The simulated machine (synthetic hwloc spec, XML file, or a CPU count); default: a flat
-    /// machine of the workload's size.
-    #[arg(long, env = "CPUMGR_TOPOLOGY")]
+    /// machine of the workload's size. Not read from `CPUMGR_TOPOLOGY`, which describes the
+    /// machine a manager runs on, not the one a workload models.
+    #[arg(long)]
     topology: Option<String>,
     /// Machine size: a flat machine of N CPUs, overriding the SWF header's MaxProcs/MaxNodes or
     /// the workload's `cpus` (jobs are checked against it).
@@ -144,8 +145,9 @@ fn input(e: cpumgr_sim::InputError) -> anyhow::Error {
     InputError::new(e.to_string())
 }
 
-/// Loads the workload the arguments name.
-fn load(args: &Args) -> anyhow::Result<Workload> {
+/// Loads the workload the arguments name; an SWF trace's machine is `cpus` CPUs when given,
+/// else its header's.
+fn load(args: &Args, cpus: Option<u32>) -> anyhow::Result<Workload> {
     if let Some(path) = &args.workload {
         let text = read_file(path)?;
         return cpumgr_sim::workload::parse(&path.display().to_string(), &text).map_err(input);
@@ -156,10 +158,13 @@ fn load(args: &Args) -> anyhow::Result<Workload> {
             .ok_or_else(|| InputError::new(format!("--swf-kind {:?}: rigid, moldable or malleable", args.swf_kind)))?;
         let speedup = SpeedupModel::Amdahl { serial: args.swf_serial };
         speedup.check().map_err(|m| InputError::new(format!("--swf-serial: {m}")))?;
-        let opts = swf::SwfOptions { kind, speedup, skip_bad: args.skip_bad, cpus: args.cpus, limit: args.limit };
-        let t = swf::parse(&path.display().to_string(), &text, &opts).map_err(input)?;
-        if t.skipped > 0 {
-            eprintln!("cpumgr: {}: skipped {} bad lines", path.display(), t.skipped);
+        let opts = swf::SwfOptions { kind, speedup, skip_bad: args.skip_bad, cpus, limit: args.limit };
+        let t = swf::parse(&path.display().to_string(), &text, &opts).map_err(|e| {
+            let hint = if args.skip_bad { "" } else { " (--skip-bad skips such lines and counts them)" };
+            InputError::new(format!("{e}{hint}"))
+        })?;
+        if let Some(first) = &t.first_skipped {
+            eprintln!("cpumgr: {}: skipped {} bad lines; the first: {first}", path.display(), t.skipped);
         }
         let mut w = Workload::of(path.display().to_string(), t.jobs);
         w.cpus = Some(t.cpus);
@@ -280,8 +285,7 @@ fn config(args: &Args, w: &Workload) -> anyhow::Result<SimConfig> {
     cost.resume_ms = args.resume_ms.unwrap_or(cost.resume_ms);
     cost.check().map_err(|(f, m)| InputError::new(format!("--{}: {m}", f.replace('_', "-"))))?;
     let quantum = match args.quantum_ms {
-        Some(q) if !(q.is_finite() && q > 0.0) => return Err(InputError::new(format!("--quantum-ms {q}: must be positive"))),
-        Some(q) => Some((q * 1e6) as u64),
+        Some(q) => Some(cpumgr_sim::limits::quantum(q).map_err(|m| InputError::new(format!("--quantum-ms: {m}")))?),
         None => w.quantum,
     };
     Ok(SimConfig { quantum, cost, mpl: args.mpl.unwrap_or(w.mpl), fast_forward: !args.no_fast_forward, ..SimConfig::default() })
@@ -298,10 +302,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(n) = args.cpus {
         cpumgr_sim::limits::cpus(n as u64).map_err(|m| InputError::new(format!("--cpus: {m}")))?;
     }
-    let mut w = load(&args)?;
+    // A machine given by --topology sizes an SWF trace's jobs as --cpus does.
+    let given = args.topology.as_deref().map(|spec| crate::topology_arg::load(Some(spec))).transpose()?;
+    let mut w = load(&args, args.cpus.or(given.as_ref().map(|t| t.num_cpus() as u32)))?;
     w.cpus = args.cpus.or(w.cpus);
-    let topology = match (&args.topology, w.cpus) {
-        (Some(spec), _) => crate::topology_arg::load(Some(spec))?,
+    let topology = match (given, w.cpus) {
+        (Some(t), _) => t,
         (None, Some(n)) => Topology::flat(n),
         (None, None) => crate::topology_arg::load(None)?,
     };
@@ -382,9 +388,10 @@ fn print_results(args: &Args, w: &Workload, topology: &Topology, results: &[RunS
     }
     let Table { columns, rows } = table(results);
     if args.csv {
-        outln!("{}", columns.join(","));
+        let line = |cells: &[String]| cells.iter().map(|c| csv_field(c)).collect::<Vec<_>>().join(",");
+        outln!("{}", line(&columns));
         for r in &rows {
-            outln!("{}", r.join(","));
+            outln!("{}", line(r));
         }
         return Ok(());
     }
@@ -397,6 +404,16 @@ fn print_results(args: &Args, w: &Workload, topology: &Topology, results: &[RunS
         outln!("{}", line(r));
     }
     Ok(())
+}
+
+/// `cell` as a CSV field (RFC 4180): quoted, with its quotes doubled, when it holds a comma, a
+/// quote or a line break (a policy spec with parameters, `cs:mpl=4,fill=false`).
+fn csv_field(cell: &str) -> std::borrow::Cow<'_, str> {
+    if cell.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", cell.replace('"', "\"\"")).into()
+    } else {
+        cell.into()
+    }
 }
 
 fn list_presets(as_json: bool) -> anyhow::Result<()> {
