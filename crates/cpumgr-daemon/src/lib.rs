@@ -119,9 +119,17 @@ impl Manager {
         let Some(lock) = take_lock(socket)? else {
             return Err(StartError::AlreadyRunning(socket.to_path_buf()));
         };
-        if socket.exists() {
+        if let Ok(meta) = std::fs::symlink_metadata(socket) {
             if Conn::connect(socket).is_ok() {
                 return Err(StartError::AlreadyRunning(socket.to_path_buf()));
+            }
+            // Only a dead manager's socket is replaced: a mistyped path must not delete a file.
+            use std::os::unix::fs::FileTypeExt;
+            if !meta.file_type().is_socket() {
+                return Err(StartError::Io {
+                    path: socket.to_path_buf(),
+                    err: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "exists and is not a socket; not replacing it"),
+                });
             }
             std::fs::remove_file(socket).map_err(io_err(socket))?;
         }

@@ -26,6 +26,12 @@ impl Target {
         }
     }
 
+    /// Whether process `pid` is part of the target: what stopping the target would stop.
+    pub fn includes(&self, pid: i32) -> bool {
+        let pgrp = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))).map_or(-1, |g| g.as_raw());
+        self.matches(pid, pgrp)
+    }
+
     fn matches(&self, pid: i32, pgrp: i32) -> bool {
         match *self {
             Target::Group(g) => pgrp == g,

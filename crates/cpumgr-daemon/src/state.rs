@@ -340,6 +340,13 @@ impl State {
         if pid <= 0 {
             return Err(format!("pid {pid} is not a process"));
         }
+        if pid == 1 {
+            return Err("process 1 is the system's init, not a program to manage".into());
+        }
+        // Stopping such a program would stop the manager, and nothing would continue it.
+        if procfs::Target::of(pid).includes(std::process::id() as i32) {
+            return Err(format!("process {pid} is, or leads the process group of, this manager"));
+        }
         // The process is held by its pidfd from here on: its owner is read through it, and a
         // pid reused meanwhile could not be mistaken for it.
         let pidfd = pidfd::open(pid).map_err(|e| match e.raw_os_error() {

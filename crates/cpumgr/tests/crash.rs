@@ -481,3 +481,41 @@ fn a_program_registered_again_while_stopped_is_continued_when_allocated() {
     let s = d.status();
     assert!(s.programs.iter().all(|p| p.state == "running" && p.count == 1), "{s:?}");
 }
+
+/// A manager that is alive but does not work (stopped by SIGSTOP mid-gang) closes no connection:
+/// the supervisors see the lease in their programs' slots run out and release them (nothing
+/// stopped or pinned), and when the manager is continued it schedules them again.
+#[test]
+fn a_stopped_manager_leaves_no_program_stopped_or_pinned() {
+    let mut d = Daemon::start("gang");
+    let programs = [d.run("one", BUSY), d.run("two", BUSY)];
+    let all = online();
+    wait_for("gang to stop a program", || programs.iter().any(|&p| stopped(p)));
+    let manager = Pid::from_raw(d.child.id() as i32);
+    kill(manager, Signal::SIGSTOP).unwrap();
+    let frozen = Instant::now();
+    let released = || programs.iter().all(|&p| held(p, &all) == (false, false));
+    wait_for("every program released while the manager is stopped", released);
+    println!("stopped manager: every program released {:.2} s after SIGSTOP", frozen.elapsed().as_secs_f64());
+    kill(manager, Signal::SIGCONT).unwrap();
+    wait_for("gang to stop a program again", || programs.iter().any(|&p| stopped(p)));
+}
+
+/// The manager refuses what it cannot manage without stopping itself or the system: its own
+/// process, and process 1; `cpumgr attach` refuses a process whose group holds the attach itself.
+#[test]
+fn attach_refuses_the_manager_init_and_its_own_group() {
+    let d = Daemon::start("gang");
+    for (pid, why) in [(d.child.id().to_string(), "this manager"), ("1".to_string(), "init")] {
+        let out = d.cpumgr(&["attach", &pid]).stderr(Stdio::piped()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains("refused") && stderr.contains(why), "{stderr}");
+    }
+    // A shell leading its own group attaches itself: the attach runs in that group.
+    let attach = format!("exec {} attach --socket {} $$", env!("CARGO_BIN_EXE_cpumgr"), d.socket.display());
+    let out = Command::new("setsid").args(["sh", "-c", &attach]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("would be stopped with it"), "{stderr}");
+}

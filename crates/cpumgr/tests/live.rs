@@ -405,3 +405,40 @@ fn a_subscriber_receives_trace_events_as_they_are_emitted() {
     assert!(d.cpumgr(&["quantum", "set", "70ms"]).status().unwrap().success());
     while !matches!(next().kind, EventKind::Quantum { quantum: 70_000_000 }) {}
 }
+
+/// A socket path that names a file which is not a socket (a typo in `--socket`) is refused: the
+/// file is left as it was, and the command fails before running anything.
+#[test]
+fn a_socket_path_that_is_a_file_is_not_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("notes.txt");
+    std::fs::write(&file, "keep me").unwrap();
+    let ran = dir.path().join("ran");
+    let out = Command::new(BIN)
+        .args(["run", "--socket"])
+        .arg(&file)
+        .args(["--", "touch"])
+        .arg(&ran)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("not a socket"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "keep me");
+    assert!(!ran.exists(), "the command did not run");
+}
+
+/// Program options that cannot describe a program are bad input (exit 2) before anything runs:
+/// no CPUs wanted, a minimum above the maximum or the request, a weight that is not positive.
+#[test]
+fn impossible_program_options_exit_2_before_running() {
+    let dir = tempfile::tempdir().unwrap();
+    let ran = dir.path().join("ran");
+    let socket = dir.path().join("s.sock");
+    for opts in [&["--request", "0"][..], &["--rigid", "0"], &["--min", "2", "--max", "1"], &["--min", "3", "--request", "2"], &["--weight", "0"], &["--weight", "nan"]] {
+        let out = Command::new(BIN).arg("run").arg("--socket").arg(&socket).args(opts).arg("--").arg("touch").arg(&ran).stderr(Stdio::piped()).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{opts:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(!ran.exists() && !socket.exists(), "{opts:?}: nothing ran, no manager started");
+    }
+}

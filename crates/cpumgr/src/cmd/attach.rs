@@ -43,7 +43,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let original = enforce::affinity(pid).map_err(|e| InputError::new(format!("attach {pid}: {e}")))?;
     let target = Target::of(pid);
+    if target.includes(std::process::id() as i32) {
+        // Stopped with its program, it could not supervise it.
+        return Err(InputError::new(format!(
+            "attach {pid}: this cpumgr attach is in process {pid}'s group, and would be stopped with it; start one of them in a group of its own (setsid)"
+        )));
+    }
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    args.program.check()?;
     let mut session = Session::open(&args.manager)?;
     if let Err(message) = session.register(args.program.registration(pid, comm.trim())) {
         if !session.pending() {

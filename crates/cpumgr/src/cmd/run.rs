@@ -70,6 +70,7 @@ fn omp_adapter(args: &Args) -> anyhow::Result<Option<std::path::PathBuf>> {
 
 /// Runs the command; returns its exit status.
 pub fn run(args: Args) -> anyhow::Result<u8> {
+    args.program.check()?;
     let mut session = Session::open(&args.manager)?;
     let original = enforce::affinity(0)?;
     let mut cmd = Command::new(&args.cmd[0]);

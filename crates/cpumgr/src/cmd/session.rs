@@ -7,6 +7,11 @@
 //! or pinned by a dead manager; and at the end unregisters it and, for an embedded manager, serves
 //! the programs that joined until they have ended too.
 //!
+//! A manager that is alive but not working (stopped by a signal, hung) does not close its end: the
+//! session reads the lease the manager renews in the program's slot every quantum, and once it
+//! has run out by [`FROZEN_AFTER`] releases the program the same way until the manager renews it
+//! again (the manager then narrows and stops it anew at its next changes).
+//!
 //! A session keeps its program's slot descriptor and registration. While it has no manager it
 //! tries the socket every [`RECONNECT_EVERY`]; when a manager answers again (restarted, or the same
 //! one after a lost connection), it registers the program again with that slot attached, and the
@@ -22,7 +27,8 @@ use clap::Parser;
 use cpumgr_core::CpuSet;
 use cpumgr_daemon::procfs::Target;
 use cpumgr_daemon::{enforce, Manager, StartError};
-use cpumgr_proto::{Conn, Registration, Reply, Request};
+use cpumgr_proto::slot::monotonic_ns;
+use cpumgr_proto::{Conn, Registration, Reply, Request, Segment};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 use nix::sys::signal::Signal;
 
@@ -34,16 +40,16 @@ use crate::input::InputError;
 #[group(skip)]
 pub struct ProgramArgs {
     /// CPUs wanted (default: every managed CPU).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub request: Option<u32>,
     /// Fewest CPUs it can run on.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub min: Option<u32>,
     /// Most CPUs it can use.
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     pub max: Option<u32>,
     /// A rigid program of exactly N processes or threads.
-    #[arg(long, conflicts_with_all = ["request", "min", "max"])]
+    #[arg(long, conflicts_with_all = ["request", "min", "max"], value_parser = clap::value_parser!(u32).range(1..))]
     pub rigid: Option<u32>,
     /// Relative weight.
     #[arg(long)]
@@ -54,6 +60,22 @@ pub struct ProgramArgs {
 }
 
 impl ProgramArgs {
+    /// Checks what the options cannot say alone, before anything runs: `--min` not above
+    /// `--max` or `--request`, and a positive weight.
+    pub fn check(&self) -> anyhow::Result<()> {
+        for (name, bound) in [("--max", self.max), ("--request", self.request)] {
+            if let (Some(min), Some(b)) = (self.min, bound) {
+                if min > b {
+                    return Err(InputError::new(format!("--min {min} is above {name} {b}")));
+                }
+            }
+        }
+        if let Some(w) = self.weight.filter(|w| !(w.is_finite() && *w > 0.0)) {
+            return Err(InputError::new(format!("--weight {w}: must be a positive number")));
+        }
+        Ok(())
+    }
+
     /// The registration of process `pid`, named `default_name` unless `--name` says otherwise.
     pub fn registration(&self, pid: i32, default_name: &str) -> Registration {
         Registration {
@@ -74,6 +96,11 @@ const CAUGHT: [i32; 3] = [signal_hook::consts::SIGINT, signal_hook::consts::SIGT
 /// How often a session without a manager tries the socket again.
 pub const RECONNECT_EVERY: Duration = Duration::from_millis(100);
 
+/// How long past the lease in its slot (three quanta from the manager's last tick) a session
+/// waits before it takes the manager for frozen and releases its program: long enough that a
+/// manager slowed by a loaded machine is not mistaken for one that stopped.
+pub const FROZEN_AFTER: Duration = Duration::from_secs(2);
+
 /// One program's session with the manager.
 pub struct Session {
     socket: PathBuf,
@@ -83,6 +110,11 @@ pub struct Session {
     id: Option<u64>,
     /// The registration and slot kept to come back to a new manager, until unregistered.
     kept: Option<(Registration, Option<OwnedFd>)>,
+    /// The kept slot mapped, to read the manager's lease.
+    slot: Option<Segment>,
+    /// Whether the program was released because the lease ran out, and the manager has not
+    /// renewed it since.
+    frozen: bool,
     /// When to try the socket again while there is no manager.
     retry_at: Instant,
     /// The manager started here, if none answered.
@@ -103,7 +135,7 @@ impl Session {
         for (sig, flag) in &flags {
             signal_hook::flag::register(*sig, flag.clone())?;
         }
-        Ok(Session { socket, link: Some(conn), id: None, kept: None, retry_at: Instant::now(), embedded, flags })
+        Ok(Session { socket, link: Some(conn), id: None, kept: None, slot: None, frozen: false, retry_at: Instant::now(), embedded, flags })
     }
 
     /// The manager's socket.
@@ -129,6 +161,10 @@ impl Session {
                 self.id = Some(id);
                 if let (Some((_, slot @ None)), Some(fd)) = (&mut self.kept, fds.into_iter().next()) {
                     *slot = Some(fd);
+                }
+                if self.slot.is_none() {
+                    let fd = self.kept.as_ref().and_then(|(_, fd)| fd.as_ref()?.try_clone().ok());
+                    self.slot = fd.and_then(|fd| Segment::open(fd).ok());
                 }
                 Ok(())
             }
@@ -172,8 +208,32 @@ impl Session {
 
     /// Waits up to 20 ms on the manager's connection; if the manager is gone, releases `target`
     /// (continued, every thread's affinity set to `original`) and carries on unmanaged, trying the
-    /// socket every [`RECONNECT_EVERY`] to register the program again with a new manager.
+    /// socket every [`RECONNECT_EVERY`] to register the program again with a new manager. A
+    /// manager that stopped renewing the slot's lease gets the program released too (once), and
+    /// keeps its connection.
     pub fn watch(&mut self, target: Target, original: &CpuSet) {
+        self.watch_link(target, original);
+        self.watch_lease(target, original);
+    }
+
+    /// [`Session::watch`]'s lease check: releases the program when the lease in its slot ran out
+    /// [`FROZEN_AFTER`] ago; notes when the manager renews it again.
+    fn watch_lease(&mut self, target: Target, original: &CpuSet) {
+        let (Some(_), Some(seg)) = (&self.link, &self.slot) else { return };
+        // 0: never leased yet, or released by the manager itself.
+        let lease = seg.slot().lease_until();
+        let frozen = lease != 0 && monotonic_ns() > lease.saturating_add(FROZEN_AFTER.as_nanos() as u64);
+        if frozen && !self.frozen {
+            tracing::warn!("the manager has not renewed the program's lease for {FROZEN_AFTER:?} (stopped or hung); releasing the program until it does");
+            enforce::release(target, original);
+        } else if !frozen && self.frozen {
+            tracing::warn!("the manager renews the program's lease again");
+        }
+        self.frozen = frozen;
+    }
+
+    /// [`Session::watch`]'s wait on the connection, and the release when it ends.
+    fn watch_link(&mut self, target: Target, original: &CpuSet) {
         let Some(c) = &self.link else {
             std::thread::sleep(Duration::from_millis(20));
             self.reconnect();
