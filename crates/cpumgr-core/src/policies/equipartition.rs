@@ -41,7 +41,7 @@ impl Policy for Equipartition {
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        let Reserved { left, open: n } = reserve_rigid(view, out);
+        let Reserved { left, open: n, .. } = reserve_rigid(view, out);
         let open = |p: &&Program| p.kind.rigid_procs().is_none();
         if n == 0 || left == 0 {
             return;

@@ -3,6 +3,13 @@
 //! until it ends; nobody is preempted. Strict order by default (a big program at the head makes
 //! the ones behind it wait); `backfill=true` lets later programs that fit start meanwhile.
 //!
+//! A started program whose request changes (a malleable or evolving program's runtime asks for
+//! more or fewer CPUs between phases) is still never preempted: when it asks for fewer it hands
+//! the rest back, and when it asks for more it grows into the free CPUs, before any waiting
+//! program starts (it arrived before them, or, with `backfill`, started ahead of them as one
+//! that fits). A rigid or moldable program's request does not change: it keeps what it started
+//! with.
+//!
 //! Good at: no interference at all between programs; predictable. Bad at: waiting times and
 //! fragmentation (idle CPUs while the head of the queue waits for room).
 
@@ -24,7 +31,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
 #[derive(Debug, Clone, Default)]
 pub struct Fcfs {
     backfill: bool,
-    /// Programs started, with the CPUs they started on.
+    /// Programs started, with the CPUs they hold.
     started: Started<u32>,
 }
 
@@ -35,12 +42,25 @@ impl Policy for Fcfs {
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
         let mut free = view.cpus;
-        self.started.keep(view, |i, c| {
+        let mut short = false;
+        self.started.keep(view, |i, held| {
             let p = &view.programs[i];
-            let c = if p.kind.rigid_procs().is_some() { c } else { c.min(p.wants()).max(1) };
-            out.give(i, c);
-            free -= c;
+            if p.kind.rigid_procs().is_none() {
+                *held = (*held).min(p.wants()).max(1);
+                short |= p.wants().min(view.cpus) > *held;
+            }
+            out.give(i, *held);
+            free -= *held;
         });
+        if short && free > 0 {
+            // Once every hold is counted, the programs that ask for more grow, in arrival order.
+            self.started.keep(view, |i, held| {
+                let more = view.programs[i].wants().min(view.cpus).saturating_sub(*held).min(free);
+                *held += more;
+                free -= more;
+                out.give(i, *held);
+            });
+        }
         let backfill = self.backfill;
         self.started.admit(view, |i, p| {
             let need = p.wants().min(view.cpus).max(1);
@@ -59,7 +79,8 @@ impl Policy for Fcfs {
 
 #[cfg(test)]
 mod tests {
-    use crate::policies::sliding::tests::running;
+    use crate::policies::sliding::tests::{running, step};
+    use crate::program::{Program, Request};
     use crate::testing::programs;
 
     #[test]
@@ -70,5 +91,30 @@ mod tests {
         assert_eq!(r[1], r[0], "never preempted");
         let r = running("fcfs:backfill=true", 4, &progs, 1);
         assert_eq!(r[0], vec![("p1".to_string(), 3), ("p3".to_string(), 1)]);
+    }
+
+    #[test]
+    fn a_started_program_follows_its_request_without_preempting_anyone() {
+        let mut fcfs = crate::policies::build("fcfs").unwrap();
+        // 6 CPUs: p1 starts in a 1-CPU phase (it can use 4), p2 wants all 6 and waits.
+        let mut progs = programs(&[4, 6]);
+        progs[0].request = Request { now: 1, min: 1, max: 4 };
+        assert_eq!(step(fcfs.as_mut(), 6, &progs), vec![1, 0]);
+        // p1 asks for 4: it grows into the free CPUs, ahead of p2, which arrived after it.
+        progs[0].request.now = 4;
+        assert_eq!(step(fcfs.as_mut(), 6, &progs), vec![4, 0]);
+        // Back to 1: the 3 CPUs go back (p2 still does not fit), and the hold follows.
+        progs[0].request.now = 1;
+        assert_eq!(step(fcfs.as_mut(), 6, &progs), vec![1, 0]);
+        // p2 leaves, p3 (3) arrives and starts on 3 of the 5 free CPUs; p1 asks for 4 again and
+        // gets the 2 left, never p3's: nobody holds a CPU twice.
+        progs.truncate(1);
+        progs.push(Program::new(3, "p3", 3));
+        assert_eq!(step(fcfs.as_mut(), 6, &progs), vec![1, 3]);
+        progs[0].request.now = 4;
+        assert_eq!(step(fcfs.as_mut(), 6, &progs), vec![3, 3]);
+        // p3 ends: p1 gets the rest of its request.
+        progs.truncate(1);
+        assert_eq!(step(fcfs.as_mut(), 6, &progs), vec![4]);
     }
 }

@@ -9,13 +9,21 @@
 //! what the programs would see, loop by loop, on a real machine. A manager must not oversubscribe,
 //! so when even one thread each is too many, the latest programs wait.
 //!
+//! A program creates its threads once, at start, as many as it can use (§3.2: the master and
+//! its slaves; here its largest request, `request.max`), all spinning; the algorithm moves them
+//! between spinning and sleeping, never creates more. Its team — master and spinning slaves — is
+//! kept across a phase that asks for fewer CPUs (a sequential section, where the slaves wait for
+//! the next parallel loop, §3.2), and the program runs on `min(team, request)` CPUs, which is what
+//! the load counts. When its request rises again it runs its whole team at once, as the paper's
+//! next parallel loop would; it does not wait for the load to change.
+//!
 //! Good at: needing no information but the load; adapts to programs the manager does not know
 //! (a sequential background load). Bad at: fairness (the first to adapt keeps more), and programs
 //! that cannot shrink.
 
 use super::PolicyInfo;
 use crate::policy::{Decision, Policy, View};
-use crate::program::ProgramId;
+use crate::program::{Program, ProgramId};
 
 /// The catalog entry.
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -77,36 +85,38 @@ impl Policy for Llpc {
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        // New programs start with every thread spinning, as the paper's runtime does. Both
-        // lists are in id order, so one merge drops the programs gone and adds the new ones
+        // New programs start with every thread they create spinning, as the paper's runtime does.
+        // Both lists are in id order, so one merge drops the programs gone and adds the new ones
         // (no hashing: this runs every quantum over every program).
-        let created = |i: usize| view.programs[i].wants().min(view.cpus).max(1);
+        let created = |p: &Program| p.kind.rigid_procs().unwrap_or(p.wants().max(p.request.max)).min(view.cpus).max(1);
+        // The CPUs a team runs on: no more than the program asks for in its current phase.
+        let running = |p: &Program, team: u32| team.min(p.wants()).max(1);
         let mut old = std::mem::take(&mut self.teams).into_iter().peekable();
         let mut load: u64 = 0;
-        for (i, p) in view.programs.iter().enumerate() {
+        for p in view.programs {
             while old.next_if(|t| t.0 < p.id).is_some() {}
-            let t = old.next_if(|t| t.0 == p.id).unwrap_or((p.id, created(i), LlpcState::default()));
-            load += t.1 as u64;
+            let t = old.next_if(|t| t.0 == p.id).unwrap_or((p.id, created(p), LlpcState::default()));
+            load += running(p, t.1) as u64;
             self.teams.push(t);
         }
-        let mut teams = Vec::with_capacity(view.programs.len());
-        for (i, p) in view.programs.iter().enumerate() {
-            let (_, team, state) = &mut self.teams[i];
-            if p.kind.rigid_procs().is_none() {
-                let new = adjust(state, view.cpus, load.min(u32::MAX as u64) as u32, created(i), *team);
-                load = load + new as u64 - *team as u64;
-                *team = new;
+        let mut counts = Vec::with_capacity(view.programs.len());
+        for (p, (_, team, state)) in view.programs.iter().zip(&mut self.teams) {
+            let before = running(p, *team);
+            *team = if p.kind.rigid_procs().is_none() {
+                adjust(state, view.cpus, load.min(u32::MAX as u64) as u32, created(p), *team)
             } else {
-                *team = created(i);
-            }
-            teams.push(*team);
+                created(p)
+            };
+            let now = running(p, *team);
+            load = load + now as u64 - before as u64;
+            counts.push(now);
         }
         // Never hand out more than the machine: the latest programs wait while it is full.
         let mut left = view.cpus;
-        for (i, team) in teams.into_iter().enumerate() {
-            if team <= left {
-                out.give(i, team);
-                left -= team;
+        for (i, count) in counts.into_iter().enumerate() {
+            if count <= left {
+                out.give(i, count);
+                left -= count;
             }
         }
     }
@@ -115,7 +125,7 @@ impl Policy for Llpc {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policies::sliding::tests::running;
+    use crate::policies::sliding::tests::{running, step};
     use crate::testing::programs;
 
     #[test]
@@ -140,5 +150,40 @@ mod tests {
         let r = running("llpc", 4, &programs(&[4, 4]), 2);
         assert_eq!(r[0].iter().map(|x| x.1).sum::<u32>(), 4, "the load meets the CPUs: {:?}", r[0]);
         assert_eq!(r[1], r[0], "unchanged load, unchanged teams");
+    }
+
+    #[test]
+    fn a_team_survives_a_serial_phase_and_runs_when_the_request_rises() {
+        // An evolving program of up to 4 threads in a 1-CPU phase on an idle machine of 8: it
+        // runs on 1; when its request rises to 4, its whole team runs at once. (With the team
+        // cut to the 1-CPU request, the load, and so the diff, never changed again: it stayed on
+        // 1 CPU for good.)
+        let mut llpc = Llpc::default();
+        let mut progs = programs(&[4]);
+        progs[0].request = crate::program::Request { now: 1, min: 1, max: 4 };
+        assert_eq!(step(&mut llpc, 8, &progs), vec![1]);
+        assert_eq!(step(&mut llpc, 8, &progs), vec![1]);
+        progs[0].request.now = 4;
+        assert_eq!(step(&mut llpc, 8, &progs), vec![4]);
+        // Back to a serial phase and out again: the team is still there.
+        progs[0].request.now = 1;
+        assert_eq!(step(&mut llpc, 8, &progs), vec![1]);
+        progs[0].request.now = 4;
+        assert_eq!(step(&mut llpc, 8, &progs), vec![4]);
+    }
+
+    #[test]
+    fn the_load_counts_what_a_serial_phase_runs() {
+        // 8 CPUs: a program of up to 4 threads in its serial phase runs on 1, so another of 7
+        // threads fits beside it without shedding; when the first asks for 4 again the load is
+        // 11, and the first to loop (the earlier program) sleeps 3 workers: the load meets the
+        // CPUs again.
+        let mut llpc = Llpc::default();
+        let mut progs = programs(&[4, 7]);
+        progs[0].request = crate::program::Request { now: 1, min: 1, max: 4 };
+        assert_eq!(step(&mut llpc, 8, &progs), vec![1, 7]);
+        progs[0].request.now = 4;
+        assert_eq!(step(&mut llpc, 8, &progs), vec![1, 7]);
+        assert_eq!(step(&mut llpc, 8, &progs), vec![1, 7], "unchanged load, unchanged teams");
     }
 }

@@ -96,10 +96,11 @@ pub fn admission(admit: u32) -> Option<u32> {
 /// squeezed onto fewer CPUs than it has processes spins away its time slices (DESIGN.md, "never
 /// squeeze a spinning team"), so space-sharing policies run it whole or let it wait. A rigid job
 /// wider than the managed CPUs runs on all of them (it time-shares with itself, paper 002) when it
-/// is the first to arrive. Returns the CPUs left for the other programs and how many they are
-/// (counted in the same pass: this runs every quantum over every program).
+/// is the first to arrive. Returns the CPUs left for the other programs, how many they are and
+/// how many rigid programs run (counted in the same pass: this runs every quantum over every
+/// program).
 pub fn reserve_rigid(view: &View, out: &mut Decision) -> Reserved {
-    let mut r = Reserved { left: view.cpus, open: 0 };
+    let mut r = Reserved { left: view.cpus, open: 0, served: 0 };
     for (i, p) in view.programs.iter().enumerate() {
         match p.kind.rigid_procs() {
             Some(n) => {
@@ -107,6 +108,7 @@ pub fn reserve_rigid(view: &View, out: &mut Decision) -> Reserved {
                 if need <= r.left && need > 0 {
                     out.give(i, need);
                     r.left -= need;
+                    r.served += 1;
                 }
             }
             None => r.open += 1,
@@ -122,6 +124,8 @@ pub struct Reserved {
     pub left: u32,
     /// Programs that are not rigid.
     pub open: usize,
+    /// Rigid programs given their processes (the others wait).
+    pub served: usize,
 }
 
 #[cfg(test)]

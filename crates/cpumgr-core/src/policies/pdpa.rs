@@ -10,6 +10,10 @@
 //!
 //! PDPA also advises the long-term scheduler on the multiprogramming level: when the programs
 //! cannot use the machine, more can be admitted; when their efficient sizes exceed it, fewer.
+//! The advice counts every program the machine holds, rigid ones included (they run whole or
+//! wait, [`super::reserve_rigid`], outside the search): every program plus one per `base` free
+//! CPUs when CPUs are free, else the rigid programs that run plus the others that fit at their
+//! sizes, in arrival order.
 //!
 //! Good at: programs that scale differently (it gives CPUs to those that use them), and it frees
 //! CPUs for more programs. Bad at: programs that report no speedup (they stay at `base`), and
@@ -18,7 +22,7 @@
 use std::collections::HashMap;
 
 use super::equipartition::water_fill;
-use super::{reserve_rigid, PolicyInfo};
+use super::{reserve_rigid, PolicyInfo, Reserved};
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 use crate::policy::{Decision, Policy, View};
 use crate::program::ProgramId;
@@ -153,7 +157,7 @@ impl Policy for Pdpa {
         self.programs.retain(|id, _| view.index_of(*id).is_some());
         // A search started, ended, moved or probed at this decision: not settled.
         let mut moved = self.programs.len() != searches;
-        let left = reserve_rigid(view, out).left;
+        let Reserved { left, served, .. } = reserve_rigid(view, out);
         let open: Vec<usize> = (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
         let mut desired = Vec::with_capacity(open.len());
         for &i in &open {
@@ -197,7 +201,7 @@ impl Policy for Pdpa {
                     moved = true;
                 }
             }
-            out.mpl_advice = Some((open.len() as u32 + free / self.base.max(1)).max(1));
+            out.mpl_advice = Some((view.programs.len() as u32 + free / self.base.max(1)).max(1));
             desired
         } else {
             let mut sum = 0u64;
@@ -205,7 +209,7 @@ impl Policy for Pdpa {
                 sum += d as u64;
                 sum <= left as u64
             });
-            out.mpl_advice = Some((fit.count() as u32).max(1));
+            out.mpl_advice = Some(((served + fit.count()) as u32).max(1));
             water_fill(left, &desired)
         };
         for (&i, c) in open.iter().zip(counts) {
@@ -328,6 +332,38 @@ mod tests {
         let r = drive(16, 16, |c| if c >= 4 { c as f64 * 0.5 } else { c as f64 * 0.9 }, 3);
         assert_eq!(r.iter().map(|x| x.0).collect::<Vec<_>>(), vec![4, 2, 2]);
         assert_eq!(r[1].1, State::Dec);
+    }
+
+    /// The MPL advice of one decision on `cpus` flat CPUs (defaults, no probes).
+    fn advice(cpus: u32, progs: &[Program]) -> Option<u32> {
+        let t = Topology::flat(cpus);
+        let mut p = crate::policies::build("pdpa:tests=0").unwrap();
+        let view = View { now: 0, quantum: 1, topology: &t, cpus, programs: progs };
+        let mut d = Decision::default();
+        d.reset(progs.len());
+        p.decide(&view, &mut d);
+        d.mpl_advice
+    }
+
+    /// A rigid program of `procs` processes.
+    fn rigid(id: u64, procs: u32) -> Program {
+        let mut p = Program::new(id, format!("r{id}"), procs);
+        p.kind = crate::program::Kind::Rigid(procs);
+        p
+    }
+
+    #[test]
+    fn the_mpl_advice_counts_rigid_programs() {
+        // One rigid job of 2 on 8 CPUs: it runs, 6 CPUs are free, room for one more at base 4.
+        // (Counting only the malleable programs advised 0 + 6/4 = 1: rigid jobs ran one at a time.)
+        assert_eq!(advice(8, &[rigid(1, 2)]), Some(2));
+        // Two rigid jobs of 2 and a malleable one at base 4: every CPU in use, nobody more.
+        assert_eq!(advice(8, &[rigid(1, 2), rigid(2, 2), Program::new(3, "m", 8)]), Some(3));
+        // A rigid job of 6 waits behind one of 4 (it does not fit): it still counts as admitted,
+        // and the 4 free CPUs make room for one more at base.
+        assert_eq!(advice(8, &[rigid(1, 4), rigid(2, 6)]), Some(3));
+        // Oversubscribed: the rigid job that runs and the malleable ones that fit at base.
+        assert_eq!(advice(8, &[rigid(1, 4), Program::new(2, "a", 8), Program::new(3, "b", 8)]), Some(2));
     }
 
     #[test]

@@ -49,7 +49,7 @@ impl Policy for Scs {
         let initial = |i: usize| initial_allocation(view.programs[i].wants(), mpl, view.cpus);
         let mut free = view.cpus;
         let mut running = Vec::new();
-        self.started.keep(view, |i, ()| {
+        self.started.keep(view, |i, _| {
             free -= initial(i);
             running.push(i);
         });

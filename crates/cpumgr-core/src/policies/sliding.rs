@@ -102,9 +102,20 @@ impl Policy for Sliding {
 #[cfg(test)]
 pub(crate) mod tests {
     use crate::policies;
-    use crate::policy::{Decision, View};
+    use crate::policy::{Decision, Policy, View};
     use crate::program::Program;
     use crate::topology::Topology;
+
+    /// Decides one quantum of `policy` (kept between calls, so a test can change the programs'
+    /// requests between quanta) on `cpus` flat CPUs; each program's count, 0 when it does not run.
+    pub(crate) fn step(policy: &mut dyn Policy, cpus: u32, progs: &[Program]) -> Vec<u32> {
+        let t = Topology::flat(cpus);
+        let view = View { now: 0, quantum: 1, topology: &t, cpus, programs: progs };
+        let mut d = Decision::default();
+        d.reset(progs.len());
+        policy.decide(&view, &mut d);
+        d.allocations.iter().map(|a| if a.running { a.count } else { 0 }).collect()
+    }
 
     /// Runs `quanta` quanta of `spec` and returns, per quantum, the names of the running
     /// programs with their counts.

@@ -34,14 +34,15 @@ impl<T> Default for Started<T> {
 
 impl<T: Copy> Started<T> {
     /// Forgets the started programs no longer in `view` (they ended), and calls `f(index, value)`
-    /// for each one still there, in id order (`index` is its position in the view).
-    pub fn keep(&mut self, view: &View, mut f: impl FnMut(usize, T)) {
+    /// for each one still there, in id order (`index` is its position in the view); `f` may change
+    /// the value a program keeps (FCFS: the CPUs it holds, when its request changes).
+    pub fn keep(&mut self, view: &View, mut f: impl FnMut(usize, &mut T)) {
         let mut i = 0;
-        self.list.retain(|&(id, value)| {
-            while view.programs.get(i).is_some_and(|p| p.id < id) {
+        self.list.retain_mut(|(id, value)| {
+            while view.programs.get(i).is_some_and(|p| p.id < *id) {
                 i += 1;
             }
-            let here = view.programs.get(i).is_some_and(|p| p.id == id);
+            let here = view.programs.get(i).is_some_and(|p| p.id == *id);
             if here {
                 f(i, value);
             }
@@ -98,7 +99,7 @@ mod tests {
         s.admit(&view(&t, &all), |_, p| if p.id.0 % 2 == 1 { Waiting::Start(p.request.now) } else { Waiting::Skip });
         let left: Vec<Program> = all.iter().filter(|p| ![1, 4].contains(&p.id.0)).cloned().collect();
         let mut kept = Vec::new();
-        s.keep(&view(&t, &left), |i, v| kept.push((left[i].id.0, v)));
+        s.keep(&view(&t, &left), |i, v| kept.push((left[i].id.0, *v)));
         assert_eq!(kept, vec![(3, 3), (5, 5)]);
         // The waiting ones are shown in order, the started skipped; Stop ends the walk.
         let mut shown = Vec::new();
@@ -117,7 +118,7 @@ mod tests {
         s.admit(&view(&t, &all), |_, p| if p.id.0 == 3 { Waiting::Start(()) } else { Waiting::Skip });
         s.admit(&view(&t, &all), |_, p| if p.id.0 == 1 { Waiting::Start(()) } else { Waiting::Skip });
         let mut kept = Vec::new();
-        s.keep(&view(&t, &all), |i, ()| kept.push(i));
+        s.keep(&view(&t, &all), |i, _| kept.push(i));
         assert_eq!(kept, vec![0, 2]);
     }
 }
