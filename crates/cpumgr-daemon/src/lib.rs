@@ -23,6 +23,7 @@ pub mod pidfd;
 pub mod procfs;
 pub mod ratelimit;
 pub mod server;
+pub mod starvation;
 pub mod state;
 pub mod team;
 pub mod watchdog;

@@ -26,6 +26,7 @@ use crate::ratelimit::Rates;
 use crate::outside::{self, OutsideLoad};
 use crate::pidfd;
 use crate::procfs;
+use crate::starvation::StarvationBound;
 use crate::team::TeamGuard;
 use crate::worklist::WorkList;
 
@@ -100,6 +101,8 @@ pub struct State {
     next_id: u64,
     placer: Placer,
     guard: TeamGuard,
+    /// The bound on how long a program waits with no CPU ([`crate::starvation`]).
+    starvation: StarvationBound,
     decision: Decision,
     sets: Vec<CpuSet>,
     epoch: u64,
@@ -221,6 +224,7 @@ impl State {
             next_id: 1,
             placer: Placer::new(),
             guard: TeamGuard::new(),
+            starvation: StarvationBound::default(),
             decision: Decision::default(),
             sets: Vec::new(),
             epoch: 0,
@@ -706,6 +710,10 @@ impl State {
         if self.share == Share::User && !oversubscribe {
             let uids: Vec<u32> = self.entries.values().map(|e| e.uid).collect();
             share_between_users(self.offered.len() as u32, &programs, &uids, &mut decision);
+        }
+        // A time-sharing policy rotates on its own; every other one gets the starvation bound.
+        if !oversubscribe && !self.policy.time_sharing() {
+            self.starvation.apply(&programs, self.offered.len() as u32, self.quantum, &mut decision);
         }
         let mut sets = std::mem::take(&mut self.sets);
         // What the policy meant each program to have: a squeezed cooperative program runs as a

@@ -25,6 +25,33 @@ fn equipartition_gives_two_programs_one_cpu_each() {
     assert!(s.programs.iter().all(|p| p.count == 1 && p.state == "running"), "{s:?}");
 }
 
+/// CPU time of process `pid` so far, in clock ticks (`/proc/PID/stat` utime + stime).
+fn cpu_ticks(pid: i32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit_once(") ").map_or("", |(_, rest)| rest).split_whitespace().collect();
+    fields.get(11).zip(fields.get(12)).and_then(|(u, s)| Some(u.parse::<u64>().ok()? + s.parse::<u64>().ok()?)).unwrap_or(0)
+}
+
+/// Three busy programs on two CPUs under equipartition, whose paper rule runs the first two: the
+/// starvation bound gives each one turns, so every one is stopped at some point for another's
+/// turn and gets CPU time again after it (without the bound the third stays stopped and the first
+/// two are never stopped).
+#[test]
+fn more_programs_than_cpus_all_get_turns() {
+    let mut d = Daemon::start("equipartition");
+    let programs = [d.run("a", BUSY), d.run("b", BUSY), d.run("c", BUSY)];
+    // Per program, its CPU time when it was first seen stopped.
+    let mut at_stop: [Option<u64>; 3] = [None; 3];
+    wait_for("every program to be stopped for another's turn and to run again", || {
+        for (k, &p) in programs.iter().enumerate() {
+            if at_stop[k].is_none() && stopped(p) {
+                at_stop[k] = Some(cpu_ticks(p));
+            }
+        }
+        programs.iter().zip(&at_stop).all(|(&p, t)| t.is_some_and(|t| cpu_ticks(p) > t))
+    });
+}
+
 #[test]
 fn a_new_program_keeps_its_cpus_until_its_runtime_attaches_or_a_grace_has_passed() {
     // A runtime counts the CPUs it starts with once (libgomp throttles its spinning for good when

@@ -1,0 +1,199 @@
+//! The starvation bound: how long a program that wants CPUs may go without any.
+//!
+//! The papers' space-sharing policies give CPUs to the first programs when programs outnumber
+//! CPUs (equipartition's "the first `P` get one each", PDPA's and DSS's admission order): a batch
+//! system's queue, where the others wait for a job to end. A live machine's programs need not
+//! end (services, interactive work): the third busy program on two CPUs would stay stopped for
+//! good. After the policy decides, the manager therefore grants a program that has wanted CPUs and
+//! had none for [`STARVED_AFTER`] (in whole quanta) a turn of as many quanta, with the CPUs it needs
+//! (its minimum, or a rigid program's processes): idle CPUs first, then CPUs taken from programs
+//! running above their minimum (the largest first), then programs stopped whole (those that have
+//! run longest first); programs in their own turn are not taken from. Programs so stopped wait
+//! in turn, and get their turn back the same way: when programs outnumber CPUs, every one of them
+//! runs at least one turn in every `after × (programs + 1)` quanta. A policy that time-shares
+//! (gang, the time-shared DSS variants) rotates on its own and is left as it decides; so is a
+//! decision that starves nobody, which is every decision while programs fit the machine.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use cpumgr_core::policy::Decision;
+use cpumgr_core::program::{Program, ProgramId};
+
+/// How long a program that wants CPUs may go without any before it is granted a turn (rounded
+/// up to whole quanta, at least one): long enough that a policy's own order (a job ending, an
+/// admission) usually serves it first, short enough that nobody notices a stall.
+pub const STARVED_AFTER: Duration = Duration::from_secs(1);
+
+/// What the bound remembers of a program between quanta.
+#[derive(Debug, Default, Clone, Copy)]
+struct Turn {
+    /// Quanta in a row it wanted CPUs and got none.
+    waited: u32,
+    /// Quanta in a row it ran.
+    ran: u32,
+    /// Quanta left of a turn it was granted.
+    owed: u32,
+}
+
+/// The starvation bound of one manager (see the module documentation).
+#[derive(Debug, Default)]
+pub struct StarvationBound {
+    turns: HashMap<ProgramId, Turn>,
+}
+
+impl StarvationBound {
+    /// Adjusts `decision` (parallel to `programs`) on `cpus` CPUs so that no program that wants
+    /// CPUs waits longer than [`STARVED_AFTER`] at this `quantum`, then counts this quantum's
+    /// waits and runs.
+    pub fn apply(&mut self, programs: &[Program], cpus: u32, quantum: Duration, decision: &mut Decision) {
+        let after = STARVED_AFTER.as_nanos().div_ceil(quantum.as_nanos().max(1)).clamp(1, u32::MAX as u128) as u32;
+        self.apply_after(programs, cpus, after, decision);
+    }
+
+    /// [`StarvationBound::apply`] with a bound, and turns, of `after` quanta.
+    fn apply_after(&mut self, programs: &[Program], cpus: u32, after: u32, decision: &mut Decision) {
+        let turns: Vec<Turn> = programs.iter().map(|p| self.turns.get(&p.id).copied().unwrap_or_default()).collect();
+        let wants = |i: usize| programs[i].request.now > 0 && programs[i].wants() > 0;
+        let gets = |d: &Decision, i: usize| d.allocations[i].running && d.allocations[i].count > 0;
+        // Those owed the rest of a turn, then those that waited too long, longest first.
+        let mut due: Vec<usize> = (0..programs.len())
+            .filter(|&i| wants(i) && !gets(decision, i) && (turns[i].owed > 0 || turns[i].waited >= after))
+            .collect();
+        due.sort_by_key(|&i| (turns[i].owed == 0, std::cmp::Reverse(turns[i].waited), i));
+        let mut granted = vec![false; programs.len()];
+        for i in due {
+            let need = need(&programs[i]).min(cpus);
+            if take(programs, &turns, &granted, cpus, need, decision) {
+                decision.allocations[i].count = need;
+                decision.allocations[i].running = true;
+                granted[i] = true;
+            }
+        }
+        let mut next = HashMap::with_capacity(programs.len());
+        for (i, p) in programs.iter().enumerate() {
+            let mut t = turns[i];
+            if gets(decision, i) {
+                t.waited = 0;
+                t.ran += 1;
+                t.owed = if granted[i] && t.owed == 0 { after - 1 } else { t.owed.saturating_sub(1) };
+            } else {
+                t = Turn { waited: if wants(i) { t.waited + 1 } else { 0 }, ..Turn::default() };
+            }
+            next.insert(p.id, t);
+        }
+        self.turns = next;
+    }
+}
+
+/// The CPUs a program granted a turn gets, and the fewest a running one keeps when CPUs are
+/// taken for a turn: a rigid program's processes, else its minimum.
+fn need(p: &Program) -> u32 {
+    p.kind.rigid_procs().unwrap_or(p.request.min.max(1))
+}
+
+/// Frees `wanted` CPUs of `cpus` in `decision` for a program granted a turn: idle ones, then from
+/// programs above their minimum (the largest first), then whole programs (those that have run
+/// longest first), never from one in its own turn (`granted`, or owed quanta). Changes nothing
+/// and returns false when that cannot free enough.
+fn take(programs: &[Program], turns: &[Turn], granted: &[bool], cpus: u32, wanted: u32, decision: &mut Decision) -> bool {
+    let held = |d: &Decision| d.allocations.iter().filter(|a| a.running).map(|a| a.count).sum::<u32>();
+    let spare = |d: &Decision, i: usize| !granted[i] && turns[i].owed == 0 && d.allocations[i].running && d.allocations[i].count > 0;
+    let mut plan = decision.clone();
+    while cpus.saturating_sub(held(&plan)) < wanted {
+        // A program that can shrink, the largest above its minimum first.
+        let shrink = (0..programs.len())
+            .filter(|&i| spare(&plan, i) && programs[i].kind.rigid_procs().is_none() && plan.allocations[i].count > need(&programs[i]))
+            .max_by_key(|&i| (plan.allocations[i].count, std::cmp::Reverse(i)));
+        if let Some(i) = shrink {
+            plan.allocations[i].count -= 1;
+            continue;
+        }
+        let Some(i) = (0..programs.len()).filter(|&i| spare(&plan, i)).max_by_key(|&i| (turns[i].ran, std::cmp::Reverse(i))) else {
+            return false;
+        };
+        plan.allocations[i].count = 0;
+        plan.allocations[i].running = false;
+    }
+    *decision = plan;
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cpumgr_core::policy::Allocation;
+    use cpumgr_core::Kind;
+
+    /// The paper's equipartition rule with more programs than CPUs: the first `cpus` get one.
+    fn first_get_one(n: usize, cpus: u32) -> Decision {
+        let mut d = Decision::default();
+        d.reset(n);
+        for a in d.allocations.iter_mut().take(cpus as usize) {
+            *a = Allocation { count: 1, running: true, block: 1 };
+        }
+        d
+    }
+
+    fn programs(n: u64) -> Vec<Program> {
+        (1..=n).map(|id| Program::new(id, format!("p{id}"), 1)).collect()
+    }
+
+    /// Three programs on two CPUs, a policy that always runs the first two: every program runs,
+    /// none waits more than the bound in a row, and no quantum hands out more than two CPUs.
+    #[test]
+    fn every_program_gets_turns_and_no_wait_exceeds_the_bound() {
+        let ps = programs(3);
+        let mut bound = StarvationBound::default();
+        let (mut ran, mut waited, mut longest) = ([0u32; 3], [0u32; 3], 0);
+        for _ in 0..300 {
+            let mut d = first_get_one(3, 2);
+            bound.apply_after(&ps, 2, 5, &mut d);
+            assert!(d.allocations.iter().filter(|a| a.running).map(|a| a.count).sum::<u32>() <= 2);
+            for i in 0..3 {
+                if d.allocations[i].running && d.allocations[i].count > 0 {
+                    ran[i] += 1;
+                    waited[i] = 0;
+                } else {
+                    waited[i] += 1;
+                    longest = longest.max(waited[i]);
+                }
+            }
+        }
+        assert!(ran.iter().all(|&r| r >= 60), "each program runs a fair part of the time: {ran:?}");
+        assert!(longest <= 5 * 3, "no program waits more than after × programs in a row: {longest}");
+    }
+
+    /// A decision that starves nobody is left as it is, and a time-shared one is not seen here
+    /// (the manager does not apply the bound to it).
+    #[test]
+    fn a_decision_that_serves_everyone_is_unchanged() {
+        let ps = programs(2);
+        let mut bound = StarvationBound::default();
+        for _ in 0..10 {
+            let mut d = first_get_one(2, 2);
+            let before = d.clone();
+            bound.apply_after(&ps, 2, 1, &mut d);
+            assert_eq!(d.allocations, before.allocations);
+        }
+    }
+
+    /// A starved rigid program gets all its processes, taken from programs above their minimum
+    /// first; a program that wants nothing is never granted a turn.
+    #[test]
+    fn a_rigid_program_gets_its_processes_from_the_largest() {
+        let mut ps = programs(3);
+        ps[1].kind = Kind::Rigid(2);
+        ps[2].request.now = 0;
+        ps[2].request.min = 0;
+        let mut bound = StarvationBound::default();
+        let mut d = Decision::default();
+        for _ in 0..3 {
+            d.reset(3);
+            d.allocations[0] = Allocation { count: 4, running: true, block: 1 };
+            bound.apply_after(&ps, 4, 2, &mut d);
+        }
+        assert_eq!((d.allocations[0].count, d.allocations[1].count), (2, 2), "{:?}", d.allocations);
+        assert!(d.allocations[1].running && !d.allocations[2].running);
+    }
+}
