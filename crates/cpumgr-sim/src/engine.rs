@@ -299,7 +299,7 @@ impl Live {
         self.done_at = if !self.alive || self.remaining <= 0.0 {
             now
         } else if self.rate > 0.0 {
-            now.saturating_add(ceil_nanos((self.stall + self.remaining / self.rate) * NS))
+            now.saturating_add(end_nanos((self.stall + self.remaining / self.rate) * NS))
         } else {
             Nanos::MAX
         };
@@ -1164,6 +1164,9 @@ impl Engine<'_, '_> {
                 // before an end are made as the quantum-by-quantum run makes them (PDPA's state
                 // moves with each one).
                 let periods = l.remaining / d;
+                // An end at the landing itself would come after the landing's tick, which the
+                // quantum-by-quantum run makes after it: the landing stays a millionth of a
+                // period clear of every end (an exact multiple, as computed, may be one in fact).
                 let whole = if rotation.is_some() { periods.ceil() } else { periods.floor() };
                 n = n.min((whole as Nanos).saturating_sub(1));
             }
@@ -1272,6 +1275,16 @@ fn ceil_nanos(x: f64) -> Nanos {
     t.saturating_add(Nanos::from((t as f64) < x))
 }
 
+/// The nanoseconds from now to an end `x` nanoseconds away, computed in floating point: the
+/// ceiling, except that an `x` a millionth of a nanosecond or less above a whole nanosecond is
+/// that nanosecond. Work added up in steps (a fast-forward's periods, a quantum's progress) is
+/// off by a few units in the last place, and an end that falls on a quantum boundary must stay
+/// on it: one nanosecond after it, it comes after the boundary's tick, and a request change it
+/// brings waits a quantum.
+fn end_nanos(x: f64) -> Nanos {
+    ceil_nanos(x - 1e-6)
+}
+
 /// The view the policy decides on at `now` (with `cpus` managed CPUs), as the live manager builds
 /// it.
 fn view_of<'v>(topology: &'v Topology, cpus: u32, now: Nanos, quantum: Nanos, programs: &'v [Program]) -> View<'v> {
@@ -1311,6 +1324,14 @@ mod tests {
         for x in small.into_iter().chain(large) {
             assert_eq!(ceil_nanos(x), x.ceil() as Nanos, "{x}");
         }
+    }
+
+    #[test]
+    fn an_end_within_float_noise_of_a_nanosecond_is_that_nanosecond() {
+        assert_eq!(end_nanos(100_000_000.000_000_01), 100_000_000);
+        assert_eq!(end_nanos(100_000_000.01), 100_000_001);
+        assert_eq!(end_nanos(0.5), 1);
+        assert_eq!(end_nanos(1e-9), 0);
     }
 
     #[test]
