@@ -4,7 +4,7 @@
 ``pandas.DataFrame(run(...))`` is a table; ``summaries(...)`` returns one record per policy.
 
 A workload is a preset spec (``"omp-multiprog:degree=4"``, see ``cpumgr sim --list-presets``) or
-the path of a workload file. A policy is a spec (``"equipartition"``, ``"pdpa:target=0.7"``) or a
+the path of a workload file. A policy is a spec (``"equipartition"``, ``"pdpa:min_eff=0.7"``) or a
 Python object with ``decide(view)``: ``view`` is a dict with ``now`` and ``quantum`` (seconds),
 ``cpus`` and ``programs`` (a list of dicts: ``id``, ``name``, ``wants``, ``now``, ``min``, ``max``,
 ``weight``, ``arrival``, ``cpu_time``, ``speedup``, ``running``, ``threads``), and ``decide``

@@ -53,6 +53,33 @@ enum Command {
     Quantum(cmd::quantum::Args),
 }
 
+impl Command {
+    /// Whether the command only prints a result and exits: `cpumgr status | head -1` should end
+    /// it quietly, as it ends `ls`, not with a panic on the closed pipe.
+    fn prints_and_exits(&self) -> bool {
+        matches!(
+            self,
+            Command::Topology(_)
+                | Command::Policies(_)
+                | Command::Decide(_)
+                | Command::Report(_)
+                | Command::Trace(_)
+                | Command::Status(_)
+                | Command::Policy(_)
+                | Command::Quantum(_)
+        )
+    }
+}
+
+/// Restores the default action of SIGPIPE (the Rust runtime ignores it, so a write to a closed
+/// pipe fails, and `println!` panics on it): the process then ends at its first write to a
+/// closed pipe, as a Unix filter does. The control socket's sends pass `MSG_NOSIGNAL`, so a
+/// manager that goes away is still an error, not a signal.
+fn end_quietly_on_a_closed_pipe() {
+    // SAFETY: setting a signal's disposition to its default has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+}
+
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -61,6 +88,9 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
+    if cli.command.prints_and_exits() {
+        end_quietly_on_a_closed_pipe();
+    }
     let result = match cli.command {
         Command::Topology(a) => cmd::topology::run(a),
         Command::Policies(a) => cmd::policies::run(a),

@@ -170,3 +170,18 @@ fn decide_prints_the_documented_json() {
     assert_eq!(counts, vec![2, 2, 4], "the rigid 4-process job runs whole; the rest is shared");
     assert!(q["programs"].as_array().unwrap().iter().all(|p| p["running"] == true && p["cpus"].is_string()));
 }
+
+/// A reader that closes the pipe early (`cpumgr policies | head -1`) ends the command quietly,
+/// by SIGPIPE as any Unix filter, never with a panic message.
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    use std::os::unix::process::ExitStatusExt;
+    use std::process::Stdio;
+    for args in [&["policies"][..], &["topology", "--topology", "package:64 core:64 pu:2"]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cpumgr")).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        assert!(!stderr(&out).contains("panicked"), "{args:?}: {}", stderr(&out));
+        assert!(out.status.success() || out.status.signal() == Some(libc::SIGPIPE), "{args:?}: {:?}", out.status);
+    }
+}
