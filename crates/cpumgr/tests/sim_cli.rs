@@ -224,12 +224,16 @@ fn bad_input_exits_2_naming_file_line_and_field() {
         (format!("; MaxProcs: 8\n{good}{}", swf_line(2, "1e300", "10", "4")), "bad.swf:3: field `submit_time`"),
         (format!("; MaxProcs: 4000000000\n{good}"), "bad.swf:1: field `MaxProcs`"),
     ];
-    for (text, want) in &swf_cases {
-        let f = write(dir.path(), "bad.swf", text);
-        let o = cpumgr(&["sim", "--swf", &f, "--policy", "fcfs"]);
-        assert_eq!(o.status.code(), Some(2), "{want}: {}", stderr(&o));
-        assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
-    }
+    // Each case written to `name` and read with `flag` exits 2 with its message.
+    let refused = |name: &str, flag: &str, cases: &[(String, &str)]| {
+        for (text, want) in cases {
+            let f = write(dir.path(), name, text);
+            let o = cpumgr(&["sim", flag, &f, "--policy", "fcfs"]);
+            assert_eq!(o.status.code(), Some(2), "{want}: {}", stderr(&o));
+            assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
+        }
+    };
+    refused("bad.swf", "--swf", &swf_cases);
     let job = "[[job]]\nname = \"a\"\nrequest = 2\nwork = 1.0\n";
     let toml_cases = [
         (format!("cpus = 4\n{job}colour = \"red\"\n"), "w.toml:6: field `colour`"),
@@ -237,12 +241,7 @@ fn bad_input_exits_2_naming_file_line_and_field() {
         (format!("cpus = 4\n{job}repeat = 2\nevery = 1e300\n"), "w.toml:2: field `every`"),
         (format!("cpus = 4000000000\n{job}"), "w.toml:1: field `cpus`"),
     ];
-    for (text, want) in &toml_cases {
-        let f = write(dir.path(), "w.toml", text);
-        let o = cpumgr(&["sim", "--workload", &f, "--policy", "fcfs"]);
-        assert_eq!(o.status.code(), Some(2), "{want}: {}", stderr(&o));
-        assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
-    }
+    refused("w.toml", "--workload", &toml_cases);
     let generator = "name = \"g\"\ncpus = 16\n[generator]\nmodel = \"poisson\"\njobs = 20\n";
     let generator_cases = [
         (format!("{generator}mean_runtime = 0.0\n"), "w.toml:6: field `mean_runtime`"),
@@ -250,12 +249,7 @@ fn bad_input_exits_2_naming_file_line_and_field() {
         (format!("{generator}max_size = 0\n"), "w.toml:6: field `max_size`"),
         (format!("{generator}max_size = 17\n"), "w.toml:6: field `max_size`"),
     ];
-    for (text, want) in &generator_cases {
-        let f = write(dir.path(), "w.toml", text);
-        let o = cpumgr(&["sim", "--workload", &f, "--policy", "fcfs"]);
-        assert_eq!(o.status.code(), Some(2), "{want}: {}", stderr(&o));
-        assert!(stderr(&o).contains(want), "{want}: {}", stderr(&o));
-    }
+    refused("w.toml", "--workload", &generator_cases);
     // The command line's quantum has the workload file's bounds.
     let f = write(dir.path(), "w.toml", &format!("cpus = 4\n{job}"));
     for q in ["1e12", "1e-7", "0", "nan"] {
