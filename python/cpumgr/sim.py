@@ -8,7 +8,10 @@ the path of a workload file. A policy is a spec (``"equipartition"``, ``"pdpa:mi
 Python object with ``decide(view)``: ``view`` is a dict with ``now`` and ``quantum`` (seconds),
 ``cpus`` and ``programs`` (a list of dicts: ``id``, ``name``, ``wants``, ``now``, ``min``, ``max``,
 ``weight``, ``arrival``, ``cpu_time``, ``speedup``, ``running``, ``threads``), and ``decide``
-returns one CPU count per program (0: it does not run this quantum).
+returns one CPU count per program (0: it does not run this quantum). A Python policy is asked at
+every quantum (the fast-forward that skips repeating quanta of the built-in policies trusts them
+to decide the same on the same view, which Python code need not); the first exception it raises
+stops the run and is raised here. Runs of built-in policies let other Python threads run.
 """
 
 import json

@@ -159,9 +159,17 @@ impl Policy for PyPolicy {
         true
     }
 
+    /// Python code may decide by the clock or by state of its own: nothing promises that its
+    /// decisions repeat while the view does, so the simulator's fast-forward never skips a
+    /// quantum of it (every quantum calls `decide`).
+    fn settled(&self) -> bool {
+        false
+    }
+
     fn decide(&mut self, view: &View, out: &mut Decision) {
         let mut error = self.error.lock().unwrap_or_else(|e| e.into_inner());
         if error.is_some() {
+            // The run stops at its next tick ([`Jobs`]); the error is raised from `simulate`.
             return;
         }
         match Python::with_gil(|py| self.counts(py, view)) {
@@ -176,13 +184,19 @@ impl Policy for PyPolicy {
     }
 }
 
-/// Collects finished jobs.
-#[derive(Default)]
-struct Jobs(Vec<JobRecord>);
+/// Collects finished jobs, and stops the run once its Python policy has failed (`error`).
+struct Jobs {
+    records: Vec<JobRecord>,
+    error: Arc<Mutex<Option<PyErr>>>,
+}
 
 impl Observer for Jobs {
     fn job(&mut self, record: &JobRecord) {
-        self.0.push(record.clone());
+        self.records.push(record.clone());
+    }
+
+    fn stop(&self) -> bool {
+        self.error.lock().unwrap_or_else(|e| e.into_inner()).is_some()
     }
 }
 
@@ -204,6 +218,7 @@ fn workload(spec: &str) -> PyResult<Workload> {
 #[pyfunction]
 #[pyo3(signature = (workload_spec, policies_, cpus=None, quantum_ms=None, mpl=None))]
 fn simulate(
+    py: Python<'_>,
     workload_spec: &str,
     policies_: Vec<Bound<'_, PyAny>>,
     cpus: Option<u32>,
@@ -217,8 +232,7 @@ fn simulate(
     cpumgr_sim::limits::cpus(n as u64).map_err(|m| PyValueError::new_err(format!("cpus={n}: {m}")))?;
     let topology = Topology::flat(n);
     let quantum = match quantum_ms {
-        Some(q) if !(q.is_finite() && q > 0.0) => return Err(PyValueError::new_err(format!("quantum_ms={q}: must be positive"))),
-        Some(q) => Some((q * 1e6) as u64),
+        Some(q) => Some(cpumgr_sim::limits::quantum(q).map_err(|m| PyValueError::new_err(format!("quantum_ms={q}: {m}")))?),
         None => w.quantum,
     };
     let cfg = SimConfig { quantum, cost: w.cost.unwrap_or_default(), mpl: mpl.unwrap_or(w.mpl), ..SimConfig::default() };
@@ -226,22 +240,24 @@ fn simulate(
     let mut runs: Vec<RunSummary> = Vec::new();
     for p in &policies_ {
         let error = Arc::new(Mutex::new(None));
-        let (spec, policy): (String, Box<dyn Policy>) = if let Ok(spec) = p.extract::<String>() {
+        let (spec, policy, in_python): (String, Box<dyn Policy>, bool) = if let Ok(spec) = p.extract::<String>() {
             let policy = policies::build(&spec).map_err(|e| PyValueError::new_err(format!("policy {spec:?}: {e}")))?;
-            (spec, policy)
+            (spec, policy, false)
         } else if p.hasattr("decide")? {
             let name = p.get_type().name()?.to_string();
-            (name, Box::new(PyPolicy { obj: p.clone().unbind(), error: error.clone() }))
+            (name, Box::new(PyPolicy { obj: p.clone().unbind(), error: error.clone() }), true)
         } else {
             return Err(PyTypeError::new_err("a policy is a spec string or an object with decide(view)"));
         };
-        let mut seen = Jobs::default();
-        let result = cpumgr_sim::run(&topology, &spec, policy, w.jobs(), &cfg, &mut seen);
+        let mut seen = Jobs { records: Vec::new(), error: error.clone() };
+        let go = || cpumgr_sim::run(&topology, &spec, policy, w.jobs(), &cfg, &mut seen);
+        // A run that calls no Python lets the interpreter's other threads run meanwhile.
+        let result = if in_python { go() } else { py.allow_threads(go) };
         if let Some(e) = error.lock().unwrap_or_else(|e| e.into_inner()).take() {
             return Err(e);
         }
         let summary = result.map_err(|e| PyRuntimeError::new_err(format!("{}: {spec}: {e}", w.name)))?;
-        for r in seen.0 {
+        for r in seen.records {
             let mut v = serde_json::to_value(r).map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
             v["policy"] = spec.clone().into();
             jobs.push(v);

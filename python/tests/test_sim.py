@@ -78,3 +78,56 @@ def test_bad_input_is_named():
 
     with pytest.raises(KeyError, match="oops"):
         cpumgr.sim.run("omp-multiprog", policy=Broken())
+
+
+class SwitchAt:
+    """Equal shares until `at` seconds, then every CPU to the first program: a policy of the
+    clock, which the fast-forward must not skip."""
+
+    def __init__(self, at):
+        self.at = at
+        self.times = []
+
+    def decide(self, view):
+        self.times.append(view["now"])
+        n = len(view["programs"])
+        if view["now"] < self.at:
+            return [min(p["wants"], view["cpus"] // n) for p in view["programs"]]
+        return [min(view["programs"][0]["wants"], view["cpus"])] + [0] * (n - 1)
+
+
+def test_a_python_policy_is_asked_at_every_quantum():
+    policy = SwitchAt(20.0)
+    runs = cpumgr.sim.summaries("omp-multiprog:degree=3", policy=policy)
+    quantum = 0.1
+    gaps = [b - a for a, b in zip(policy.times, policy.times[1:])]
+    assert max(gaps) <= quantum + 1e-9, "no quantum skipped"
+    assert any(t >= 20.0 for t in policy.times), "it saw the switch"
+    assert runs[0]["skipped_quanta"] == 0
+
+
+class FailsAt:
+    """Equal shares, then an exception at `at` seconds."""
+
+    def __init__(self, at):
+        self.at = at
+        self.calls_after = 0
+
+    def decide(self, view):
+        if view["now"] >= self.at:
+            self.calls_after += 1
+            raise RuntimeError("the policy failed")
+        return [min(p["wants"], view["cpus"] // len(view["programs"])) for p in view["programs"]]
+
+
+def test_the_first_exception_of_a_python_policy_stops_the_run():
+    policy = FailsAt(1.0)
+    with pytest.raises(RuntimeError, match="the policy failed"):
+        cpumgr.sim.run("scs-mpl:jobs=2000", policy=policy)
+    assert policy.calls_after == 1, "not asked again after it failed"
+
+
+def test_a_quantum_outside_the_simulators_bounds_is_refused():
+    for q in (1e-7, 1e30, 0.0, float("nan")):
+        with pytest.raises(ValueError, match="quantum_ms"):
+            cpumgr.sim.run("omp-multiprog:degree=2", policy="equipartition", quantum_ms=q)

@@ -116,6 +116,13 @@ pub trait Observer {
 
     /// One finished job.
     fn job(&mut self, _record: &JobRecord) {}
+
+    /// Whether the run should stop now (asked at every scheduler tick): a caller whose policy
+    /// failed, or whose user gave up, ends the run with [`SimError::Stopped`] instead of letting
+    /// it go on.
+    fn stop(&self) -> bool {
+        false
+    }
 }
 
 impl Observer for () {}
@@ -147,6 +154,12 @@ pub enum SimError {
         at: f64,
         /// Jobs in the system.
         jobs: usize,
+    },
+    /// The observer asked the run to stop ([`Observer::stop`]).
+    #[error("at t = {at:.3} s the run was stopped")]
+    Stopped {
+        /// Simulated time, seconds.
+        at: f64,
     },
     /// A job cannot run on this machine.
     #[error("job {name:?}: field `{field}`: {message}")]
@@ -801,6 +814,9 @@ impl Engine<'_, '_> {
 
     /// One scheduler step: build the view, decide, place, and set every job's rate.
     fn tick(&mut self, wake: bool, next_arrival: Option<Nanos>) -> Result<(), SimError> {
+        if self.tally.stop() {
+            return Err(SimError::Stopped { at: self.now as f64 / NS });
+        }
         self.tally.events += 1;
         let regular = self.now == self.next_tick;
         if regular {

@@ -118,6 +118,11 @@ pub(crate) struct Tally<'o> {
 }
 
 impl<'o> Tally<'o> {
+    /// Whether the observer asks the run to stop ([`Observer::stop`]).
+    pub fn stop(&self) -> bool {
+        self.obs.stop()
+    }
+
     /// The bookkeeping of a run on `cpus` CPUs reporting to `obs`.
     pub fn new(cpus: u32, obs: &'o mut dyn Observer) -> Self {
         let trace = obs.wants_events();
