@@ -74,6 +74,22 @@ def should_yield(team):
     return client().should_yield(team)
 
 
+# The sections open in this process, from every thread: BLAS and OpenMP pool sizes are
+# process-wide, and so is the program's parallel region in its slot.
+_sections_lock = threading.Lock()
+_sections = []        # (count, user_api) of each open section, in opening order
+_original = None      # threadpoolctl's record of every pool's size before the first section
+
+
+def _apply(sections):
+    """Sizes the pools for the open sections: the largest count, for the APIs they name (every
+    API when one names none), and tells the manager a region of that many threads runs."""
+    n = max(count for count, _ in sections)
+    apis = {api for _, api in sections}
+    threadpool_limits(limits=n, user_api=apis.pop() if len(apis) == 1 else None)
+    client().begin_region(n)
+
+
 class threads(contextlib.ContextDecorator):
     """Runs a section with the BLAS/OpenMP pools sized to the allocation read at its start.
 
@@ -81,6 +97,11 @@ class threads(contextlib.ContextDecorator):
     bounds the size (0: the program's max); ``user_api`` is threadpoolctl's (``"blas"``,
     ``"openmp"``, or None for both). While the section runs the manager keeps the program's
     CPUs (it is a parallel region of ``count`` threads); after it the program counts as serial.
+
+    Pool sizes are the process's, so sections that overlap (in several threads, or nested) share
+    them: while any is open the pools have the largest open section's size and the program is in
+    a region of that many threads; when the last one ends every pool gets back the size it had
+    before the first one began.
     """
 
     def __init__(self, cap=0, user_api=None):
@@ -90,17 +111,30 @@ class threads(contextlib.ContextDecorator):
         self._open = threading.local()
 
     def __enter__(self):
-        c = client()
-        n = c.team(self.cap)
+        global _original
+        n = client().team(self.cap)
+        section = (n, self.user_api)
+        with _sections_lock:
+            if not _sections:
+                _original = threadpool_limits(limits=None)
+            _sections.append(section)
+            _apply(_sections)
         stack = getattr(self._open, "stack", None)
         if stack is None:
             stack = self._open.stack = []
-        stack.append(threadpool_limits(limits=n, user_api=self.user_api))
-        c.begin_region(n)
+        stack.append(section)
         self.count = n
         return self
 
     def __exit__(self, *exc):
-        self._open.stack.pop().restore_original_limits()
-        client().end_region()
+        global _original
+        section = self._open.stack.pop()
+        with _sections_lock:
+            _sections.remove(section)
+            if _sections:
+                _apply(_sections)
+            else:
+                _original.restore_original_limits()
+                _original = None
+                client().end_region()
         return False

@@ -52,3 +52,44 @@ def test_threads_sizes_the_blas_pool_for_the_section_and_restores_it(tmp_path):
         assert blas_threads() == before
     finally:
         cpumgr.finalize()
+
+
+def test_sections_that_overlap_share_the_pools_and_the_last_one_restores_them(tmp_path):
+    """Sections in two threads that overlap (A opens, B opens, A closes, B closes), and nested
+    ones: while any is open the pools have the largest open size; the last one to close gives
+    every pool back its size from before the first."""
+    import threading
+
+    cpumgr.finalize()
+    cpumgr.init(max=3, socket=str(tmp_path / "nobody.sock"))
+    try:
+        before = blas_threads()
+        a_open, b_open, a_closed = threading.Event(), threading.Event(), threading.Event()
+        seen = {}
+
+        def a():
+            with cpumgr.threads(cap=1):
+                a_open.set()
+                b_open.wait(10)
+            a_closed.set()
+
+        def b():
+            a_open.wait(10)
+            with cpumgr.threads(cap=2):
+                seen["both"] = blas_threads()
+                b_open.set()
+                a_closed.wait(10)
+                seen["b alone"] = blas_threads()
+
+        ta, tb = threading.Thread(target=a), threading.Thread(target=b)
+        ta.start(), tb.start()
+        ta.join(20), tb.join(20)
+        assert seen == {"both": [2] * len(before), "b alone": [2] * len(before)}, seen
+        assert blas_threads() == before
+        with cpumgr.threads(cap=3):
+            with cpumgr.threads(cap=1):
+                assert blas_threads() == [3] * len(before), "the larger open section's size"
+            assert blas_threads() == [3] * len(before)
+        assert blas_threads() == before
+    finally:
+        cpumgr.finalize()
