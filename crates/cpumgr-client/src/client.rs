@@ -7,6 +7,11 @@
 //!   program it belongs to (`cpumgr run` registered it), else registers itself; [`Mode::Managed`]
 //!   when that works, else it says why once on stderr and runs [`Mode::Unmanaged`].
 //!
+//! A child forked after [`Client::init`] inherits a copy of the client but not the registration:
+//! there the client acts as [`Mode::Unmanaged`] (the program's own team, no allocation, nothing
+//! written to the parent's slot), and its end never unregisters the parent. A child that wants to
+//! be managed makes a client of its own (in C: `cpumgr_finalize`, then `cpumgr_init`).
+//!
 //! Everything a runtime calls per region ([`Client::team`], [`Client::begin_region`],
 //! [`Client::end_region`], [`Client::should_yield`]) is a few loads and stores on the slot plus
 //! one vDSO clock read: no system call, no lock.
@@ -19,6 +24,7 @@ use cpumgr_proto::slot::{monotonic_ns, Allocation, Phase};
 use cpumgr_proto::transport::default_socket;
 use cpumgr_proto::{Conn, Doorbell, Registration, Reply, Request, Segment};
 
+use crate::fork::Process;
 use crate::llpc::Llpc;
 
 /// How long [`Client::init`] waits for the manager's first allocation, so the first region is
@@ -109,6 +115,8 @@ enum Backend {
 pub struct Client {
     backend: Backend,
     max: u32,
+    /// The process that made the client: only there does a managed backend act.
+    process: Process,
 }
 
 impl std::fmt::Debug for Client {
@@ -160,12 +168,23 @@ impl Client {
                 }
             }
         };
-        Client { backend, max }
+        Client { backend, max, process: Process::current() }
+    }
+
+    /// The backend that acts in the calling process: in a child forked from the one that made
+    /// the client, a managed backend is the parent's registration, so the child is unmanaged.
+    #[inline]
+    fn backend(&self) -> &Backend {
+        static FORKED: Backend = Backend::Unmanaged;
+        match &self.backend {
+            Backend::Managed(_) if !self.process.is_current() => &FORKED,
+            backend => backend,
+        }
     }
 
     /// Which mode the client runs in.
     pub fn mode(&self) -> Mode {
-        match self.backend {
+        match self.backend() {
             Backend::Managed(_) => Mode::Managed,
             Backend::Unmanaged => Mode::Unmanaged,
             Backend::Llpc(_) => Mode::Llpc,
@@ -174,7 +193,7 @@ impl Client {
 
     /// The program's id in the manager, when managed.
     pub fn id(&self) -> Option<u64> {
-        match &self.backend {
+        match self.backend() {
             Backend::Managed(m) => Some(m.link().id),
             _ => None,
         }
@@ -186,10 +205,19 @@ impl Client {
     }
 
     fn slot(&self) -> Option<&cpumgr_proto::Slot> {
-        match &self.backend {
+        match self.backend() {
             Backend::Managed(m) => Some(m.segment.slot()),
             _ => None,
         }
+    }
+
+    /// The slot, while the manager's lease on it runs at `now` (`CLOCK_MONOTONIC` ns, read only
+    /// when managed): the manager renews `lease_until` every quantum, a few quanta ahead, so a
+    /// lease that has run out means the manager is gone (or stopped) and its allocation is stale.
+    /// The one staleness rule of every allocation read.
+    #[inline]
+    fn leased_slot(&self, now: impl FnOnce() -> u64) -> Option<&cpumgr_proto::Slot> {
+        self.slot().filter(|s| s.lease_until() > now())
     }
 
     /// Tells the manager the slot's request changed, so CPUs this program released reach a
@@ -198,7 +226,7 @@ impl Client {
         // try_lock: the ring only hastens what the next quantum does anyway, so a runtime thread
         // never waits for the rejoin thread (nor deadlocks in a child forked while it held the
         // lock).
-        if let Backend::Managed(m) = &self.backend {
+        if let Backend::Managed(m) = self.backend() {
             if let Ok(link) = m.link.try_lock() {
                 if let Some(d) = &link.doorbell {
                     d.ring();
@@ -221,23 +249,18 @@ impl Client {
     #[inline]
     pub fn team_at(&self, cap: u32, now: impl FnOnce() -> u64) -> u32 {
         let cap = if cap == 0 { self.max } else { cap };
-        match &self.backend {
-            Backend::Managed(m) => {
-                let slot = m.segment.slot();
-                if slot.lease_until() <= now() {
-                    return cap;
-                }
-                slot.allocated_count().clamp(1, cap.max(1))
-            }
+        match self.backend() {
+            Backend::Managed(_) => self.leased_slot(now).map_or(cap, |s| s.allocated_count().clamp(1, cap.max(1))),
             Backend::Unmanaged => cap,
             Backend::Llpc(l) => l.lock().unwrap_or_else(|e| e.into_inner()).team(cap),
         }
     }
 
-    /// The whole allocation (CPU set, epoch, running), read consistently; `None` when unmanaged
-    /// or before the first publication.
+    /// The whole allocation (CPU set, epoch, running), read consistently; `None` when unmanaged,
+    /// before the first publication, or once the manager's lease has run out (it is gone, so its
+    /// last allocation no longer holds: the same rule as [`Client::team`]).
     pub fn allocation(&self) -> Option<Allocation> {
-        self.slot().and_then(|s| s.allocation())
+        self.leased_slot(monotonic_ns).and_then(|s| s.allocation())
     }
 
     /// Tells the manager a parallel region with `team` threads starts: until it ends, the program
@@ -314,8 +337,10 @@ impl Client {
 }
 
 impl Drop for Client {
+    /// Ends the registration this client made (or marks the launcher's slot as unknown), only in
+    /// the process that made it: a forked child's copy leaves the parent's registration alone.
     fn drop(&mut self) {
-        if let Backend::Managed(m) = &self.backend {
+        if let Backend::Managed(m) = self.backend() {
             let mut link = m.link();
             link.closing = true;
             if m.owned {

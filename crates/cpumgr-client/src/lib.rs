@@ -18,6 +18,7 @@
 
 pub mod client;
 pub mod estimator;
+mod fork;
 pub mod llpc;
 pub mod pool;
 mod rejoin;

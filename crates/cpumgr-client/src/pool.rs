@@ -14,6 +14,10 @@
 //!   giving its CPU back at once; the others finish its share.
 //! - **Speedup.** The master times each region; the [`Estimator`] turns the timings into speedup
 //!   reports in the slot, for `pdpa`.
+//!
+//! A child forked from the process that made the pool has none of its workers (`fork` copies only
+//! the calling thread): there every region runs serially on the caller, and dropping the pool
+//! does not wait for the workers. A child that wants a team makes a pool of its own.
 
 use std::cell::{Cell, UnsafeCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -24,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use crate::client::Client;
 use crate::estimator::Estimator;
+use crate::fork::Process;
 
 /// How long an idle worker spins before it sleeps.
 pub const SPIN: Duration = Duration::from_micros(200);
@@ -62,6 +67,10 @@ struct Inner {
     job: UnsafeCell<Option<*const Job<'static>>>,
     n: AtomicUsize,
     chunk: AtomicUsize,
+    /// The index of the next chunk to hand out (chunk `i` is `[i * chunk, min((i + 1) * chunk,
+    /// n))`). Counting chunks rather than iterations keeps every bound below `n`: an iteration
+    /// counter bumped by `chunk` past the last chunk wraps when `n + chunk` overflows, and the
+    /// region would start again at 0.
     next: AtomicUsize,
     /// Members (the master excluded) still working in the current region.
     pending: AtomicUsize,
@@ -83,6 +92,8 @@ pub struct Pool {
     threads: Vec<JoinHandle<()>>,
     states: Vec<Arc<Worker>>,
     region: Mutex<Estimator>,
+    /// The process whose threads the workers are.
+    process: Process,
 }
 
 thread_local! {
@@ -120,7 +131,7 @@ impl Pool {
             threads.push(h);
         }
         *inner.workers.lock().unwrap_or_else(|e| e.into_inner()) = states.clone();
-        Pool { inner, threads, states, region: Mutex::new(Estimator::new()) }
+        Pool { inner, threads, states, region: Mutex::new(Estimator::new()), process: Process::current() }
     }
 
     /// The client the pool follows.
@@ -149,13 +160,13 @@ impl Pool {
     }
 
     /// [`Pool::parallel_for`] with the region's key for the estimator given (the C ABI uses the
-    /// function's address).
+    /// function's address). Serial (a team of 1) inside a region and in a forked child.
     pub fn run(&self, n: usize, chunk: usize, f: &Job<'_>, key: u64) -> usize {
         let chunk = chunk.max(1);
         if n == 0 {
             return 0;
         }
-        if IN_REGION.with(|r| r.get()) {
+        if IN_REGION.with(|r| r.get()) || !self.process.is_current() {
             f(0, n);
             return 1;
         }
@@ -212,16 +223,21 @@ impl Pool {
 /// worker's CPU back (never the master's).
 fn work(inner: &Inner, index: usize, f: &Job<'_>) {
     let (n, chunk) = (inner.n.load(Ordering::Relaxed), inner.chunk.load(Ordering::Relaxed));
+    let chunks = n.div_ceil(chunk);
     let team = inner.team.load(Ordering::Relaxed) as u32;
     loop {
         if index > 0 && inner.client.should_yield(team).is_some_and(|to| index as u32 >= to) {
             return;
         }
-        let begin = inner.next.fetch_add(chunk, Ordering::Relaxed);
-        if begin >= n {
+        // Each member takes at most one index past the last chunk, so the counter stays within
+        // `chunks + team`: it could only wrap after more than `usize::MAX - team` chunks had run.
+        let i = inner.next.fetch_add(1, Ordering::Relaxed);
+        if i >= chunks {
             return;
         }
-        let end = (begin + chunk).min(n);
+        // i < chunks, so i * chunk < n: no overflow; the last chunk is cut at n.
+        let begin = i * chunk;
+        let end = begin + chunk.min(n - begin);
         if catch_unwind(AssertUnwindSafe(|| f(begin, end))).is_err() {
             inner.panicked.store(true, Ordering::Release);
         }
@@ -279,7 +295,13 @@ fn worker(inner: Arc<Inner>, index: usize) {
 }
 
 impl Drop for Pool {
+    /// Stops the workers and waits for them; in a forked child, where they do not exist (joining
+    /// them would wait forever), leaves their handles and shared state unreleased instead.
     fn drop(&mut self) {
+        if !self.process.is_current() {
+            std::mem::forget(std::mem::take(&mut self.threads));
+            return;
+        }
         self.inner.shutdown.store(true, Ordering::Release);
         self.inner.generation.fetch_add(1, Ordering::SeqCst);
         for w in &self.states {
@@ -332,6 +354,58 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(p.worker_states(), vec![WorkerState::Sleeping; 2]);
+    }
+
+    /// The chunks one region hands out, sorted.
+    fn chunks_of(p: &Pool, n: usize, chunk: usize) -> Vec<(usize, usize)> {
+        let seen = Mutex::new(Vec::new());
+        p.parallel_for(n, chunk, |b, e| seen.lock().unwrap().push((b, e)));
+        let mut seen = seen.into_inner().unwrap();
+        seen.sort_unstable();
+        seen
+    }
+
+    #[test]
+    fn chunks_near_the_top_of_the_index_range_stay_within_n_and_the_region_ends() {
+        let p = pool(4);
+        let half = 1usize << 63;
+        assert_eq!(chunks_of(&p, usize::MAX, half), vec![(0, half), (half, usize::MAX)]);
+        assert_eq!(chunks_of(&p, usize::MAX, usize::MAX), vec![(0, usize::MAX)]);
+        assert_eq!(chunks_of(&p, 10, usize::MAX), vec![(0, 10)]);
+        assert_eq!(chunks_of(&p, usize::MAX, usize::MAX - 1), vec![(0, usize::MAX - 1), (usize::MAX - 1, usize::MAX)]);
+        assert_eq!(chunks_of(&p, 10, 4), vec![(0, 4), (4, 8), (8, 10)]);
+    }
+
+    #[test]
+    fn a_forked_child_runs_regions_serially_and_drops_the_pool() {
+        use nix::libc;
+        let p = pool(3);
+        assert_eq!(p.parallel_for(100, 1, |_, _| {}), 3, "the parent's workers exist");
+        // SAFETY: the child only runs the pool (serially, on this thread) and exits with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // The child: killed by SIGALRM if anything waits for the parent's workers.
+            // SAFETY: alarm and _exit are async-signal-safe.
+            unsafe { libc::alarm(10) };
+            let ok = catch_unwind(AssertUnwindSafe(|| {
+                let iters = AtomicU64::new(0);
+                let team = p.parallel_for(1000, 1, |b, e| {
+                    iters.fetch_add((e - b) as u64, Ordering::Relaxed);
+                });
+                let all = iters.load(Ordering::Relaxed) == 1000;
+                drop(p);
+                team == 1 && all
+            }));
+            // SAFETY: ends the child without running the test harness's exit path.
+            unsafe { libc::_exit(if matches!(ok, Ok(true)) { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for our own child, which ends within the alarm above.
+        assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+        assert!(libc::WIFEXITED(status), "the child was killed (signal {}): it hung", libc::WTERMSIG(status));
+        assert_eq!(libc::WEXITSTATUS(status), 0, "the child's region ran serially over every iteration");
+        assert_eq!(p.parallel_for(100, 1, |_, _| {}), 3, "the parent's pool still works");
     }
 
     #[test]

@@ -266,3 +266,57 @@ fn idle_and_requests_reach_the_manager() {
     s.client.set_request(2, 1, 2);
     wait_for("a request of 2 to give both CPUs back", || s.client.team(0) == 2);
 }
+
+#[test]
+fn a_forked_child_neither_acts_for_nor_unregisters_its_parent() {
+    use nix::libc;
+    let _one = serial();
+    let mut s = Setup::start();
+    let id = s.client.id().expect("registered");
+    let listed = |s: &Setup| match s.call(&Request::Status).0 {
+        Reply::Status(st) => st.programs.iter().any(|p| p.id == id),
+        r => panic!("{r:?}"),
+    };
+    assert!(listed(&s));
+    // The child gets the only reference to the client, so dropping it there runs its end.
+    let off = Options { mode: Some("off".into()), ..Default::default() };
+    let client = std::mem::replace(&mut s.client, Arc::new(Client::init(off)));
+    // SAFETY: the child only reads and drops the client, then ends with _exit.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        // SAFETY: alarm and _exit are async-signal-safe; the alarm ends a child that hangs.
+        unsafe { libc::alarm(10) };
+        let ok = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let unmanaged = client.mode() == Mode::Unmanaged && client.id().is_none();
+            let own_team = client.team(0) == client.max() && client.allocation().is_none();
+            drop(client);
+            unmanaged && own_team
+        }));
+        // SAFETY: ends the child without running the test harness's exit path.
+        unsafe { libc::_exit(if matches!(ok, Ok(true)) { 0 } else { 1 }) };
+    }
+    let mut status = 0;
+    // SAFETY: waits for our own child, which ends within its alarm.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "the child: unmanaged, own team ({status:#x})");
+    assert!(listed(&s), "the child's end left the parent registered");
+    assert_eq!((client.mode(), client.id()), (Mode::Managed, Some(id)));
+    assert!(client.allocation().is_some(), "the parent still follows its allocation");
+    drop(client);
+    assert!(!listed(&s), "the parent's own end unregisters it");
+}
+
+#[test]
+fn once_the_manager_is_killed_its_allocation_is_no_longer_reported() {
+    let _one = serial();
+    let mut s = Setup::start();
+    let alloc = s.client.allocation().expect("an allocation while the manager lives");
+    assert_eq!(alloc.count, 2);
+    s.client.set_request(1, 1, 2);
+    wait_for("a request of 1 to give one CPU", || s.client.allocation().is_some_and(|a| a.count == 1));
+    s.manager.kill().unwrap();
+    s.manager.wait().unwrap();
+    wait_for("the allocation to go with the lease", || s.client.allocation().is_none());
+    assert_eq!(s.client.team(0), s.client.max(), "the team falls back by the same rule");
+}
