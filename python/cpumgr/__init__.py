@@ -41,9 +41,12 @@ def client():
 
 
 def finalize():
-    """Disconnects (unregistering the program when this process registered it)."""
+    """Disconnects (unregistering the program when this process registered it), even while
+    references to the Client remain: they read as unmanaged from then on."""
     global _client
     with _lock:
+        if _client is not None:
+            _client.close()
         _client = None
 
 

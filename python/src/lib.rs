@@ -8,7 +8,7 @@
 //!   records and per-run summaries as JSON for the Python side to turn into dicts.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -21,7 +21,14 @@ use cpumgr_sim::{presets, JobRecord, Observer, RunSummary, SimConfig, Workload};
 /// A program's handle on cpumgr (see `cpumgr_client::Client`).
 #[pyclass(name = "Client", module = "cpumgr._cpumgr", frozen)]
 struct PyClient {
-    inner: Client,
+    /// The connection; [`PyClient::close`] swaps in an unmanaged one.
+    inner: RwLock<Client>,
+}
+
+impl PyClient {
+    fn c(&self) -> std::sync::RwLockReadGuard<'_, Client> {
+        self.inner.read().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 #[pymethods]
@@ -31,13 +38,22 @@ impl PyClient {
     #[new]
     #[pyo3(signature = (name=None, min=None, max=None, mode=None, socket=None))]
     fn new(name: Option<String>, min: Option<u32>, max: Option<u32>, mode: Option<String>, socket: Option<PathBuf>) -> Self {
-        PyClient { inner: Client::init(Options { name, min, max, mode, socket }) }
+        PyClient { inner: RwLock::new(Client::init(Options { name, min, max, mode, socket })) }
+    }
+
+    /// Unregisters the program now (as dropping the last reference would) and leaves this client
+    /// unmanaged, keeping `max` threads: `cpumgr.finalize()` calls it, so that a reference the
+    /// program still holds cannot keep the registration alive.
+    fn close(&self) {
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let max = inner.max();
+        *inner = Client::init(Options { max: Some(max), mode: Some("off".into()), ..Options::default() });
     }
 
     /// `"managed"`, `"unmanaged"` or `"llpc"`.
     #[getter]
     fn mode(&self) -> &'static str {
-        match self.inner.mode() {
+        match self.c().mode() {
             Mode::Managed => "managed",
             Mode::Unmanaged => "unmanaged",
             Mode::Llpc => "llpc",
@@ -47,54 +63,54 @@ impl PyClient {
     /// The program's id in the manager, when managed.
     #[getter]
     fn id(&self) -> Option<u64> {
-        self.inner.id()
+        self.c().id()
     }
 
     /// The most threads the program uses.
     #[getter]
     fn max(&self) -> u32 {
-        self.inner.max()
+        self.c().max()
     }
 
     /// The team for the next parallel section, at most `cap` (0: the program's maximum).
     #[pyo3(signature = (cap=0))]
     fn team(&self, cap: u32) -> u32 {
-        self.inner.team(cap)
+        self.c().team(cap)
     }
 
     /// `(count, cpus, epoch)` of the manager's allocation, `None` when unmanaged.
     fn allocation(&self) -> Option<(u32, Vec<u32>, u64)> {
-        self.inner.allocation().map(|a| (a.count, a.cpus.iter().collect(), a.epoch))
+        self.c().allocation().map(|a| (a.count, a.cpus.iter().collect(), a.epoch))
     }
 
     /// Sets the request: CPUs wanted now, fewest, most.
     fn request(&self, now: u32, min: u32, max: u32) {
-        self.inner.set_request(now, min, max);
+        self.c().set_request(now, min, max);
     }
 
     /// Gives every CPU back until the next request or section.
     fn idle(&self) {
-        self.inner.idle();
+        self.c().idle();
     }
 
     /// The thread count the manager asks a program running `team` threads to shrink to, or None.
     fn should_yield(&self, team: u32) -> Option<u32> {
-        self.inner.should_yield(team)
+        self.c().should_yield(team)
     }
 
     /// A parallel section with `team` threads starts (the manager keeps it whole until it ends).
     fn begin_region(&self, team: u32) {
-        self.inner.begin_region(team);
+        self.c().begin_region(team);
     }
 
     /// The section ended; the program is serial.
     fn end_region(&self) {
-        self.inner.end_region();
+        self.c().end_region();
     }
 
     /// Reports a speedup measured on `cpus` CPUs (for `pdpa`).
     fn report_speedup(&self, cpus: u32, speedup: f64) {
-        self.inner.report_speedup(cpus, speedup);
+        self.c().report_speedup(cpus, speedup);
     }
 }
 

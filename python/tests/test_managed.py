@@ -54,3 +54,35 @@ def test_two_numpy_processes_each_run_blas_with_their_one_cpu(daemon, cpumgr_bin
         for p in procs:
             p.kill()
             p.wait()
+
+
+HOLDER = r"""
+import sys, time
+import cpumgr
+
+c = cpumgr.init(name="holder", max=2)
+print("registered", c.mode, flush=True)
+sys.stdin.readline()
+cpumgr.finalize()
+print("finalized", c.mode, flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_finalize_unregisters_even_while_the_program_holds_its_client(daemon, cpumgr_bin):
+    def names():
+        out = subprocess.run([str(cpumgr_bin), "status", "--json"], env=daemon, capture_output=True, check=True, text=True).stdout
+        return [p["name"] for p in json.loads(out)["programs"]]
+
+    p = subprocess.Popen([sys.executable, "-c", HOLDER], env=daemon, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().split() == ["registered", "managed"]
+        wait_for("the program in status", lambda: names() == ["holder"])
+        p.stdin.write("\n")
+        p.stdin.flush()
+        assert p.stdout.readline().split() == ["finalized", "unmanaged"], "the held client reads as unmanaged"
+        wait_for("the program gone from status while it still runs", lambda: names() == [])
+        assert p.poll() is None
+    finally:
+        p.kill()
+        p.wait()
