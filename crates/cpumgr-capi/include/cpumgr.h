@@ -8,6 +8,12 @@
  * CPUMGR_MODE=llpc).
  *
  * Every function may be called before cpumgr_init: the first call initialises with defaults.
+ *
+ * A child forked after the library was initialised does not inherit the registration: there the
+ * library runs unmanaged (the program's own thread count, no allocation, nothing written to the
+ * parent's slot), cpumgr_parallel_for runs serially (fork copies none of the pool's threads), and
+ * cpumgr_finalize leaves the parent registered. A child that wants to be managed calls
+ * cpumgr_finalize, then cpumgr_init: it registers as a program of its own, with a pool of its own.
  * Link with `pkg-config --cflags --libs cpumgr`.
  */
 #ifndef CPUMGR_H
@@ -34,7 +40,8 @@ enum cpumgr_mode {
 int cpumgr_init(const char *name, unsigned min, unsigned max);
 
 /* Unregisters (when this library registered the program) and stops the pool's threads. Not from
- * inside a parallel region. A later call initialises again. */
+ * inside a parallel region. A later call initialises again. In a forked child it only drops the
+ * child's copy: the parent stays registered. */
 void cpumgr_finalize(void);
 
 /* The mode in use. */
@@ -46,10 +53,12 @@ void cpumgr_set_request(unsigned now, unsigned min, unsigned max);
 /* The allocation, read consistently: CPU count in *count, the CPU set as a bitmask of `words`
  * 64-bit words in cpus (bit c of word c/64 is CPU c), the publication's epoch in *epoch. Any
  * pointer may be NULL. Returns 1 when a manager's allocation was read; 0 otherwise (unmanaged,
- * or nothing published yet), and then *count is the program's own team, the set and epoch 0. */
+ * nothing published yet, or the manager gone: its lease in the slot, renewed every quantum, has
+ * run out, as for cpumgr_team), and then *count is the program's own team, the set and epoch 0. */
 int cpumgr_allocation(unsigned *count, uint64_t *cpus, size_t words, uint64_t *epoch);
 
-/* The team for the next parallel region, at most cap (0: the program's own maximum). */
+/* The team for the next parallel region, at most cap (0: the program's own maximum); cap itself
+ * when unmanaged or once the manager's lease has run out. */
 unsigned cpumgr_team(unsigned cap);
 
 /* A parallel region with `team` threads starts: the manager treats the program as rigid with
@@ -80,8 +89,9 @@ typedef void (*cpumgr_body)(size_t begin, size_t end, void *ctx);
 
 /* Runs body over [0, n) in chunks of `chunk` iterations on the library's malleable pool, with a
  * team of min(allocation, chunks) threads (the caller is one of them), and returns the team size.
- * The region is reported to the manager and timed for the speedup estimate. A nested call runs
- * serially on the calling thread. */
+ * The region is reported to the manager and timed for the speedup estimate. Every call of body
+ * has begin < end <= n (the last chunk is cut at n, for any n and chunk; chunk 0 counts as 1). A
+ * nested call, or a call in a forked child, runs serially on the calling thread. */
 unsigned cpumgr_parallel_for(size_t n, size_t chunk, cpumgr_body body, void *ctx);
 
 #ifdef __cplusplus

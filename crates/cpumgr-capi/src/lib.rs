@@ -6,6 +6,10 @@
 //! The process's runtime (client, pool, region estimator) lives behind one lock that is only
 //! written by `cpumgr_init` and `cpumgr_finalize`; every other call takes a reference to it (a
 //! read lock and a reference count: no system call unless init or finalize runs at that moment).
+//!
+//! In a child forked after init, the runtime is the parent's copy: its client acts unmanaged and
+//! its pool serially, and `cpumgr_finalize` drops the copy without touching the parent's
+//! registration, so a following `cpumgr_init` registers the child as a program of its own.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
@@ -67,7 +71,8 @@ pub unsafe extern "C" fn cpumgr_init(name: *const c_char, min: c_uint, max: c_ui
     mode_code(start(opts).client.mode())
 }
 
-/// Unregisters and stops the pool (see `cpumgr.h`).
+/// Unregisters and stops the pool (see `cpumgr.h`); in a forked child, drops the child's copy of
+/// the runtime and leaves the parent registered.
 #[no_mangle]
 pub extern "C" fn cpumgr_finalize() {
     let rt = RUNTIME.write().unwrap_or_else(|e| e.into_inner()).take();
@@ -86,7 +91,8 @@ pub extern "C" fn cpumgr_set_request(now: c_uint, min: c_uint, max: c_uint) {
     runtime().client.set_request(now, min, max);
 }
 
-/// The allocation: count, CPU bitmask, epoch (see `cpumgr.h`); 1 when a manager's was read.
+/// The allocation: count, CPU bitmask, epoch (see `cpumgr.h`); 1 when a manager's was read (and
+/// its lease still runs).
 ///
 /// # Safety
 /// Each pointer is NULL or valid for writing (`cpus` for `words` words).

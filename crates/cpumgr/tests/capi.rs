@@ -181,3 +181,183 @@ fn without_a_manager_a_c_program_keeps_its_own_thread_count_and_says_so_once() {
     assert!(r.iter().all(|x| x.ok && !x.managed && x.team == 3 && x.alloc == 3 && x.threads <= 3), "{r:?}");
     assert_eq!(stdout.lines().last(), Some("mode=unmanaged"));
 }
+
+/// A C program for the checks below, by its first argument; every wait in it is bounded (an
+/// `alarm` kills it, and so ends the test's reads, if it hangs).
+/// - `fork`: the parent registers as `forker` and uses the pool, then forks; the child checks it
+///   is unmanaged, that `cpumgr_parallel_for` runs every iteration serially, finalizes, and that a
+///   new `cpumgr_init` registers it as a program of its own; the parent prints `done` and waits
+///   for its stdin to close.
+/// - `huge`: one `cpumgr_parallel_for(SIZE_MAX, 2^63)`, printing every chunk.
+/// - `lease`: waits for an allocation, prints `allocated`, waits for a line on stdin (the test
+///   kills the manager meanwhile), then for the allocation to be reported gone.
+const CHECKS_C: &str = r#"
+#include <cpumgr.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static atomic_size_t iters, calls;
+static void count(size_t b, size_t e, void *ctx) { (void)ctx; atomic_fetch_add(&iters, e - b); }
+static void show(size_t b, size_t e, void *ctx) {
+    (void)ctx;
+    printf("chunk %zu %zu\n", b, e);
+    if (atomic_fetch_add(&calls, 1) > 10) { printf("looping\n"); fflush(stdout); _exit(3); }
+}
+
+int main(int argc, char **argv) {
+    alarm(30);
+    const char *what = argc > 1 ? argv[1] : "";
+    if (!strcmp(what, "fork")) {
+        int mode = cpumgr_init("forker", 0, 0);
+        unsigned team = cpumgr_parallel_for(1000, 1, count, NULL);
+        printf("parent mode=%d team=%u\n", mode, team);
+        fflush(stdout);
+        pid_t child = fork();
+        if (child == 0) {
+            alarm(10);
+            iters = 0;
+            int child_mode = cpumgr_mode();
+            unsigned child_team = cpumgr_parallel_for(1000, 1, count, NULL);
+            printf("child mode=%d team=%u iters=%zu alloc=%d\n", child_mode, child_team, (size_t)iters,
+                   cpumgr_allocation(NULL, NULL, 0, NULL));
+            cpumgr_finalize();
+            printf("child again mode=%d\n", cpumgr_init("forked", 0, 0));
+            fflush(stdout);
+            _exit(0);
+        }
+        int st = 0;
+        waitpid(child, &st, 0);
+        printf("child exit=%d\n", WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+        printf("parent after mode=%d alloc=%d\n", cpumgr_mode(), cpumgr_allocation(NULL, NULL, 0, NULL));
+        printf("done\n");
+        fflush(stdout);
+        while (getchar() != EOF) {}
+    } else if (!strcmp(what, "huge")) {
+        unsigned team = cpumgr_parallel_for((size_t)-1, (size_t)1 << 63, show, NULL);
+        printf("team=%u calls=%zu\n", team, (size_t)calls);
+    } else if (!strcmp(what, "lease")) {
+        cpumgr_init("leased", 0, 0);
+        while (!cpumgr_allocation(NULL, NULL, 0, NULL)) usleep(10000);
+        printf("allocated\n");
+        fflush(stdout);
+        getchar();
+        while (cpumgr_allocation(NULL, NULL, 0, NULL)) usleep(10000);
+        unsigned n = 99;
+        uint64_t mask[1] = {~0ull}, epoch = 99;
+        int r = cpumgr_allocation(&n, mask, 1, &epoch);
+        printf("gone alloc=%d count=%u mask=%llx epoch=%llu team=%u\n", r, n, (unsigned long long)mask[0],
+               (unsigned long long)epoch, cpumgr_team(0));
+    }
+    return 0;
+}
+"#;
+
+/// [`CHECKS_C`] compiled against the library and its header, once per test binary.
+fn checks() -> PathBuf {
+    static BUILT: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    let (_, exe) = BUILT.get_or_init(|| {
+        let dir = tempfile::tempdir().unwrap();
+        let (src, exe) = (dir.path().join("checks.c"), dir.path().join("checks"));
+        std::fs::write(&src, CHECKS_C).unwrap();
+        let lib = library();
+        let out = Command::new("cc")
+            .args(["-std=gnu11", "-O1", "-Wall", "-Wextra", "-Werror", "-pthread"])
+            .arg(format!("-I{}", capi_dir().join("include").display()))
+            .arg(&src)
+            .arg(format!("-L{}", lib.parent().unwrap().display()))
+            .arg(format!("-Wl,-rpath,{}", lib.parent().unwrap().display()))
+            .args(["-lcpumgr", "-o"])
+            .arg(&exe)
+            .output()
+            .expect("running cc");
+        assert!(out.status.success(), "cc checks.c: {}", String::from_utf8_lossy(&out.stderr));
+        (dir, exe)
+    });
+    exe.clone()
+}
+
+/// The lines `checks` prints until one starts with `until` (all of them if none does; the
+/// program's alarm bounds the wait).
+fn lines_until(out: &mut impl std::io::BufRead, until: &str) -> Vec<String> {
+    let mut lines = Vec::new();
+    for line in std::io::BufRead::lines(&mut *out) {
+        let line = line.unwrap();
+        let last = line.starts_with(until);
+        lines.push(line);
+        if last {
+            break;
+        }
+    }
+    lines
+}
+
+#[test]
+fn a_forked_child_runs_unmanaged_and_serially_and_leaves_its_parent_registered() {
+    let d = Daemon::start("equipartition");
+    let mut child = Command::new(checks())
+        .arg("fork")
+        .env("CPUMGR_SOCKET", &d.socket)
+        .env("CPUMGR_QUIET", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = lines_until(&mut std::io::BufReader::new(child.stdout.take().unwrap()), "done");
+    let has = |l: &str| lines.iter().any(|x| x == l);
+    let parent_pid = child.id() as i32;
+    let parent_listed = d.status().programs.iter().any(|p| p.name == "forker" && p.pid == parent_pid);
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success(), "{lines:?}");
+    assert!(lines.iter().any(|l| l.starts_with("parent mode=0 team=")), "managed: {lines:?}");
+    assert!(has("child mode=1 team=1 iters=1000 alloc=0"), "unmanaged and serial in the child: {lines:?}");
+    assert!(has("child again mode=0"), "finalize + init registers the child itself: {lines:?}");
+    assert!(has("child exit=0"), "{lines:?}");
+    assert!(has("parent after mode=0 alloc=1"), "{lines:?}");
+    assert!(parent_listed, "the child's finalize left the parent registered: {lines:?} {:?}", d.status());
+}
+
+#[test]
+fn a_parallel_for_at_the_top_of_size_t_cuts_two_chunks_and_ends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = Command::new(checks())
+        .arg("huge")
+        .env("CPUMGR_SOCKET", tmp.path().join("nobody.sock"))
+        .env("CPUMGR_QUIET", "1")
+        .env_remove("CPUMGR_MODE")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let mut chunks: Vec<&str> = stdout.lines().filter(|l| l.starts_with("chunk ")).collect();
+    chunks.sort_unstable();
+    let (half, max) = (1u64 << 63, u64::MAX);
+    assert_eq!(chunks, [format!("chunk 0 {half}"), format!("chunk {half} {max}")], "{stdout}");
+    assert!(stdout.lines().any(|l| l.ends_with(" calls=2")), "{stdout}");
+}
+
+#[test]
+fn once_the_manager_is_killed_a_c_program_reads_no_allocation() {
+    let mut d = Daemon::start("equipartition");
+    let mut child = Command::new(checks())
+        .arg("lease")
+        .env("CPUMGR_SOCKET", &d.socket)
+        .env("CPUMGR_QUIET", "1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let first = lines_until(&mut out, "allocated");
+    assert_eq!(first, ["allocated"]);
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    std::io::Write::write_all(child.stdin.as_mut().unwrap(), b"\n").unwrap();
+    let rest = lines_until(&mut out, "gone");
+    assert!(child.wait().unwrap().success(), "{rest:?}");
+    // No allocation: the count is the program's own team, as cpumgr_team says once the lease ran out.
+    let team = rest.last().and_then(|l| l.rsplit_once(" team=")).map(|(_, t)| t.to_string()).unwrap_or_default();
+    assert_eq!(rest, [format!("gone alloc=0 count={team} mask=0 epoch=0 team={team}")]);
+}
