@@ -294,17 +294,23 @@ fn lines_until(out: &mut impl std::io::BufRead, until: &str) -> Vec<String> {
     lines
 }
 
-#[test]
-fn a_forked_child_runs_unmanaged_and_serially_and_leaves_its_parent_registered() {
-    let d = Daemon::start("equipartition");
-    let mut child = Command::new(checks())
-        .arg("fork")
-        .env("CPUMGR_SOCKET", &d.socket)
+/// The C checks program running `mode` against the manager on `socket`, its stdin and stdout
+/// piped to the test.
+fn spawn_check(mode: &str, socket: &std::path::Path) -> std::process::Child {
+    Command::new(checks())
+        .arg(mode)
+        .env("CPUMGR_SOCKET", socket)
         .env("CPUMGR_QUIET", "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn a_forked_child_runs_unmanaged_and_serially_and_leaves_its_parent_registered() {
+    let d = Daemon::start("equipartition");
+    let mut child = spawn_check("fork", &d.socket);
     let lines = lines_until(&mut std::io::BufReader::new(child.stdout.take().unwrap()), "done");
     let has = |l: &str| lines.iter().any(|x| x == l);
     let parent_pid = child.id() as i32;
@@ -341,14 +347,7 @@ fn a_parallel_for_at_the_top_of_size_t_cuts_two_chunks_and_ends() {
 #[test]
 fn once_the_manager_is_killed_a_c_program_reads_no_allocation() {
     let mut d = Daemon::start("equipartition");
-    let mut child = Command::new(checks())
-        .arg("lease")
-        .env("CPUMGR_SOCKET", &d.socket)
-        .env("CPUMGR_QUIET", "1")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_check("lease", &d.socket);
     let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
     let first = lines_until(&mut out, "allocated");
     assert_eq!(first, ["allocated"]);
