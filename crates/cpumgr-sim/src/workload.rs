@@ -184,6 +184,13 @@ fn line_of(text: &str, offset: usize) -> usize {
 
 /// Parses a TOML workload read from `file`. Errors name the file, the line and the field.
 pub fn parse(file: &str, text: &str) -> Result<Workload, InputError> {
+    parse_on(file, text, None)
+}
+
+/// [`parse`], checking the listed jobs against a machine of `machine` CPUs when given (the
+/// command line's, which overrides the file's `cpus`), else against the file's `cpus`: a job
+/// too large for it is an error at its `[[job]]` line.
+pub fn parse_on(file: &str, text: &str, machine: Option<u32>) -> Result<Workload, InputError> {
     // A byte-order mark (editors on some systems write one) is not part of the first line.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let spec: FileSpec = toml::from_str(text).map_err(|e| {
@@ -202,18 +209,18 @@ pub fn parse(file: &str, text: &str) -> Result<Workload, InputError> {
         let line = key_line(text, "cpus");
         limits::cpus(n as u64).map_err(|m| InputError::new(file, line, "cpus", m))?;
     }
-    let headers: Vec<usize> = text.match_indices("[[job]]").map(|(o, _)| line_of(text, o)).collect();
-    let cpus = spec.cpus.unwrap_or(u32::MAX);
+    // The `[[job]]` table headers (not the words in a comment); jobs given as an inline array
+    // are at its `job =` line.
+    let headers: Vec<usize> =
+        text.lines().enumerate().filter(|(_, l)| l.trim_start().starts_with("[[job]]")).map(|(k, _)| k + 1).collect();
+    let inline = key_line(text, "job");
+    let cpus = machine.or(spec.cpus).unwrap_or(u32::MAX);
     let mut jobs = Vec::new();
     for (k, e) in spec.job.into_iter().enumerate() {
-        let line = headers.get(k).copied().unwrap_or(1);
+        let line = headers.get(k).copied().unwrap_or(inline);
         let bad = |field: &str, m: String| InputError::new(file, line, field, format!("job {:?}: {m}", e.name));
         let job = job_of(&e).map_err(|(f, m)| bad(f, m))?;
-        if spec.cpus.is_some() {
-            job.check(cpus).map_err(|(f, m)| bad(f, m))?;
-        } else {
-            job.check(u32::MAX).map_err(|(f, m)| bad(f, m))?;
-        }
+        job.check(cpus).map_err(|(f, m)| bad(f, m))?;
         let repeat = e.repeat.unwrap_or(1);
         if !(1..=limits::MAX_REPEAT).contains(&repeat) {
             return Err(bad("repeat", format!("{repeat} copies: give 1 to {} (a [generator] makes more)", limits::MAX_REPEAT)));

@@ -250,6 +250,18 @@ fn bad_input_exits_2_naming_file_line_and_field() {
         (format!("{generator}max_size = 17\n"), "w.toml:6: field `max_size`"),
     ];
     refused("w.toml", "--workload", &generator_cases);
+    // A job too large for the machine the command line gives is refused at its `[[job]]` line
+    // (a comment that names `[[job]]` is not one), and a job of an inline array at `job =`.
+    let commented = "name = \"w\"\n# each [[job]] below is one program\n\n[[job]]\nname = \"big\"\nrequest = 8\nwork = 1.0\n";
+    let f = write(dir.path(), "w.toml", commented);
+    for machine in [["--cpus", "4"], ["--topology", "4"]] {
+        let o = cpumgr(&["sim", "--workload", &f, machine[0], machine[1], "--policy", "fcfs"]);
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert!(stderr(&o).contains("w.toml:4: field `request`"), "{machine:?}: {}", stderr(&o));
+    }
+    let f = write(dir.path(), "w.toml", "name = \"w\"\ncpus = 4\njob = [{ name = \"big\", request = 8, work = 1.0 }]\n");
+    let o = cpumgr(&["sim", "--workload", &f, "--policy", "fcfs"]);
+    assert!(stderr(&o).contains("w.toml:3: field `request`"), "{}", stderr(&o));
     // The command line's quantum has the workload file's bounds.
     let f = write(dir.path(), "w.toml", &format!("cpus = 4\n{job}"));
     for q in ["1e12", "1e-7", "0", "nan"] {

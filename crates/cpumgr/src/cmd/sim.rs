@@ -147,12 +147,12 @@ fn input(e: cpumgr_sim::InputError) -> anyhow::Error {
     InputError::new(e.to_string())
 }
 
-/// Loads the workload the arguments name; an SWF trace's machine is `cpus` CPUs when given,
-/// else its header's.
+/// Loads the workload the arguments name; its machine is `cpus` CPUs when given (the jobs of a
+/// workload file or an SWF trace are checked against it), else the file's or the header's.
 fn load(args: &Args, cpus: Option<u32>) -> anyhow::Result<Workload> {
     if let Some(path) = &args.workload {
         let text = read_file(path)?;
-        return cpumgr_sim::workload::parse(&path.display().to_string(), &text).map_err(input);
+        return cpumgr_sim::workload::parse_on(&path.display().to_string(), &text, cpus).map_err(input);
     }
     if let Some(path) = &args.swf {
         let text = read_file(path)?;
