@@ -21,10 +21,22 @@ from ._cpumgr import simulate
 __all__ = ["run", "summaries"]
 
 
+def _flat(record):
+    """``record`` with each nested dict spread into keys of its own (``class_cv`` with a class
+    ``swim`` becomes ``class_cv.swim``): a record is a table row."""
+    flat = {}
+    for key, value in record.items():
+        if isinstance(value, dict):
+            flat.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            flat[key] = value
+    return flat
+
+
 def _simulate(workload, policy, cpus, quantum_ms, mpl):
     policies = [policy] if isinstance(policy, str) or hasattr(policy, "decide") else list(policy)
     jobs, runs = simulate(str(workload), policies, cpus=cpus, quantum_ms=quantum_ms, mpl=mpl)
-    return json.loads(jobs), json.loads(runs)
+    return [_flat(j) for j in json.loads(jobs)], [_flat(r) for r in json.loads(runs)]
 
 
 def run(workload, policy, cpus=None, quantum_ms=None, mpl=None):

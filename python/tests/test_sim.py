@@ -30,6 +30,8 @@ def test_records_are_flat_rows_one_per_job_and_policy():
     assert all(set(j) == keys and all(isinstance(v, SCALAR) for v in j.values()) for j in jobs)
     runs = cpumgr.sim.summaries("omp-multiprog:degree=4", policy="equipartition")
     assert len(runs) == 1 and runs[0]["policy"] == "equipartition" and runs[0]["jobs"] == 4
+    assert all(isinstance(v, SCALAR) for v in runs[0].values()), "summaries are flat rows too"
+    assert any(k.startswith("class_cv.") for k in runs[0]), runs[0]
 
 
 def test_a_python_policy_runs_in_the_simulator_like_its_rust_twin():
