@@ -513,7 +513,9 @@ impl State {
         if !ms.is_finite() || ms <= 0.0 {
             return Err(format!("quantum {ms} ms is not a positive number"));
         }
-        let q = Duration::from_secs_f64(ms / 1000.0);
+        // A value too large for a Duration is out of range like any other (converting it would
+        // panic, and a message must never stop the manager's socket thread).
+        let q = Duration::try_from_secs_f64(ms / 1000.0).map_err(|_| format!("quantum {ms} ms is out of range"))?;
         check_quantum(q)?;
         self.quantum = q;
         tracing::info!(ms, "quantum changed");
@@ -766,6 +768,14 @@ impl State {
             }
         } else {
             self.enforce(now);
+        }
+        // The trace is readable while the manager runs, and complete up to the last quantum
+        // if it is killed: whole lines, flushed once a quantum (no write when nothing happened).
+        if let Some(w) = &mut self.trace {
+            if w.flush().is_err() {
+                tracing::warn!("trace file write failed; tracing stops");
+                self.trace = None;
+            }
         }
     }
 

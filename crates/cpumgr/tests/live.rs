@@ -196,7 +196,10 @@ fn bad_messages_get_errors_and_the_manager_keeps_serving() {
         assert!(matches!(r, Reply::Error { .. }), "{r:?}");
     }
     assert!(matches!(d.call(Request::Unregister { id: 999 }), Reply::Error { .. }));
-    assert!(matches!(d.call(Request::SetQuantum { ms: f64::NAN }), Reply::Error { .. }));
+    for ms in [f64::NAN, 1e30, f64::MAX] {
+        // 1e30 ms overflows a Duration: refused, and the socket thread keeps serving.
+        assert!(matches!(d.call(Request::SetQuantum { ms }), Reply::Error { .. }), "{ms}");
+    }
     assert!(matches!(d.call(Request::SetPolicy { spec: "nonesuch".into() }), Reply::Error { .. }));
     // A program that writes absurd values into its slot is clamped; the others are unaffected.
     let a = d.run("a", "sleep 60");
@@ -468,4 +471,24 @@ fn impossible_program_options_exit_2_before_running() {
         assert_eq!(out.status.code(), Some(2), "{opts:?}: {}", String::from_utf8_lossy(&out.stderr));
         assert!(!ran.exists() && !socket.exists(), "{opts:?}: nothing ran, no manager started");
     }
+}
+
+/// A live manager's trace is whole lines a reader can parse while the manager runs, flushed every
+/// quantum, and stays so when the manager is killed.
+#[test]
+fn the_trace_of_a_running_manager_is_readable_and_survives_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("live.jsonl");
+    let mut d = Daemon::start_with("equipartition", &["--trace", trace.to_str().unwrap()]);
+    d.run("a", BUSY);
+    let parsed = || -> Option<Vec<cpumgr_core::trace::Event>> {
+        let text = std::fs::read_to_string(&trace).ok()?;
+        text.lines().map(|l| serde_json::from_str(l).ok()).collect()
+    };
+    let allocated = |events: &[cpumgr_core::trace::Event]| events.iter().any(|e| matches!(e.kind, cpumgr_core::trace::EventKind::Allocate { .. }));
+    wait_for("an allocation in the trace while the manager runs", || parsed().is_some_and(|e| allocated(&e)));
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    let events = parsed().expect("whole lines after the kill");
+    assert!(allocated(&events));
 }

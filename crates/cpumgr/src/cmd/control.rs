@@ -15,10 +15,10 @@ pub fn socket_path(arg: Option<&Path>) -> PathBuf {
 
 /// Parses a duration like `100ms`, `0.5s` or `50` (milliseconds).
 pub fn duration(text: &str) -> Result<Duration, String> {
-    cpumgr_core::params::parse_millis(text)
+    let ms = cpumgr_core::params::parse_millis(text)
         .filter(|ms| *ms > 0.0)
-        .map(|ms| Duration::from_secs_f64(ms / 1000.0))
-        .ok_or_else(|| "not a duration (e.g. 100ms, 0.5s)".to_string())
+        .ok_or_else(|| "not a duration (e.g. 100ms, 0.5s)".to_string())?;
+    Duration::try_from_secs_f64(ms / 1000.0).map_err(|_| format!("{ms} ms is too long a duration"))
 }
 
 /// Parses a duration like `100ms`, `0.5s` or `50` (milliseconds), for the flag `flag`.
@@ -41,5 +41,19 @@ pub fn call(socket: &Path, req: &Request, refusal_is_input: bool) -> anyhow::Res
         Reply::Error { message } if refusal_is_input => Err(InputError::new(message)),
         Reply::Error { message } => Err(anyhow::anyhow!("the manager refused: {message}")),
         r => Ok(r),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_too_long_for_the_clock_are_errors_not_panics() {
+        assert_eq!(duration("100ms"), Ok(Duration::from_millis(100)));
+        assert_eq!(duration("0.5s"), Ok(Duration::from_millis(500)));
+        for text in ["1e20s", "1e30s", "18446744073709551616s", "0", "-1s", "soon"] {
+            assert!(duration(text).is_err(), "{text}");
+        }
     }
 }
