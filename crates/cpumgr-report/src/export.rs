@@ -114,13 +114,19 @@ pub fn paraver(t: &Timeline) -> Paraver {
     }
     row.push_str(&format!("\nLEVEL NODE SIZE 1\nnode\n\nLEVEL TASK SIZE {ntasks}\n"));
     for lane in &t.lanes {
-        row.push_str(&format!("{}\n", lane.name));
+        row.push_str(&format!("{}\n", row_name(&lane.name)));
     }
     row.push_str(&format!("\nLEVEL THREAD SIZE {ntasks}\n"));
     for lane in &t.lanes {
-        row.push_str(&format!("{} (thread 1)\n", lane.name));
+        row.push_str(&format!("{} (thread 1)\n", row_name(&lane.name)));
     }
     Paraver { prv, pcf, row }
+}
+
+/// A program's name as one `.row` line: each entry of a level is a line, so a line break (or any
+/// control character, an escape sequence among them) in a name becomes `?`.
+fn row_name(name: &str) -> String {
+    name.chars().map(|c| if c.is_control() { '?' } else { c }).collect()
 }
 
 #[cfg(test)]
@@ -144,6 +150,19 @@ mod tests {
         }
         let runs = events.iter().filter(|e| e["ph"] == "X" && e["pid"] == 1).count();
         assert_eq!(runs, 4, "a: 2 stretches, b: 2 stretches");
+    }
+
+    #[test]
+    fn a_name_with_a_line_break_is_one_row_line() {
+        let mut events = sample();
+        for e in &mut events {
+            if let cpumgr_core::trace::EventKind::Arrive { name, .. } = &mut e.kind {
+                name.push_str("\nnext\u{1b}[31m");
+            }
+        }
+        let p = paraver(&Timeline::from_events(&events));
+        let tasks: Vec<&str> = p.row.split("LEVEL TASK SIZE 2\n").nth(1).unwrap().lines().take_while(|l| !l.is_empty()).collect();
+        assert_eq!(tasks, ["a?next?[31m", "b?next?[31m"], "{}", p.row);
     }
 
     #[test]

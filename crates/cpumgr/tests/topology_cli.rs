@@ -185,3 +185,18 @@ fn a_closed_pipe_ends_the_output_quietly() {
         assert!(out.status.success() || out.status.signal() == Some(libc::SIGPIPE), "{args:?}: {:?}", out.status);
     }
 }
+
+/// Every policy of the catalog decides on the shipped example, the `os` baseline included (its
+/// counts are thread counts on every CPU, which the placer is not asked to fit).
+#[test]
+fn every_policy_decides_on_the_example_programs() {
+    let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/programs.toml");
+    let list = cpumgr(&["policies", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
+    let names: Vec<String> = v.as_array().or_else(|| v["policies"].as_array()).unwrap().iter().map(|p| p["name"].as_str().unwrap().to_string()).collect();
+    assert!(names.iter().any(|n| n == "os"), "{names:?}");
+    for name in &names {
+        let o = cpumgr(&["decide", "--programs", example.to_str().unwrap(), "--policy", name, "--topology", "8", "--quanta", "3"]);
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+    }
+}

@@ -129,16 +129,26 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let view = View { now, quantum, topology: &topology, cpus: managed.len() as u32, programs: &programs };
         decision.reset(programs.len());
         policy.decide(&view, &mut decision);
-        placer.place(&topology, &managed, &programs, &decision, &mut sets);
-        validate(&managed, &decision, &sets).context("the placement broke an invariant")?;
+        let oversubscribed = policy.oversubscribes();
+        if oversubscribed {
+            // The plain-OS baseline: every program runs its threads on every CPU (its counts are
+            // thread counts, not shares), as the live manager and the simulator run it.
+            sets.clear();
+            sets.resize(programs.len(), managed.clone());
+        } else {
+            placer.place(&topology, &managed, &programs, &decision, &mut sets);
+            validate(&managed, &decision, &sets).context("the placement broke an invariant")?;
+        }
         let mut rows = Vec::new();
         for (i, p) in programs.iter_mut().enumerate() {
             let a = decision.allocations[i];
-            rows.push(json!({"name": p.name, "count": sets[i].len(), "cpus": sets[i].to_string(), "running": a.running}));
-            if a.running && !sets[i].is_empty() {
+            // CPUs the program holds, or under the baseline the CPUs its threads can fill.
+            let held = if oversubscribed { (a.count as usize).min(managed.len()) } else { sets[i].len() };
+            rows.push(json!({"name": p.name, "count": held, "cpus": sets[i].to_string(), "running": a.running}));
+            if a.running && held > 0 {
                 p.cpus = sets[i].clone();
-                p.cpu_time += quantum * sets[i].len() as u64;
-                let n = sets[i].len() as u32;
+                p.cpu_time += quantum * held as u64;
+                let n = held as u32;
                 if let Some(s) = curves[i].get(n as usize - 1).or(curves[i].last()) {
                     p.speedup = Some(SpeedupReport { cpus: n, speedup: *s });
                 }
