@@ -10,9 +10,9 @@
 use std::fmt::Write as _;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cpumgr_proto::msg::StatusReport;
 use cpumgr_proto::PeerCred;
@@ -126,13 +126,34 @@ pub fn bind(addr: SocketAddr) -> io::Result<(TcpListener, SocketAddr)> {
     Ok((l, bound))
 }
 
+/// Connections answered at once: each has a thread of its own for at most [`REQUEST_DEADLINE`]
+/// and its reply, so slow or idle clients cannot hold up a scrape; more are closed at once.
+const MAX_CLIENTS: usize = 32;
+
+/// How long a client has to send its whole request, however slowly its bytes come.
+const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
+
 /// Serves `GET /metrics` until the manager shuts down.
 pub fn serve(shared: Arc<Shared>, listener: TcpListener) {
+    let clients = Arc::new(AtomicUsize::new(0));
     while !shared.shutdown.load(Ordering::Acquire) {
         match listener.accept() {
             Ok((stream, peer)) => {
-                if let Err(e) = answer(&shared, stream) {
-                    tracing::debug!(%peer, "metrics request: {e}");
+                if clients.fetch_add(1, Ordering::AcqRel) >= MAX_CLIENTS {
+                    clients.fetch_sub(1, Ordering::AcqRel);
+                    tracing::debug!(%peer, "metrics: {MAX_CLIENTS} clients already; connection closed");
+                    continue;
+                }
+                let (shared, done) = (Arc::clone(&shared), Arc::clone(&clients));
+                let spawned = std::thread::Builder::new().name("cpumgr-metrics-client".into()).spawn(move || {
+                    if let Err(e) = answer(&shared, stream) {
+                        tracing::debug!(%peer, "metrics request: {e}");
+                    }
+                    done.fetch_sub(1, Ordering::AcqRel);
+                });
+                if let Err(e) = spawned {
+                    clients.fetch_sub(1, Ordering::AcqRel);
+                    tracing::warn!("metrics: no thread for a client: {e}");
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => std::thread::sleep(Duration::from_millis(20)),
@@ -144,12 +165,28 @@ pub fn serve(shared: Arc<Shared>, listener: TcpListener) {
     }
 }
 
-/// Answers one HTTP request on `stream`.
+/// A stream read until a deadline: each read waits at most for the time left.
+struct Until<'a> {
+    stream: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl Read for Until<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(io::ErrorKind::TimedOut, "the request took too long"));
+        }
+        self.stream.set_read_timeout(Some(left))?;
+        self.stream.read(buf)
+    }
+}
+
+/// Answers one HTTP request on `stream`, read within [`REQUEST_DEADLINE`].
 fn answer(shared: &Shared, stream: TcpStream) -> io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(Duration::from_secs(1)))?;
     stream.set_write_timeout(Some(Duration::from_secs(1)))?;
-    let mut reader = BufReader::new(&stream);
+    let mut reader = BufReader::new(Until { stream: &stream, deadline: Instant::now() + REQUEST_DEADLINE });
     let mut request = String::new();
     reader.by_ref().take(8192).read_line(&mut request)?;
     // Headers are read and ignored, up to the blank line.

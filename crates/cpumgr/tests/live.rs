@@ -308,6 +308,8 @@ fn daemon_reads_its_config_file_and_flags_override_it() {
 fn http_get(addr: &str, path: &str) -> String {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(addr).unwrap();
+    // A scrape that is not answered within this is a bug (the server's own deadlines are 2 s).
+    s.set_read_timeout(Some(std::time::Duration::from_secs(8))).unwrap();
     write!(s, "GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
@@ -376,6 +378,25 @@ fn daemon_serves_openmetrics_with_the_programs_series() {
     assert!(body.contains("cpumgr_registrations_total 1\n"), "{body}");
     assert!(body.ends_with("# EOF\n"), "{body}");
     assert!(http_get(&addr, "/nope").starts_with("HTTP/1.1 404"));
+    // Idle clients and one that trickles a byte at a time (each read comes before any per-read
+    // timeout) hold up no scrape, and the trickler is cut off at the request deadline.
+    let idle: Vec<_> = (0..4).map(|_| std::net::TcpStream::connect(&addr).unwrap()).collect();
+    let trickler = std::net::TcpStream::connect(&addr).unwrap();
+    let writer = trickler.try_clone().unwrap();
+    let trickle = std::thread::spawn(move || {
+        use std::io::Write;
+        let mut w = writer;
+        for _ in 0..100 {
+            if w.write_all(b"X").is_err() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+        false
+    });
+    assert!(http_get(&addr, "/metrics").starts_with("HTTP/1.1 200"), "a scrape beside slow clients");
+    assert!(trickle.join().unwrap(), "the server closed the trickling connection");
+    drop(idle);
 }
 
 #[test]
