@@ -100,9 +100,13 @@ impl UserLimits {
 }
 
 /// A program name safe to show: control characters (terminal escapes a hostile program could
-/// send to an administrator's `cpumgr top`) become `?`, and at most 64 characters are kept.
+/// send to an administrator's `cpumgr top`) and bidirectional controls become `?`, and at most
+/// 64 characters are kept.
 pub fn clean_name(name: &str) -> String {
-    name.chars().take(64).map(|c| if c.is_control() { '?' } else { c }).collect()
+    // Bidirectional controls are formatting, not control, characters, but they reorder what
+    // follows them on a terminal (a name that reads backwards, a row that shows another's text).
+    let unsafe_char = |c: char| c.is_control() || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+    name.chars().take(64).map(|c| if unsafe_char(c) { '?' } else { c }).collect()
 }
 
 /// Rewrites `decision` (parallel to `programs`, whose owners are `uids`) so that no user holds
@@ -307,6 +311,7 @@ mod tests {
     #[test]
     fn names_lose_their_control_characters() {
         assert_eq!(clean_name("a\x1b[2Jb\n"), "a?[2Jb?");
+        assert_eq!(clean_name("evil\u{202E}txt.exe\u{2066}"), "evil?txt.exe?", "bidirectional controls");
         assert_eq!(clean_name(&"x".repeat(100)).len(), 64);
         assert_eq!("user".parse::<Share>(), Ok(Share::User));
         assert!("users".parse::<Share>().is_err());

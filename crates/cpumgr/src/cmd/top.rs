@@ -262,12 +262,24 @@ fn fetch(socket: &std::path::Path) -> anyhow::Result<StatusReport> {
     }
 }
 
-/// The text of a buffer, one line per row, without styles.
+/// The text of a buffer, one line per row, without styles. A wide character fills two cells, the
+/// second of which the text leaves out, so that a line is as wide as the screen's.
 fn plain(buf: &ratatui::buffer::Buffer) -> String {
+    use unicode_width::UnicodeWidthStr;
     let area = buf.area;
-    (0..area.height)
-        .map(|y| (0..area.width).map(|x| buf[(x, y)].symbol()).collect::<String>().trim_end().to_string() + "\n")
-        .collect()
+    let mut out = String::new();
+    for y in 0..area.height {
+        let mut line = String::new();
+        let mut x = 0;
+        while x < area.width {
+            let symbol = buf[(x, y)].symbol();
+            line.push_str(symbol);
+            x += symbol.width().max(1) as u16;
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 /// Runs the live view until `q` (or prints one frame with `--once`).
@@ -358,6 +370,17 @@ mod tests {
         let mut t = Terminal::new(TestBackend::new(80, 24)).unwrap();
         t.draw(|f| draw(f, v)).unwrap();
         t
+    }
+
+    #[test]
+    fn wide_names_keep_the_frame_80_columns_wide() {
+        let mut v = view();
+        v.status.programs[0].name = "計算流体力学ソルバー".into();
+        v.status.programs[1].name = "🚀🚀🚀 rocket".into();
+        let text = plain(render(&v).backend().buffer());
+        use unicode_width::UnicodeWidthStr;
+        assert!(text.lines().all(|l| l.width() <= 80), "{text}");
+        assert!(text.contains("計算"), "{text}");
     }
 
     #[test]
