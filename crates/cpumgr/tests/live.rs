@@ -282,6 +282,12 @@ fn daemon_config_with_an_unknown_key_exits_2_naming_file_line_and_key() {
     std::fs::write(&config, "policy = \"gang\"\nquantm = \"50ms\"\n").unwrap();
     let err = daemon_refuses(&["--config", config.to_str().unwrap()]);
     assert!(err.contains(&format!("{}:2: field `quantm`", config.display())), "{err}");
+    // A CPU list that names no online CPU is refused at its line too, not when the manager starts.
+    for cpus in ["\"9999\"", "\"\""] {
+        std::fs::write(&config, format!("policy = \"gang\"\ncpus = {cpus}\n")).unwrap();
+        let err = daemon_refuses(&["--config", config.to_str().unwrap()]);
+        assert!(err.contains(&format!("{}:2: field `cpus`", config.display())), "{err}");
+    }
 }
 
 #[test]

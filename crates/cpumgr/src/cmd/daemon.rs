@@ -118,8 +118,18 @@ fn address(text: &str) -> Result<SocketAddr, String> {
     text.parse().map_err(|_| "not an address (IP:PORT, e.g. 127.0.0.1:9184)".to_string())
 }
 
+/// A CPU list of this machine's online CPUs, checked where it is written (flag, variable or config
+/// line) rather than when the manager starts.
 fn cpus(text: &str) -> Result<CpuSet, String> {
-    CpuSet::parse(text).map_err(|e| e.to_string())
+    let set = CpuSet::parse(text).map_err(|e| e.to_string())?;
+    if set.is_empty() {
+        return Err("names no CPU".into());
+    }
+    let outside = set.difference(cpumgr_daemon::state::host_topology()?.cpus());
+    if !outside.is_empty() {
+        return Err(format!("CPUs {outside} are not online"));
+    }
+    Ok(set)
 }
 
 impl Args {
