@@ -78,14 +78,6 @@ impl Workload {
             Some(g) => Box::new(Merge { a: listed.peekable(), b: g.iter().peekable() }),
         }
     }
-
-    /// Checks every listed job against a machine of `cpus` CPUs.
-    pub fn check(&self, file: &str, cpus: u32) -> Result<(), InputError> {
-        for j in &self.jobs {
-            j.check(cpus).map_err(|(field, m)| InputError::new(file, 1, field, format!("job {:?}: {m}", j.name)))?;
-        }
-        Ok(())
-    }
 }
 
 struct Merge<A: Iterator<Item = JobSpec>, B: Iterator<Item = JobSpec>> {
