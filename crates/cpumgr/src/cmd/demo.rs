@@ -39,13 +39,8 @@ pub struct Args {
     yield_outside: bool,
 }
 
-/// Runs the demo.
+/// Runs the demo: the launcher builds the kernels its workload names, with `--cc`.
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let work = tempfile::Builder::new().prefix("cpumgr-demo-").tempdir()?;
-    if !args.json {
-        eprintln!("building the test kernels with {} ...", args.cc);
-    }
-    let kernels = crate::kernels::build(work.path(), &args.cc)?;
     let launch_args = LaunchArgs {
         workload: PathBuf::from("workloads/demo.toml"),
         policy: vec![args.policy],
@@ -53,7 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         quantum: "100ms".into(),
         repeat: args.repeat,
         cpus: None,
-        kernels: Some(kernels),
+        kernels: None,
         cc: args.cc,
         report: Some(args.report),
         trace: None,

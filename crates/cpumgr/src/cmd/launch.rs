@@ -149,17 +149,19 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
         Some(list) => CpuSet::parse(list).map_err(|e| InputError::new(format!("--cpus: {e}")))?,
         None => allowed_cpus(),
     };
-    // Built only for a workload that names them: other workloads need no compiler.
-    let built = tempfile::Builder::new().prefix("cpumgr-kernels-").tempdir()?;
+    // Built only for a workload that names them (other workloads need no compiler), into a
+    // directory that lives as long as the runs.
+    let mut built = None;
     let kernels = match &args.kernels {
         Some(dir) => std::path::absolute(dir)?,
         None if text.contains("{kernels}") => {
             if !args.json {
                 eprintln!("building the test kernels with {} ...", args.cc);
             }
-            crate::kernels::build(built.path(), &args.cc)?
+            let dir = built.insert(tempfile::Builder::new().prefix("cpumgr-kernels-").tempdir()?);
+            crate::kernels::build(dir.path(), &args.cc)?
         }
-        None => built.path().to_path_buf(),
+        None => PathBuf::new(),
     };
     let expand = Expand { cpus: cpus.len() as u32, kernels };
     let workload = Workload::parse(&args.workload, text, &expand).map_err(|e| InputError::new(e.to_string()))?;
