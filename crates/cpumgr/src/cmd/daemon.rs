@@ -114,8 +114,32 @@ fn policy(spec: &str) -> Result<String, String> {
     cpumgr_core::policies::build(spec).map(|_| spec.to_string()).map_err(|e| e.to_string())
 }
 
-fn address(text: &str) -> Result<SocketAddr, String> {
-    text.parse().map_err(|_| "not an address (IP:PORT, e.g. 127.0.0.1:9184)".to_string())
+/// An address to serve metrics on, checked where it is written: a non-loopback one only when
+/// `allow_remote` (either the flag or the file's key), rather than refused when the manager starts.
+fn metrics_address(text: &str, allow_remote: bool) -> Result<SocketAddr, String> {
+    let addr = text.parse().map_err(|_| "not an address (IP:PORT, e.g. 127.0.0.1:9184)".to_string())?;
+    cpumgr_daemon::metrics::check_addr(addr, allow_remote)
+        .map_err(|e| format!("{e} (--metrics-allow-remote, or metrics_allow_remote = true in the config file)"))?;
+    Ok(addr)
+}
+
+/// A path from its flag (or variable) when given, else from the file, where an empty value is an
+/// error naming the file, line and key (clap refuses an empty flag or variable, naming the flag).
+fn pick_path(
+    flag: &Option<PathBuf>,
+    file: &Loaded,
+    key: &str,
+    value: Option<&Spanned<PathBuf>>,
+) -> anyhow::Result<Option<PathBuf>> {
+    if flag.is_some() {
+        return Ok(flag.clone());
+    }
+    value
+        .map(|v| match v.get_ref() {
+            p if p.as_os_str().is_empty() => Err(file.error(key, v, "names no file")),
+            p => Ok(p.clone()),
+        })
+        .transpose()
 }
 
 /// A CPU list of this machine's online CPUs, checked where it is written (flag, variable or config
@@ -141,7 +165,7 @@ impl Args {
         };
         let c = &file.config;
         let defaults = Settings::default();
-        let path = |flag: &Option<PathBuf>, v: &Option<Spanned<PathBuf>>| flag.clone().or_else(|| v.as_ref().map(|v| v.get_ref().clone()));
+        let allow_remote = self.metrics_allow_remote || c.metrics_allow_remote.unwrap_or(false);
         Ok(Resolved {
             settings: Settings {
                 policy: pick(("--policy", self.policy.as_deref()), &file, "policy", c.policy.as_ref(), policy)?
@@ -150,7 +174,7 @@ impl Args {
                     .unwrap_or(defaults.quantum),
                 grace: pick(("--grace", self.grace.as_deref()), &file, "grace", c.grace.as_ref(), duration)?,
                 cpus: pick(("--cpus", self.cpus.as_deref()), &file, "cpus", c.cpus.as_ref(), cpus)?,
-                trace: path(&self.trace, &c.trace),
+                trace: pick_path(&self.trace, &file, "trace", c.trace.as_ref())?,
                 share: pick(("--share", self.share.as_deref()), &file, "share", c.share.as_ref(), str::parse)?.unwrap_or_default(),
                 user_limits: file.user_limits()?,
                 rates: file.rates()?,
@@ -160,9 +184,9 @@ impl Args {
                 yield_outside: self.yield_outside || c.yield_outside.unwrap_or(false),
                 ..defaults
             },
-            socket: socket_path(path(&self.socket, &c.socket).as_deref()),
-            metrics: pick(("--metrics", self.metrics.as_deref()), &file, "metrics", c.metrics.as_ref(), address)?
-                .map(|a| (a, self.metrics_allow_remote || c.metrics_allow_remote.unwrap_or(false))),
+            socket: socket_path(pick_path(&self.socket, &file, "socket", c.socket.as_ref())?.as_deref()),
+            metrics: pick(("--metrics", self.metrics.as_deref()), &file, "metrics", c.metrics.as_ref(), |t| metrics_address(t, allow_remote))?
+                .map(|a| (a, allow_remote)),
         })
     }
 }
@@ -224,5 +248,33 @@ mod tests {
         // A flag's bad value names the flag; the file's value is not consulted.
         let e = resolve("quantum = \"fast\"\n", &["--quantum", "slow"]).unwrap_err().to_string();
         assert!(e.starts_with("--quantum slow:"), "{e}");
+    }
+
+    #[test]
+    fn an_empty_path_in_the_file_names_file_line_and_key() {
+        let e = resolve("policy = \"gang\"\ntrace = \"\"\n", &[]).unwrap_err().to_string();
+        assert_eq!(e, "c.toml:2: field `trace`: names no file");
+        let e = resolve("\nsocket = \"\"\n", &[]).unwrap_err().to_string();
+        assert_eq!(e, "c.toml:2: field `socket`: names no file");
+        // A flag overrides the file's value; an empty flag is refused naming the flag.
+        assert_eq!(resolve("trace = \"\"\n", &["--trace", "t.jsonl"]).unwrap().settings.trace, Some("t.jsonl".into()));
+        let e = Args::try_parse_from(["daemon", "--trace", ""]).unwrap_err().to_string();
+        assert!(e.contains("--trace"), "{e}");
+    }
+
+    #[test]
+    fn a_remote_metrics_address_in_the_file_names_file_line_and_key() {
+        let e = resolve("policy = \"gang\"\n\nmetrics = \"0.0.0.0:9184\"\n", &[]).unwrap_err().to_string();
+        assert!(e.starts_with("c.toml:3: field `metrics`: "), "{e}");
+        assert!(e.contains("not loopback"), "{e}");
+        let e = resolve("", &["--metrics", "0.0.0.0:9184"]).unwrap_err().to_string();
+        assert!(e.starts_with("--metrics 0.0.0.0:9184: "), "{e}");
+        assert!(e.contains("not loopback"), "{e}");
+        // Allowed by the file's key or by the flag, wherever the address is written.
+        let remote = Some(("0.0.0.0:9184".parse().unwrap(), true));
+        assert_eq!(resolve("metrics = \"0.0.0.0:9184\"\nmetrics_allow_remote = true\n", &[]).unwrap().metrics, remote);
+        assert_eq!(resolve("metrics = \"0.0.0.0:9184\"\n", &["--metrics-allow-remote"]).unwrap().metrics, remote);
+        assert_eq!(resolve("metrics_allow_remote = true\n", &["--metrics", "0.0.0.0:9184"]).unwrap().metrics, remote);
+        assert_eq!(resolve("metrics = \"127.0.0.1:0\"\n", &[]).unwrap().metrics, Some(("127.0.0.1:0".parse().unwrap(), false)));
     }
 }
