@@ -1,5 +1,6 @@
 //! OpenMetrics: the manager's state as text a Prometheus-compatible scraper reads, served by
-//! `GET /metrics` on a loopback HTTP endpoint (`cpumgr daemon --metrics ADDR`).
+//! `GET /metrics` (or `HEAD`; a query string is ignored) on a loopback HTTP endpoint
+//! (`cpumgr daemon --metrics ADDR`).
 //!
 //! Per program (labels `id`, `name`, `pid`): its request, its allocated CPUs, its state (a
 //! stateset), its CPU time (a counter). Per managed CPU (label `cpu`): the id of the program that
@@ -133,7 +134,7 @@ const MAX_CLIENTS: usize = 32;
 /// How long a client has to send its whole request, however slowly its bytes come.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
 
-/// Serves `GET /metrics` until the manager shuts down.
+/// Serves `GET /metrics` (and `HEAD`) until the manager shuts down.
 pub fn serve(shared: Arc<Shared>, listener: TcpListener) {
     let clients = Arc::new(AtomicUsize::new(0));
     while !shared.shutdown.load(Ordering::Acquire) {
@@ -195,19 +196,29 @@ fn answer(shared: &Shared, stream: TcpStream) -> io::Result<()> {
         line.clear();
     }
     let mut parts = request.split_ascii_whitespace();
-    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let (code, kind, body) = if method != "GET" {
-        ("405 Method Not Allowed", "text/plain", "only GET\n".to_string())
+    let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    let (code, kind, body) = reply(shared, method, target);
+    // HEAD gets GET's headers, its Content-Length included, and no body.
+    let sent = if method == "HEAD" { "" } else { body.as_str() };
+    let mut w = &stream;
+    write!(w, "HTTP/1.1 {code}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{sent}", body.len())?;
+    w.flush()
+}
+
+/// The status, content type and body that answer `method` on `target`. GET and HEAD are served
+/// alike; a query string is ignored (scrapers and probes add their own), so only the path picks
+/// the page.
+fn reply(shared: &Shared, method: &str, target: &str) -> (&'static str, &'static str, String) {
+    let path = target.split_once('?').map_or(target, |(path, _)| path);
+    if method != "GET" && method != "HEAD" {
+        ("405 Method Not Allowed", "text/plain", "only GET and HEAD\n".to_string())
     } else if path == "/metrics" {
         let status = shared.lock().status(&PeerCred { pid: 0, uid: 0, gid: 0 });
         let registrations = shared.registrations.load(Ordering::Relaxed);
         ("200 OK", CONTENT_TYPE, render(&status, &shared.tick_durations, registrations))
     } else {
         ("404 Not Found", "text/plain", "see /metrics\n".to_string())
-    };
-    let mut w = &stream;
-    write!(w, "HTTP/1.1 {code}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())?;
-    w.flush()
+    }
 }
 
 #[cfg(test)]
