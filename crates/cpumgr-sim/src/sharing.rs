@@ -139,6 +139,9 @@ struct Sharing<'o> {
     jobs: JobTable,
     /// Jobs whose threads may differ from those counted (admitted or changed phase).
     dirty: Vec<u64>,
+    /// Scratch: the jobs whose phase ends now ([`Sharing::complete_phases`]), kept so that an end
+    /// does not allocate.
+    due: Vec<u64>,
     /// Jobs on a rate of their own.
     own: BTreeSet<u64>,
     own_ends: BinaryHeap<Reverse<(Nanos, u64)>>,
@@ -188,6 +191,7 @@ pub(crate) fn run(
         queue: VecDeque::new(),
         jobs: JobTable::default(),
         dirty: Vec::new(),
+        due: Vec::new(),
         own: BTreeSet::new(),
         own_ends: BinaryHeap::new(),
         groups: Vec::new(),
@@ -288,7 +292,8 @@ impl Sharing<'_> {
 
     /// Handles every phase end due now, in job-id order.
     fn complete_phases(&mut self) {
-        let mut due = Vec::new();
+        let mut due = std::mem::take(&mut self.due);
+        due.clear();
         while let Some((t, id)) = self.next_end() {
             if t > self.now {
                 break;
@@ -307,9 +312,10 @@ impl Sharing<'_> {
         // A job settled twice on the same end has two entries.
         due.sort_unstable();
         due.dedup();
-        for id in due {
+        for &id in &due {
             self.end_phase(id);
         }
+        self.due = due;
     }
 
     /// Job `id`'s phase ended now: the next phase, or out of the system.
