@@ -200,8 +200,10 @@ fn answer(shared: &Shared, stream: TcpStream) -> io::Result<()> {
     let (code, kind, body) = reply(shared, method, target);
     // HEAD gets GET's headers, its Content-Length included, and no body.
     let sent = if method == "HEAD" { "" } else { body.as_str() };
+    // A 405 names the methods that are served (RFC 9110, 15.5.6).
+    let allow = if code.starts_with("405") { "Allow: GET, HEAD\r\n" } else { "" };
     let mut w = &stream;
-    write!(w, "HTTP/1.1 {code}\r\nContent-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{sent}", body.len())?;
+    write!(w, "HTTP/1.1 {code}\r\n{allow}Content-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{sent}", body.len())?;
     w.flush()
 }
 

@@ -71,7 +71,9 @@ fn a_query_string_is_ignored() {
 fn other_methods_and_paths_are_refused() {
     let (_live, addr) = serve();
     assert!(request(addr, "GET", "/nope").0.starts_with("HTTP/1.1 404"));
-    assert!(request(addr, "POST", "/metrics").0.starts_with("HTTP/1.1 405"));
+    let (head, _) = request(addr, "POST", "/metrics");
+    assert!(head.starts_with("HTTP/1.1 405"), "{head}");
+    assert_eq!(header(&head, "Allow"), "GET, HEAD");
     let (head, body) = request(addr, "HEAD", "/nope");
     assert!(head.starts_with("HTTP/1.1 404"), "{head}");
     assert!(body.is_empty(), "{body}");
