@@ -91,9 +91,9 @@ typedef void (*cpumgr_body)(size_t begin, size_t end, void *ctx);
  * team of min(allocation, chunks) threads (the caller is one of them), and returns the team size.
  * The region is reported to the manager and timed for the speedup estimate. Every call of body
  * has begin < end <= n (the last chunk is cut at n, for any n and chunk; chunk 0 counts as 1). A
- * nested call, or a call in a forked child, runs serially on the calling thread. The pool runs one
- * region at a time: calls from several threads wait for each other, so a body must not wait for
- * another thread's region. */
+ * nested call, a call in a forked child, and a call made while another thread's region runs (the
+ * pool runs one region at a time) run serially on the calling thread: a call never waits for
+ * another region, so a body may wait for another thread's call without deadlock. */
 unsigned cpumgr_parallel_for(size_t n, size_t chunk, cpumgr_body body, void *ctx);
 
 #ifdef __cplusplus

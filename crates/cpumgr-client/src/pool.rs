@@ -22,7 +22,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
@@ -160,7 +160,9 @@ impl Pool {
     }
 
     /// [`Pool::parallel_for`] with the region's key for the estimator given (the C ABI uses the
-    /// function's address). Serial (a team of 1) inside a region and in a forked child.
+    /// function's address). Serial (a team of 1) inside a region, in a forked child, and while
+    /// another thread's region runs: the pool's threads are that region's, and waiting for it
+    /// would deadlock a body that waits for this call.
     pub fn run(&self, n: usize, chunk: usize, f: &Job<'_>, key: u64) -> usize {
         let chunk = chunk.max(1);
         if n == 0 {
@@ -170,7 +172,14 @@ impl Pool {
             f(0, n);
             return 1;
         }
-        let mut estimator = self.region.lock().unwrap_or_else(|e| e.into_inner());
+        let mut estimator = match self.region.try_lock() {
+            Ok(estimator) => estimator,
+            Err(TryLockError::Poisoned(e)) => e.into_inner(),
+            Err(TryLockError::WouldBlock) => {
+                f(0, n);
+                return 1;
+            }
+        };
         let inner = &*self.inner;
         let chunks = n.div_ceil(chunk);
         let team = (inner.client.team(0) as usize).clamp(1, chunks).min(self.states.len() + 1);
@@ -343,6 +352,22 @@ mod tests {
         let p = pool(4);
         assert_eq!(p.parallel_for(2, 1, |_, _| {}), 2);
         assert_eq!(p.parallel_for(0, 1, |_, _| {}), 0);
+    }
+
+    #[test]
+    fn a_region_called_while_another_runs_goes_serial_instead_of_waiting() {
+        let p = Arc::new(pool(4));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let rx = Mutex::new(rx);
+        // One chunk: the region's body runs on this thread, and waits for another thread's
+        // region (a wait for this one would deadlock: the test would fail at the timeout).
+        let team = p.parallel_for(1, 1, |_, _| {
+            let (p, tx) = (Arc::clone(&p), tx.clone());
+            std::thread::spawn(move || tx.send(p.parallel_for(64, 1, |_, _| {})).unwrap());
+            assert_eq!(rx.lock().unwrap().recv_timeout(Duration::from_secs(20)), Ok(1), "the other region ran alone, on its caller");
+        });
+        assert_eq!(team, 1);
+        assert_eq!(p.parallel_for(64, 1, |_, _| {}), 4, "the pool is whole again once the region ended");
     }
 
     #[test]
