@@ -183,6 +183,14 @@ pub fn parse(file: &str, text: &str) -> Result<Workload, InputError> {
 /// command line's, which overrides the file's `cpus`), else against the file's `cpus`: a job
 /// too large for it is an error at its `[[job]]` line.
 pub fn parse_on(file: &str, text: &str, machine: Option<u32>) -> Result<Workload, InputError> {
+    parse_sized(file, text, |cpus| machine.or(cpus))
+}
+
+/// [`parse`], checking the listed jobs against the machine `machine` gives for the file's
+/// `cpus` (none: no check), so that a caller learns a default machine only when the file names
+/// none (the simulator's is this host's, read from sysfs). A job too large for it is an error at
+/// its `[[job]]` line, not at its arrival.
+pub fn parse_sized(file: &str, text: &str, machine: impl FnOnce(Option<u32>) -> Option<u32>) -> Result<Workload, InputError> {
     // A byte-order mark (editors on some systems write one) is not part of the first line.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let spec: FileSpec = toml::from_str(text).map_err(|e| {
@@ -206,7 +214,7 @@ pub fn parse_on(file: &str, text: &str, machine: Option<u32>) -> Result<Workload
     let headers: Vec<usize> =
         text.lines().enumerate().filter(|(_, l)| l.trim_start().starts_with("[[job]]")).map(|(k, _)| k + 1).collect();
     let inline = key_line(text, "job");
-    let cpus = machine.or(spec.cpus).unwrap_or(u32::MAX);
+    let cpus = machine(spec.cpus).unwrap_or(u32::MAX);
     let mut jobs = Vec::new();
     for (k, e) in spec.job.into_iter().enumerate() {
         let line = headers.get(k).copied().unwrap_or(inline);
@@ -412,5 +420,20 @@ work = 30.0
             let e = parse("w.toml", &text).unwrap_err();
             assert_eq!((e.line, e.field.as_str()), (line, field), "{e}");
         }
+    }
+
+    #[test]
+    fn a_default_machine_is_asked_for_only_when_the_file_names_none() {
+        let job = "[[job]]\nname = \"big\"\nrequest = 8\nwork = 1.0\n";
+        let mut asked = None;
+        let e = parse_sized("w.toml", &format!("name = \"w\"\n\n{job}"), |cpus| {
+            asked = Some(cpus);
+            cpus.or(Some(4))
+        })
+        .unwrap_err();
+        assert_eq!((asked, e.line, e.field.as_str()), (Some(None), 3, "request"), "{e}");
+        assert!(e.message.contains("machine has 4"), "{e}");
+        let w = parse_sized("w.toml", &format!("cpus = 16\n{job}"), |cpus| cpus.or(Some(4))).unwrap();
+        assert_eq!(w.cpus, Some(16), "the file's size wins over the default");
     }
 }

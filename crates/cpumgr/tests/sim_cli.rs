@@ -259,6 +259,12 @@ fn bad_input_exits_2_naming_file_line_and_field() {
         assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
         assert!(stderr(&o).contains("w.toml:4: field `request`"), "{machine:?}: {}", stderr(&o));
     }
+    // Without --cpus, --topology or the file's `cpus` the machine is this host's, and a job too
+    // large for it is refused at its line as well (it was an error at its arrival, naming no line).
+    let f = write(dir.path(), "w.toml", &commented.replace("request = 8", "request = 100000"));
+    let o = cpumgr(&["sim", "--workload", &f, "--policy", "fcfs"]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("w.toml:4: field `request`") && stderr(&o).contains("this host's"), "{}", stderr(&o));
     let f = write(dir.path(), "w.toml", "name = \"w\"\ncpus = 4\njob = [{ name = \"big\", request = 8, work = 1.0 }]\n");
     let o = cpumgr(&["sim", "--workload", &f, "--policy", "fcfs"]);
     assert!(stderr(&o).contains("w.toml:3: field `request`"), "{}", stderr(&o));

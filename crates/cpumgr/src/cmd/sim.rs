@@ -148,11 +148,19 @@ fn input(e: cpumgr_sim::InputError) -> anyhow::Error {
 }
 
 /// Loads the workload the arguments name; its machine is `cpus` CPUs when given (the jobs of a
-/// workload file or an SWF trace are checked against it), else the file's or the header's.
-fn load(args: &Args, cpus: Option<u32>) -> anyhow::Result<Workload> {
+/// workload file or an SWF trace are checked against it), else the file's or the header's, else
+/// this host's: loaded into `host` then, and a workload file's jobs are checked against it.
+fn load(args: &Args, cpus: Option<u32>, host: &mut Option<anyhow::Result<Topology>>) -> anyhow::Result<Workload> {
     if let Some(path) = &args.workload {
         let text = read_file(path)?;
-        return cpumgr_sim::workload::parse_on(&path.display().to_string(), &text, cpus).map_err(input);
+        let machine = |file: Option<u32>| {
+            cpus.or(file).or_else(|| host.insert(crate::topology_arg::load(None)).as_ref().ok().map(|t| t.num_cpus() as u32))
+        };
+        return cpumgr_sim::workload::parse_sized(&path.display().to_string(), &text, machine).map_err(|e| {
+            let on_host = host.is_some() && ["request", "procs"].contains(&e.field.as_str());
+            let hint = if on_host { " (this host's: the workload names no `cpus`; --cpus or --topology gives another machine)" } else { "" };
+            InputError::new(format!("{e}{hint}"))
+        });
     }
     if let Some(path) = &args.swf {
         let text = read_file(path)?;
@@ -306,12 +314,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // A machine given by --topology sizes an SWF trace's jobs as --cpus does.
     let given = args.topology.as_deref().map(|spec| crate::topology_arg::load(Some(spec))).transpose()?;
-    let mut w = load(&args, args.cpus.or(given.as_ref().map(|t| t.num_cpus() as u32)))?;
+    let mut host = None;
+    let mut w = load(&args, args.cpus.or(given.as_ref().map(|t| t.num_cpus() as u32)), &mut host)?;
     w.cpus = args.cpus.or(w.cpus);
     let topology = match (given, w.cpus) {
         (Some(t), _) => t,
         (None, Some(n)) => Topology::flat(n),
-        (None, None) => crate::topology_arg::load(None)?,
+        (None, None) => host.unwrap_or_else(|| crate::topology_arg::load(None))?,
     };
     let specs = if args.policy.is_empty() { w.policies.clone() } else { split_policies(&args.policy) };
     if specs.is_empty() {
