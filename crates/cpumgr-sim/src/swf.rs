@@ -8,12 +8,39 @@
 //! model (their work is then run time × speedup on their size). The class of a job is its
 //! executable number (field 14) when known.
 //!
-//! A malformed line — wrong field count, a field that is not a number, a negative value other
-//! than −1, an unknown size or run time, a job larger than the machine — is an error naming
-//! file, line and field, or, with [`SwfOptions::skip_bad`], skipped and counted.
+//! The archive's files are read as they are:
+//! - *Lines* end with `\n` or `\r\n`, the last one may lack it; fields are split by any run of
+//!   spaces and tabs; blank lines are ignored; `;` lines are comments wherever they are. A UTF-8
+//!   byte-order mark is not part of the first line, and bytes that are not UTF-8 (a Latin-1 name
+//!   in a comment) are read as U+FFFD. [`read`] reads a trace line by line, never whole.
+//! - *Numbers* may be written in any decimal form (`12`, `12.0`, `1e3`).
+//! - *The machine* is [`SwfOptions::cpus`] when given, else the header's `MaxProcs`, else its
+//!   `MaxNodes` (the first number after the colon; the key in any case; a value that is not a
+//!   positive whole number is ignored), else the largest job.
+//! - *Jobs the trace says did not run, or cannot be known,* are left out and counted by reason
+//!   in [`SwfTrace::omitted`] ([`Omission`]): cancelled before they ran (status 5 with a run time
+//!   of 0 or -1), and an unknown submit time, run time or size (allocated and requested
+//!   processors both -1 or 0). Other jobs are simulated whatever their status (0 failed, 1
+//!   completed, 5 with a run time: cancelled while running), and so is a run time of 0: a job
+//!   shorter than the trace's clock.
+//! - *Fields other than the submit time, run time and processor counts* (wait time, memory,
+//!   status, user, queue, ...) must be numbers, but their values are not checked: a negative
+//!   wait time does not stop a run.
+//! - *Errors* name file, line and field, or, with [`SwfOptions::skip_bad`], skip the line and
+//!   count it in [`SwfTrace::skipped`]: a line without 18 fields, a field that is not a number, a
+//!   submit time, run time or processor count that is negative but not -1, not finite, beyond
+//!   [`limits`], or (processors) not whole, and a job larger than the machine (the message says
+//!   where the machine's size comes from). A gzip-compressed file (the archive ships `.swf.gz`)
+//!   is an error at line 1 whatever the options.
+//! - Jobs are simulated in submit order, ties in file order, however the file orders them.
 
 use std::collections::HashMap;
+use std::fmt;
+use std::io::BufRead;
+use std::ops::ControlFlow;
 use std::sync::Arc;
+
+use cpumgr_core::Nanos;
 
 use crate::error::InputError;
 use crate::generate::JobKind;
@@ -43,6 +70,28 @@ pub const FIELDS: [&str; 18] = [
     "think_time",
 ];
 
+// The fields the simulator uses, as indices of [`FIELDS`].
+const JOB_NUMBER: usize = 0;
+const SUBMIT: usize = 1;
+const RUN: usize = 3;
+const ALLOCATED: usize = 4;
+const REQUESTED: usize = 7;
+const STATUS: usize = 10;
+const EXECUTABLE: usize = 13;
+
+/// The fields read as times or processor counts: their values are checked, where the other
+/// fields need only be numbers.
+const CHECKED: [usize; 4] = [SUBMIT, RUN, ALLOCATED, REQUESTED];
+
+/// The status (field 11) of a cancelled job.
+const CANCELLED: f64 = 5.0;
+
+/// The first bytes of a gzip stream.
+const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
+
+/// The field named by an error about the file as a whole (it cannot be read, it is compressed).
+const WHOLE_FILE: &str = "file";
+
 /// How SWF jobs become simulated jobs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SwfOptions {
@@ -65,6 +114,49 @@ impl Default for SwfOptions {
     }
 }
 
+/// Why a well-formed job line is left out: the trace itself says that the job did not run or
+/// that what the simulator needs of it is unknown (archive traces hold many such jobs, so they
+/// are counted, not errors).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Omission {
+    /// Cancelled before it ran: status 5 with a run time of 0 or -1.
+    Cancelled,
+    /// The submit time is -1.
+    UnknownSubmit,
+    /// The run time is -1 (and the job was not cancelled).
+    UnknownRunTime,
+    /// Neither the allocated nor the requested processors are known (-1 or 0).
+    UnknownSize,
+}
+
+impl fmt::Display for Omission {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Omission::Cancelled => "cancelled before they ran (status 5, run time 0 or -1)",
+            Omission::UnknownSubmit => "with an unknown submit time",
+            Omission::UnknownRunTime => "with an unknown run time",
+            Omission::UnknownSize => "with unknown processors (allocated and requested -1 or 0)",
+        })
+    }
+}
+
+/// The jobs left out for one reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Omitted {
+    /// Why.
+    pub reason: Omission,
+    /// How many jobs.
+    pub jobs: usize,
+    /// The line of the first of them, for the user to look at.
+    pub first_line: usize,
+}
+
+impl fmt::Display for Omitted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}, the first at line {}", self.jobs, self.reason, self.first_line)
+    }
+}
+
 /// A read trace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SwfTrace {
@@ -80,129 +172,253 @@ pub struct SwfTrace {
     pub skipped: usize,
     /// Why the first of them was skipped (file, line, field and reason), to show with the count.
     pub first_skipped: Option<InputError>,
+    /// The jobs left out because the trace says they did not run or are unknown, one entry per
+    /// reason met, in the order first met.
+    pub omitted: Vec<Omitted>,
 }
 
+/// What the simulator uses of a job line.
 struct Raw {
     line: usize,
-    fields: [f64; 18],
+    number: f64,
+    arrival: Nanos,
+    run: f64,
+    size: u32,
+    /// The field the size comes from (allocated or requested processors).
+    size_field: usize,
+    executable: f64,
+}
+
+/// What a job line holds.
+enum Entry {
+    Job(Raw),
+    Omitted(Omission),
+}
+
+/// A header value (`; Key: value`).
+struct Header {
+    value: u64,
+    line: usize,
+}
+
+/// A trace being read.
+struct Reader<'a> {
+    file: &'a str,
+    opts: &'a SwfOptions,
+    max_procs: Option<Header>,
+    max_nodes: Option<Header>,
+    raws: Vec<Raw>,
+    skipped: usize,
+    first_skipped: Option<InputError>,
+    omitted: Vec<Omitted>,
+}
+
+/// Whether `e` is about a job line, which [`SwfOptions::skip_bad`] skips; errors about the file
+/// as a whole, its header or the machine-size override are not.
+pub fn skippable(e: &InputError) -> bool {
+    e.field == "line" || FIELDS.contains(&e.field.as_str())
 }
 
 /// Parses SWF `text` read from `file`.
 pub fn parse(file: &str, text: &str, opts: &SwfOptions) -> Result<SwfTrace, InputError> {
-    let mut max_procs = None;
-    let mut max_nodes = None;
-    let mut raws = Vec::new();
-    let mut skipped = 0;
-    let mut first_skipped = None;
-    // A byte-order mark (editors on some systems write one) is not part of the first line.
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    for (k, line) in text.lines().enumerate() {
-        let n = k + 1;
-        let t = line.trim();
-        if t.is_empty() {
-            continue;
+    read(file, text.as_bytes(), opts)
+}
+
+/// Reads an SWF trace from `input`, named `file` in errors, a line at a time: a trace of
+/// millions of jobs costs the jobs' memory, not its text's as well, and reading stops at
+/// [`SwfOptions::limit`]. An input that cannot be read is an error at the line it stopped at.
+pub fn read(file: &str, mut input: impl BufRead, opts: &SwfOptions) -> Result<SwfTrace, InputError> {
+    let mut reader = Reader::new(file, opts);
+    let mut buf = Vec::new();
+    for n in 1.. {
+        buf.clear();
+        match input.read_until(b'\n', &mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => return Err(InputError::new(file, n, WHOLE_FILE, format!("cannot be read: {e}"))),
         }
-        if let Some(c) = t.strip_prefix(';') {
-            if let Some((key, value)) = c.split_once(':') {
-                let v = value.trim().parse::<u64>().ok().filter(|&v| v > 0).map(|v| (v, n));
-                match key.trim() {
-                    "MaxProcs" => max_procs = v.or(max_procs),
-                    "MaxNodes" => max_nodes = v.or(max_nodes),
-                    _ => {}
-                }
-            }
-            continue;
-        }
-        if opts.limit.is_some_and(|l| raws.len() >= l) {
+        let bytes = if n == 1 { first_line(file, &buf)? } else { &buf };
+        if reader.line(n, String::from_utf8_lossy(bytes).trim())?.is_break() {
             break;
         }
-        match parse_line(file, n, t) {
-            Ok(r) => raws.push(r),
-            Err(e) if opts.skip_bad => {
-                first_skipped.get_or_insert(e);
-                skipped += 1;
+    }
+    reader.finish()
+}
+
+/// The first line without its UTF-8 byte-order mark (editors on some systems write one); a
+/// gzip stream is an error that says so, not a line of garbage.
+fn first_line<'b>(file: &str, bytes: &'b [u8]) -> Result<&'b [u8], InputError> {
+    if bytes.starts_with(&GZIP_MAGIC) {
+        return Err(InputError::new(file, 1, WHOLE_FILE, "the file is gzip-compressed (the archive's .swf.gz): decompress it first (gunzip)"));
+    }
+    Ok(bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes))
+}
+
+impl<'a> Reader<'a> {
+    fn new(file: &'a str, opts: &'a SwfOptions) -> Self {
+        Reader { file, opts, max_procs: None, max_nodes: None, raws: Vec::new(), skipped: 0, first_skipped: None, omitted: Vec::new() }
+    }
+
+    /// Takes line `n`, trimmed; breaks once [`SwfOptions::limit`] jobs are read.
+    fn line(&mut self, n: usize, line: &str) -> Result<ControlFlow<()>, InputError> {
+        if let Some(comment) = line.strip_prefix(';') {
+            self.header(n, comment);
+        } else if self.opts.limit.is_some_and(|l| self.raws.len() >= l) {
+            return Ok(ControlFlow::Break(()));
+        } else if !line.is_empty() {
+            match parse_line(self.file, n, line) {
+                Ok(Entry::Job(r)) => self.raws.push(r),
+                Ok(Entry::Omitted(reason)) => self.omit(reason, n),
+                Err(e) => self.bad(e)?,
             }
-            Err(e) => return Err(e),
+        }
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// Keeps the machine's size from a `MaxProcs` or `MaxNodes` comment (see the module
+    /// documentation); a later one replaces an earlier one.
+    fn header(&mut self, n: usize, comment: &str) {
+        let Some((key, value)) = comment.split_once(':') else { return };
+        let Some(value) = value.split_whitespace().next().and_then(whole) else { return };
+        let key = key.trim();
+        let slot = if key.eq_ignore_ascii_case("MaxProcs") {
+            &mut self.max_procs
+        } else if key.eq_ignore_ascii_case("MaxNodes") {
+            &mut self.max_nodes
+        } else {
+            return;
+        };
+        *slot = Some(Header { value, line: n });
+    }
+
+    /// Counts a job left out for `reason` at line `n`.
+    fn omit(&mut self, reason: Omission, n: usize) {
+        match self.omitted.iter_mut().find(|o| o.reason == reason) {
+            Some(o) => o.jobs += 1,
+            None => self.omitted.push(Omitted { reason, jobs: 1, first_line: n }),
         }
     }
-    let largest = raws.iter().map(|r| size_of(r) as u32).max().unwrap_or(1);
-    let cpus = match (opts.cpus, max_procs, max_nodes) {
-        (Some(c), _, _) => limits::cpus(c as u64).map_err(|m| InputError::new(file, 1, "cpus", format!("the machine-size override: {m}")))?,
-        (None, Some((v, line)), _) => limits::cpus(v).map_err(|m| InputError::new(file, line, "MaxProcs", m))?,
-        (None, None, Some((v, line))) => limits::cpus(v).map_err(|m| InputError::new(file, line, "MaxNodes", m))?,
-        (None, None, None) => largest.max(1),
-    };
-    let mut jobs = Vec::with_capacity(raws.len());
-    // A class per executable number (field 14), one string for all its jobs.
-    let mut classes: HashMap<i64, Arc<str>> = HashMap::new();
-    for r in &raws {
-        let size = size_of(r);
-        if size > cpus as i64 {
-            let field = if r.fields[4] > 0.0 { FIELDS[4] } else { FIELDS[7] };
-            let e = InputError::new(file, r.line, field, format!("job of {size} processors is larger than the machine ({cpus} CPUs)"));
-            if opts.skip_bad {
-                first_skipped.get_or_insert(e);
-                skipped += 1;
-                continue;
-            }
+
+    /// A bad line: skipped and counted with [`SwfOptions::skip_bad`], else the error.
+    fn bad(&mut self, e: InputError) -> Result<(), InputError> {
+        if !self.opts.skip_bad {
             return Err(e);
         }
-        let exe = if r.fields[13] >= 0.0 { r.fields[13] as i64 } else { -1 };
-        let class = classes.entry(exe).or_insert_with(|| if exe >= 0 { format!("exe{exe}").into() } else { "swf".into() }).clone();
-        let arrival = limits::nanos(r.fields[1]).expect("checked by parse_line");
-        let name = format!("job{}", r.fields[0] as i64);
-        jobs.push(opts.kind.job(name, class, arrival, size as u32, r.fields[3].max(0.0), &opts.speedup));
+        self.first_skipped.get_or_insert(e);
+        self.skipped += 1;
+        Ok(())
     }
-    jobs.sort_by_key(|j| j.arrival);
-    let header = |h: Option<(u64, usize)>| h.and_then(|(v, _)| u32::try_from(v).ok());
-    Ok(SwfTrace { jobs, cpus, max_procs: header(max_procs), max_nodes: header(max_nodes), skipped, first_skipped })
+
+    /// The machine's size and where it comes from, for the message about a job larger than it.
+    fn machine(&self) -> Result<(u32, String), InputError> {
+        let header = |h: &Header, key: &str| {
+            let cpus = limits::cpus(h.value).map_err(|m| InputError::new(self.file, h.line, key, m))?;
+            Ok((cpus, format!("the header's {key} at line {}", h.line)))
+        };
+        match (self.opts.cpus, &self.max_procs, &self.max_nodes) {
+            (Some(c), _, _) => {
+                let cpus = limits::cpus(c as u64).map_err(|m| InputError::new(self.file, 1, "cpus", format!("the machine-size override: {m}")))?;
+                Ok((cpus, "the machine-size override".into()))
+            }
+            (None, Some(h), _) => header(h, "MaxProcs"),
+            (None, None, Some(h)) => header(h, "MaxNodes"),
+            (None, None, None) => Ok((self.raws.iter().map(|r| r.size).max().unwrap_or(1), "the largest job".into())),
+        }
+    }
+
+    /// The jobs that fit the machine, in submit order.
+    fn finish(mut self) -> Result<SwfTrace, InputError> {
+        let (cpus, source) = self.machine()?;
+        let mut jobs = Vec::with_capacity(self.raws.len());
+        // A class per executable number (field 14), one string for all its jobs.
+        let mut classes: HashMap<i64, Arc<str>> = HashMap::new();
+        for r in std::mem::take(&mut self.raws) {
+            if r.size > cpus {
+                let m = format!("job of {} processors is larger than the machine ({cpus} CPUs, {source})", r.size);
+                self.bad(InputError::new(self.file, r.line, FIELDS[r.size_field], m))?;
+                continue;
+            }
+            let exe = if r.executable >= 0.0 { r.executable as i64 } else { -1 };
+            let class = classes.entry(exe).or_insert_with(|| if exe >= 0 { format!("exe{exe}").into() } else { "swf".into() }).clone();
+            let name = format!("job{}", r.number as i64);
+            jobs.push(self.opts.kind.job(name, class, r.arrival, r.size, r.run, &self.opts.speedup));
+        }
+        jobs.sort_by_key(|j| j.arrival);
+        let header = |h: Option<Header>| h.and_then(|h| u32::try_from(h.value).ok());
+        Ok(SwfTrace {
+            jobs,
+            cpus,
+            max_procs: header(self.max_procs),
+            max_nodes: header(self.max_nodes),
+            skipped: self.skipped,
+            first_skipped: self.first_skipped,
+            omitted: self.omitted,
+        })
+    }
 }
 
-fn size_of(r: &Raw) -> i64 {
-    let alloc = r.fields[4] as i64;
-    if alloc > 0 {
-        alloc
-    } else {
-        r.fields[7] as i64
-    }
+/// `word` as a positive whole number (`256`, `256.0`, `2.56e2`), if it is one.
+fn whole(word: &str) -> Option<u64> {
+    let v: f64 = word.parse().ok()?;
+    (v >= 1.0 && v.fract() == 0.0 && v < u64::MAX as f64).then_some(v as u64)
 }
 
-fn parse_line(file: &str, n: usize, line: &str) -> Result<Raw, InputError> {
-    let parts: Vec<&str> = line.split_whitespace().collect();
-    if parts.len() != 18 {
-        return Err(InputError::new(file, n, "line", format!("{} fields, an SWF line has 18", parts.len())));
+/// Reads job line `n`: a job, a job left out, or an error naming the field.
+fn parse_line(file: &str, n: usize, line: &str) -> Result<Entry, InputError> {
+    let bad = |i: usize, m: String| InputError::new(file, n, FIELDS[i], m);
+    let count = line.split_whitespace().count();
+    if count != FIELDS.len() {
+        return Err(InputError::new(file, n, "line", format!("{count} fields, an SWF line has 18")));
     }
     let mut fields = [0f64; 18];
-    for (i, p) in parts.iter().enumerate() {
-        let v: f64 = p.parse().map_err(|_| InputError::new(file, n, FIELDS[i], format!("{p:?} is not a number")))?;
-        if !v.is_finite() || (v < 0.0 && v != -1.0) {
-            return Err(InputError::new(file, n, FIELDS[i], format!("{p} is negative (only -1, unknown, may be)")));
+    for (i, p) in line.split_whitespace().enumerate() {
+        fields[i] = p.parse().map_err(|_| bad(i, format!("{p:?} is not a number")))?;
+    }
+    for i in CHECKED {
+        let v = fields[i];
+        if !v.is_finite() {
+            return Err(bad(i, format!("{v} is not a finite number")));
         }
-        fields[i] = v;
-    }
-    if fields[1] < 0.0 {
-        return Err(InputError::new(file, n, FIELDS[1], "the submit time is unknown"));
-    }
-    if fields[3] < 0.0 {
-        return Err(InputError::new(file, n, FIELDS[3], "the run time is unknown"));
-    }
-    if fields[4] <= 0.0 && fields[7] <= 0.0 {
-        return Err(InputError::new(file, n, FIELDS[4], "neither allocated nor requested processors are known"));
-    }
-    for i in [1, 3] {
-        limits::nanos(fields[i]).map_err(|m| InputError::new(file, n, FIELDS[i], m))?;
-    }
-    for i in [4, 7] {
-        // A fractional count such as `.6` used to fall through to an unknown (-1) requested
-        // count and wrap to a job of 4294967295 CPUs (found by fuzzing).
-        if fields[i].fract() != 0.0 {
-            return Err(InputError::new(file, n, FIELDS[i], format!("{} is not a whole number of processors", fields[i])));
-        }
-        if fields[i] > limits::MAX_CPUS as f64 {
-            return Err(InputError::new(file, n, FIELDS[i], format!("{} processors: a simulated machine has at most {}", fields[i], limits::MAX_CPUS)));
+        if v < 0.0 && v != -1.0 {
+            return Err(bad(i, format!("{v} is negative (only -1, unknown, may be)")));
         }
     }
-    Ok(Raw { line: n, fields })
+    if let Some(reason) = omission(&fields) {
+        return Ok(Entry::Omitted(reason));
+    }
+    let arrival = limits::nanos(fields[SUBMIT]).map_err(|m| bad(SUBMIT, m))?;
+    limits::nanos(fields[RUN]).map_err(|m| bad(RUN, m))?;
+    let size_field = if fields[ALLOCATED] > 0.0 { ALLOCATED } else { REQUESTED };
+    let size = processors(fields[size_field]).map_err(|m| bad(size_field, m))?;
+    Ok(Entry::Job(Raw { line: n, number: fields[JOB_NUMBER], arrival, run: fields[RUN], size, size_field, executable: fields[EXECUTABLE] }))
+}
+
+/// Why the trace's own values leave the job out, if they do.
+fn omission(fields: &[f64; 18]) -> Option<Omission> {
+    if fields[STATUS] == CANCELLED && fields[RUN] <= 0.0 {
+        Some(Omission::Cancelled)
+    } else if fields[SUBMIT] < 0.0 {
+        Some(Omission::UnknownSubmit)
+    } else if fields[RUN] < 0.0 {
+        Some(Omission::UnknownRunTime)
+    } else if fields[ALLOCATED] <= 0.0 && fields[REQUESTED] <= 0.0 {
+        Some(Omission::UnknownSize)
+    } else {
+        None
+    }
+}
+
+/// A positive processor count as a job size. A fractional count such as `.6` used to fall
+/// through to an unknown (-1) requested count and wrap to a job of 4294967295 CPUs (found by
+/// fuzzing).
+fn processors(v: f64) -> Result<u32, String> {
+    if v.fract() != 0.0 {
+        return Err(format!("{v} is not a whole number of processors"));
+    }
+    if v > limits::MAX_CPUS as f64 {
+        return Err(format!("{v} processors: a simulated machine has at most {}", limits::MAX_CPUS));
+    }
+    Ok(v as u32)
 }
 
 #[cfg(test)]
@@ -284,5 +500,164 @@ mod tests {
             let t = parse("bad.swf", &text, &SwfOptions { skip_bad: true, ..Default::default() }).unwrap();
             assert_eq!((t.skipped, t.jobs.len()), (1, 1));
         }
+    }
+
+    /// A job line: job `n` submitted at `submit`, running `run` s on `alloc` processors (or
+    /// `req` requested ones), ending with `status`.
+    fn job(n: &str, submit: &str, run: &str, alloc: &str, req: &str, status: &str) -> String {
+        format!("{n} {submit} -1 {run} {alloc} -1 -1 {req} -1 -1 {status} -1 -1 -1 0 -1 -1 -1\n")
+    }
+
+    #[test]
+    fn archive_layouts_read_as_their_plain_form() {
+        let plain = parse("t.swf", TRACE, &SwfOptions::default()).unwrap();
+        let spaced: String = TRACE.lines().map(|l| format!("  {}\t \n", l.replace(' ', " \t  "))).collect();
+        let interleaved = TRACE.replace("\n1 ", "\n\n   \n; a comment\n\t\n1 ").replace("\n2 ", "\r\n; Note: mid-trace\n2 ");
+        let variants = [
+            ("CRLF", TRACE.replace('\n', "\r\n")),
+            ("tabs, runs of spaces, trailing whitespace", spaced),
+            ("blank lines and comments between jobs", interleaved),
+            ("no final newline", TRACE.trim_end().to_string()),
+            ("byte-order mark", format!("\u{feff}{TRACE}")),
+        ];
+        for (what, text) in variants {
+            assert_eq!(parse("t.swf", &text, &SwfOptions::default()).as_ref(), Ok(&plain), "{what}");
+        }
+        let latin1 = [b"; Installation: Universit\xe4t\n".as_slice(), TRACE.as_bytes()].concat();
+        assert_eq!(read("t.swf", latin1.as_slice(), &SwfOptions::default()), Ok(plain), "a Latin-1 comment");
+    }
+
+    #[test]
+    fn jobs_the_trace_says_did_not_run_are_counted_not_errors() {
+        let text = [
+            "; MaxProcs: 64\n".to_string(),
+            job("1", "0", "10", "4", "-1", "1"),
+            job("2", "1", "0", "4", "-1", "1"),
+            job("3", "2", "0", "-1", "4", "5"),
+            job("4", "3", "-1", "-1", "-1", "5"),
+            job("5", "4", "-1", "4", "4", "-1"),
+            job("6", "5", "10", "-1", "-1", "1"),
+            job("7", "6", "10", "0", "0", "0"),
+            job("8", "-1", "10", "4", "-1", "1"),
+            job("9", "7", "10", "0", "8", "5"),
+            job("10", "8", "10", "2", "-1", "0"),
+        ]
+        .concat();
+        for skip_bad in [false, true] {
+            let t = parse("t.swf", &text, &SwfOptions { skip_bad, ..Default::default() }).unwrap();
+            let names: Vec<&str> = t.jobs.iter().map(|j| j.name.as_str()).collect();
+            assert_eq!(names, ["job1", "job2", "job9", "job10"], "completed, failed and killed jobs run");
+            assert_eq!(t.jobs[1].total_work(), 0.0, "a run time of 0 is a job shorter than the clock");
+            assert_eq!(t.jobs[2].request, 8, "allocated 0: the requested processors");
+            let omitted = |reason, jobs, first_line| Omitted { reason, jobs, first_line };
+            let want = vec![
+                omitted(Omission::Cancelled, 2, 4),
+                omitted(Omission::UnknownRunTime, 1, 6),
+                omitted(Omission::UnknownSize, 2, 7),
+                omitted(Omission::UnknownSubmit, 1, 9),
+            ];
+            assert_eq!((t.omitted, t.skipped), (want, 0), "skip_bad {skip_bad}");
+        }
+        let o = Omitted { reason: Omission::UnknownRunTime, jobs: 25, first_line: 34 };
+        assert_eq!(o.to_string(), "25 with an unknown run time, the first at line 34");
+    }
+
+    #[test]
+    fn jobs_run_in_submit_order_whatever_their_numbers() {
+        let text = [job("3", "100", "1", "1", "-1", "1"), job("99999999999999", "5", "1", "1", "-1", "1"), job("1e30", "50", "1", "1", "-1", "1"), job("7", "5", "1", "1", "-1", "1")].concat();
+        let t = parse("t.swf", &text, &SwfOptions::default()).unwrap();
+        let names: Vec<&str> = t.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(names, ["job99999999999999", "job7", &format!("job{}", i64::MAX), "job3"], "ties in file order");
+    }
+
+    #[test]
+    fn the_header_sizes_the_machine() {
+        let jobs = job("1", "0", "10", "16", "-1", "1");
+        let cases = [
+            ("; MaxProcs: 48\n", 48, (Some(48), None)),
+            ("; MaxNodes: 32\n", 32, (None, Some(32))),
+            ("; MaxNodes: 32\n; MaxProcs: 64\n", 64, (Some(64), Some(32))),
+            (";maxprocs:   40 (estimated)\n", 40, (Some(40), None)),
+            ("; MaxProcs: 24.0\n", 24, (Some(24), None)),
+            ("; MaxProcs: -1\n; MaxNodes: 20\n", 20, (None, Some(20))),
+            ("; MaxProcs: unknown\n", 16, (None, None)),
+        ];
+        for (header, cpus, (max_procs, max_nodes)) in cases {
+            let t = parse("t.swf", &format!("{header}{jobs}"), &SwfOptions::default()).unwrap();
+            assert_eq!((t.cpus, t.max_procs, t.max_nodes), (cpus, max_procs, max_nodes), "{header:?}");
+        }
+        for key in ["MaxProcs", "MaxNodes"] {
+            let text = format!("; Version: 2.2\n; {key}: 8\n{jobs}{}", job("2", "1", "10", "-1", "12", "1"));
+            let e = parse("t.swf", &text, &SwfOptions::default()).unwrap_err();
+            assert_eq!((e.line, e.field.as_str()), (3, "allocated_processors"), "{e}");
+            assert!(e.message.contains(&format!("larger than the machine (8 CPUs, the header's {key} at line 2)")), "{e}");
+            let t = parse("t.swf", &text, &SwfOptions { skip_bad: true, ..Default::default() }).unwrap();
+            assert_eq!((t.jobs.len(), t.skipped, t.first_skipped.unwrap().line), (0, 2, 3));
+        }
+    }
+
+    #[test]
+    fn numbers_in_any_decimal_form() {
+        let text = "; MaxProcs: 8\n1.0 0.0 -1.0 10.0 4.0 -1 -1 4.0 -1 -1 1.0 -1 -1 3.0 0 -1 -1 -1\n2 1e1 -1 1e3 2e0 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n";
+        let t = parse("t.swf", text, &SwfOptions::default()).unwrap();
+        assert_eq!((t.jobs[0].request, &*t.jobs[0].class, t.jobs[0].name.as_str()), (4, "exe3", "job1"));
+        assert_eq!((t.jobs[1].arrival, t.jobs[1].request), (10_000_000_000, 2));
+        assert!((t.jobs[1].total_work() - 2000.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn fields_the_simulator_does_not_use_need_only_be_numbers() {
+        let odd = "1 0 -5 10 4 -2 -1 -1 -7 -1 1 -1 -1 -1 0 -1 -1 -3\n";
+        assert_eq!(parse("t.swf", odd, &SwfOptions::default()).unwrap().jobs.len(), 1, "negative wait and think times");
+        let cases = [
+            ("1 0 -1 10 4 -1 -1 -1 -1 -1 1 -1 -1 -1 q -1 -1 -1\n", "queue_number", "not a number"),
+            ("1 0 -1 inf 4 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n", "run_time", "not a finite number"),
+            ("1 NaN -1 10 4 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n", "submit_time", "not a finite number"),
+        ];
+        for (line, field, message) in cases {
+            let e = parse("t.swf", line, &SwfOptions::default()).unwrap_err();
+            assert_eq!(e.field, field, "{e}");
+            assert!(e.message.contains(message) && skippable(&e), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_gzip_file_is_named_as_one_whatever_the_options() {
+        let gz = [0x1f, 0x8b, 0x08, 0x00, 0xff, b'\n', 0x00];
+        for skip_bad in [false, true] {
+            let e = read("t.swf.gz", gz.as_slice(), &SwfOptions { skip_bad, ..Default::default() }).unwrap_err();
+            assert_eq!((e.line, e.field.as_str()), (1, "file"), "{e}");
+            assert!(e.message.contains("gzip") && !skippable(&e), "{e}");
+        }
+        let e = parse("t.swf", "; MaxProcs: 4000000000\n", &SwfOptions::default()).unwrap_err();
+        assert!(!skippable(&e), "a header is not a line to skip: {e}");
+    }
+
+    /// Input that fails when read, as a disk or a network file system may.
+    struct Broken;
+
+    impl std::io::Read for Broken {
+        fn read(&mut self, _: &mut [u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::other("device gone"))
+        }
+    }
+
+    impl BufRead for Broken {
+        fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+            Err(std::io::Error::other("device gone"))
+        }
+
+        fn consume(&mut self, _: usize) {}
+    }
+
+    #[test]
+    fn reading_stops_at_the_limit_and_a_failed_read_names_its_line() {
+        use std::io::Read;
+        let text = format!("{TRACE}{}", job("3", "20", "10", "4", "-1", "1"));
+        let o = SwfOptions { limit: Some(2), ..Default::default() };
+        assert_eq!(read("t.swf", text.as_bytes().chain(Broken), &o).unwrap().jobs.len(), 2, "the failing input is not reached");
+        let e = read("t.swf", text.as_bytes().chain(Broken), &SwfOptions::default()).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (7, "file"), "{e}");
+        assert!(e.message.contains("device gone"), "{e}");
     }
 }

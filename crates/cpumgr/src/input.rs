@@ -1,6 +1,8 @@
 //! Bad input: errors that name the file, line and field, and map to exit code 2.
 
 use std::fmt;
+use std::fs::File;
+use std::io::BufReader;
 use std::path::Path;
 
 /// Input the user gave that cpumgr cannot use: a malformed file, list, spec or parameter. The
@@ -32,6 +34,12 @@ impl InputError {
 /// Reads a whole input file, as an [`InputError`] when it cannot be read.
 pub fn read_file(path: &Path) -> anyhow::Result<String> {
     std::fs::read_to_string(path).map_err(|e| InputError::new(format!("{}: {e}", path.display())))
+}
+
+/// Opens an input file to be read a line at a time, as an [`InputError`] when it cannot be
+/// opened.
+pub fn open_file(path: &Path) -> anyhow::Result<BufReader<File>> {
+    File::open(path).map(BufReader::new).map_err(|e| InputError::new(format!("{}: {e}", path.display())))
 }
 
 /// The 1-based line of a byte offset in `text`.

@@ -277,6 +277,92 @@ fn bad_input_exits_2_naming_file_line_and_field() {
     }
 }
 
+/// Traces as the Parallel Workloads Archive has them run without options: CRLF line ends, tabs,
+/// a Latin-1 comment, a last line without a newline, and jobs that the trace says were cancelled
+/// before they ran or whose run time is unknown, which are left out and counted.
+#[test]
+fn archive_traces_run_as_they_are() {
+    let dir = tempfile::tempdir().unwrap();
+    let jobs = [
+        swf_line(1, "0", "10", "4"),
+        "2\t5\t-1\t0\t-1\t-1\t-1\t4\t-1\t-1\t5\t-1\t-1\t-1\t0\t-1\t-1\t-1\n".to_string(),
+        swf_line(3, "6", "-1", "2"),
+        swf_line(4, "7", "0", "2"),
+        swf_line(5, "8", "-1", "2"),
+        swf_line(6, "9", "12.0", "1e0").trim_end().to_string(),
+    ]
+    .concat();
+    let text = [b"; Installation: Universit\xe4t\n; MaxProcs: 8\n".as_slice(), jobs.replace('\n', "\r\n").as_bytes()].concat();
+    let f = dir.path().join("archive.swf");
+    std::fs::write(&f, text).unwrap();
+    let o = cpumgr(&["sim", "--swf", f.to_str().unwrap(), "--policy", "os,equipartition", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["results"].as_array().unwrap().iter().all(|r| r["jobs"] == 3), "{v}");
+    let e = stderr(&o);
+    assert!(e.contains("archive.swf: 3 jobs not simulated: 1 cancelled before they ran"), "{e}");
+    assert!(e.contains("the first at line 4; 2 with an unknown run time, the first at line 5"), "{e}");
+}
+
+/// A compressed or jobless trace is refused, saying why, and `--skip-bad` is not offered where
+/// it would not help.
+#[test]
+fn unusable_traces_say_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let gz = dir.path().join("t.swf.gz");
+    std::fs::write(&gz, [0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03]).unwrap();
+    let cancelled = "1 0 -1 -1 -1 -1 -1 4 -1 -1 5 -1 -1 -1 0 -1 -1 -1\n";
+    let cases = [
+        (gz.to_str().unwrap().to_string(), "t.swf.gz:1: field `file`: the file is gzip-compressed"),
+        (write(dir.path(), "empty.swf", ""), "empty.swf: no job to simulate"),
+        (write(dir.path(), "header.swf", "; MaxProcs: 8\n"), "header.swf: no job to simulate"),
+        (write(dir.path(), "cancelled.swf", cancelled), "cancelled.swf: no job to simulate"),
+        (write(dir.path(), "huge.swf", "; MaxProcs: 4000000000\n"), "huge.swf:1: field `MaxProcs`"),
+    ];
+    for (f, want) in cases {
+        let o = cpumgr(&["sim", "--swf", &f, "--policy", "fcfs"]);
+        assert_eq!(o.status.code(), Some(2), "{want}: {}", stderr(&o));
+        assert!(stderr(&o).contains(want) && !stderr(&o).contains("--skip-bad"), "{want}: {}", stderr(&o));
+    }
+}
+
+/// 200 000 job lines (a twentieth cancelled) on 1 024 CPUs: read a line at a time and simulated
+/// under two policies in seconds, in memory of the order of the jobs'.
+#[test]
+fn a_200000_line_trace_runs_in_seconds_and_flat_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from("; MaxNodes: 1024\n; MaxProcs: 1024\n");
+    let (mut x, mut submit) = (12345u64, 0u64);
+    let mut next = |m: u64| {
+        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        (x >> 33) % m
+    };
+    for n in 1..=200_000u32 {
+        submit += next(240);
+        let (run, procs) = if n % 20 == 0 { ("0".to_string(), "-1".to_string()) } else { (next(4000).to_string(), (1u32 << next(8)).to_string()) };
+        let status = if n % 20 == 0 { 5 } else { 1 };
+        text.push_str(&format!("{n} {submit} 17 {run} {procs} -1 -1 {procs} 7200 -1 {status} 3 1 -1 1 1 -1 -1\n"));
+    }
+    let f = write(dir.path(), "big.swf", &text);
+    drop(text);
+    let start = std::time::Instant::now();
+    let o = cpumgr(&["sim", "--swf", &f, "--policy", "os,equipartition", "--json"]);
+    let wall = start.elapsed().as_secs_f64();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(v["results"].as_array().unwrap().iter().all(|r| r["jobs"] == 190_000), "{v}");
+    assert!(stderr(&o).contains("10000 jobs not simulated: 10000 cancelled"), "{}", stderr(&o));
+    // A debug build takes about 5 s on two cores; minutes would mean a cost growing faster
+    // than the jobs.
+    assert!(wall < 120.0, "{wall} s");
+    // The largest child's peak resident memory (this binary's other children are small runs):
+    // about 60 MiB in a debug build.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) }, 0);
+    let mib = usage.ru_maxrss as f64 / 1024.0;
+    assert!(mib < 256.0, "peak RSS {mib} MiB");
+}
+
 #[test]
 fn skip_bad_counts_the_skipped_lines() {
     let dir = tempfile::tempdir().unwrap();
@@ -311,6 +397,22 @@ fn the_shared_lublin_trace_runs_when_present() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["cpus"], 256);
     assert!(v["results"].as_array().unwrap().iter().all(|r| r["jobs"] == 300));
+}
+
+/// The shared HPC2N trace holds 25 jobs of unknown run time: they are left out and counted, and
+/// the trace runs without `--skip-bad`.
+#[test]
+fn the_shared_hpc2n_trace_runs_as_it_is_when_present() {
+    let hpc2n = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/swf/hpc2n-first3170.swf");
+    if !hpc2n.is_file() {
+        return;
+    }
+    let o = cpumgr(&["sim", "--swf", hpc2n.to_str().unwrap(), "--policy", "os,equipartition", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("25 jobs not simulated: 25 with an unknown run time, the first at line 34"), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cpus"], 240);
+    assert!(v["results"].as_array().unwrap().iter().all(|r| r["jobs"] == 3145), "{v}");
 }
 
 #[test]

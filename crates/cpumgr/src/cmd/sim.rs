@@ -19,7 +19,7 @@ use cpumgr_sim::generate::{Generator, JobKind, Model};
 use cpumgr_sim::{presets, swf, Observer, RunSummary, SimConfig, SimError, SpeedupModel, Workload};
 use serde_json::json;
 
-use crate::input::{read_file, InputError};
+use crate::input::{open_file, read_file, InputError};
 
 /// Prints a line to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
 macro_rules! outln {
@@ -163,20 +163,21 @@ fn load(args: &Args, cpus: Option<u32>, host: &mut Option<anyhow::Result<Topolog
         });
     }
     if let Some(path) = &args.swf {
-        let text = read_file(path)?;
+        let name = path.display().to_string();
         let kind = JobKind::parse(&args.swf_kind)
             .ok_or_else(|| InputError::new(format!("--swf-kind {:?}: rigid, moldable or malleable", args.swf_kind)))?;
         let speedup = SpeedupModel::Amdahl { serial: args.swf_serial };
         speedup.check().map_err(|m| InputError::new(format!("--swf-serial: {m}")))?;
         let opts = swf::SwfOptions { kind, speedup, skip_bad: args.skip_bad, cpus, limit: args.limit };
-        let t = swf::parse(&path.display().to_string(), &text, &opts).map_err(|e| {
-            let hint = if args.skip_bad { "" } else { " (--skip-bad skips such lines and counts them)" };
+        let t = swf::read(&name, open_file(path)?, &opts).map_err(|e| {
+            let hint = if args.skip_bad || !swf::skippable(&e) { "" } else { " (--skip-bad skips such lines and counts them)" };
             InputError::new(format!("{e}{hint}"))
         })?;
-        if let Some(first) = &t.first_skipped {
-            eprintln!("cpumgr: {}: skipped {} bad lines; the first: {first}", path.display(), t.skipped);
+        note_left_out(&name, &t);
+        if t.jobs.is_empty() {
+            return Err(InputError::new(format!("{name}: no job to simulate")));
         }
-        let mut w = Workload::of(path.display().to_string(), t.jobs);
+        let mut w = Workload::of(name, t.jobs);
         w.cpus = Some(t.cpus);
         return Ok(w);
     }
@@ -184,6 +185,19 @@ fn load(args: &Args, cpus: Option<u32>, host: &mut Option<anyhow::Result<Topolog
         return presets::build(name).map_err(input);
     }
     Err(InputError::new("give --workload FILE, --swf FILE or --preset NAME (see --list-presets)"))
+}
+
+/// Says on stderr which jobs of a trace are not simulated, and why: those the trace says did not
+/// run or are unknown, and the bad lines `--skip-bad` skipped.
+fn note_left_out(name: &str, t: &swf::SwfTrace) {
+    if !t.omitted.is_empty() {
+        let jobs: usize = t.omitted.iter().map(|o| o.jobs).sum();
+        let why: Vec<String> = t.omitted.iter().map(ToString::to_string).collect();
+        eprintln!("cpumgr: {name}: {jobs} jobs not simulated: {}", why.join("; "));
+    }
+    if let Some(first) = &t.first_skipped {
+        eprintln!("cpumgr: {name}: skipped {} bad lines; the first: {first}", t.skipped);
+    }
 }
 
 /// Writes trace events as JSON lines.
