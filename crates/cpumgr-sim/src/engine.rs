@@ -68,6 +68,14 @@ const NS: f64 = 1e9;
 const MAX_PERIOD: usize = 32;
 /// How many times a period must repeat before the engine trusts it.
 const REPEATS: usize = 3;
+/// The share of a phase's work that may be left when it counts as done ([`Live::done_below`]):
+/// far above the rounding of a long job's progress (about 1e-12 of its work after millions of
+/// quanta, or a fast-forward over them), far below anything a job does (a ten-thousandth of a
+/// second of a job that runs for a day). Without it, a time-shared job whose last slice left a
+/// residue of rounding stopped unfinished and ended at its next slice, after the decision there:
+/// a fast-forwarded run and a quantum-by-quantum one, whose residues differ, then scheduled
+/// differently from that point on.
+const DONE_FRACTION: f64 = 1e-10;
 /// Consecutive quanta in which no job progresses and nothing can arrive before a run is declared
 /// starved.
 const STARVED_QUANTA: u64 = 1_000;
@@ -197,6 +205,10 @@ struct Live {
     at: Nanos,
     phase: usize,
     remaining: f64,
+    /// The remaining work at or below which its phase is done ([`DONE_FRACTION`] of the phase's
+    /// work): its progress is a sum over many spans, or a fast-forward's product, and either
+    /// leaves a residue of rounding where exact arithmetic leaves nothing.
+    done_below: f64,
     rate: f64,
     stall: f64,
     done_at: Nanos,
@@ -309,10 +321,10 @@ impl Live {
 
     fn set_done_at(&mut self, now: Nanos) {
         // A job that is not alive is past its last phase.
-        self.done_at = if !self.alive || self.remaining <= 0.0 {
+        self.done_at = if !self.alive || self.remaining <= self.done_below {
             now
         } else if self.rate > 0.0 {
-            now.saturating_add(end_nanos((self.stall + self.remaining / self.rate) * NS))
+            now.saturating_add(end_nanos((self.stall + (self.remaining - self.done_below) / self.rate) * NS))
         } else {
             Nanos::MAX
         };
@@ -600,6 +612,7 @@ impl Engine<'_, '_> {
                 continue;
             }
             l.remaining = l.spec.phases[l.phase].work;
+            l.done_below = l.remaining * DONE_FRACTION;
             l.reports = reports_in(&l.spec, l.phase);
             let after = l.spec.request_in(l.phase).now;
             let (share, threads) = (l.share, l.threads);
@@ -730,6 +743,7 @@ impl Engine<'_, '_> {
                 at: self.now,
                 phase: 0,
                 remaining,
+                done_below: remaining * DONE_FRACTION,
                 rate: 0.0,
                 stall: 0.0,
                 done_at: Nanos::MAX,
@@ -1179,7 +1193,7 @@ impl Engine<'_, '_> {
                 // last period; any other lands a whole period earlier, so that the decisions
                 // before an end are made as the quantum-by-quantum run makes them (PDPA's state
                 // moves with each one).
-                let periods = l.remaining / d;
+                let periods = (l.remaining - l.done_below) / d;
                 // An end at the landing itself would come after the landing's tick, which the
                 // quantum-by-quantum run makes after it: the landing stays a millionth of a
                 // period clear of every end (an exact multiple, as computed, may be one in fact).

@@ -1,7 +1,9 @@
 //! Property: the fast-forward is an optimisation, never a model. On random small workloads
-//! (run times that are not whole quanta: an end on a quantum boundary legitimately moves by a
-//! quantum with a nanosecond of rounding), every policy the simulator places (all but `os`) gives
-//! each job the record of a quantum-by-quantum run, and the run the same fragmentation. PDPA is
+//! (run times of any length, or whole tenths of a second so that ends fall on quantum boundaries,
+//! where rounding decides whether the boundary's decision sees the end unless a phase counts as
+//! done a rounding's width early; jobs of one phase, or evolving ones of phases that change their
+//! request), every policy the simulator places (all but `os`) gives each job the record of a
+//! quantum-by-quantum run, and the run the same fragmentation. PDPA is
 //! in since it says when its searches settled ([`cpumgr_core::Policy::settled`]): before, its
 //! probe-and-fall-back pattern repeated three times and was jumped over past its last probe.
 //! A lazy run (a space-sharing policy that reads no usage) skips only quiet quanta, so there the
@@ -11,14 +13,27 @@ mod common;
 
 use common::Jobs;
 use cpumgr_core::{policies, sources::synthetic, Topology};
+use cpumgr_core::Kind;
+use cpumgr_sim::job::ltomcatv;
 use cpumgr_sim::{run, CostModel, JobSpec, SimConfig, SpeedupModel};
 use proptest::prelude::*;
 
 const S: f64 = 1e9;
 
-/// One generated job: arrival (s), CPUs, run time (s), and whether it is malleable.
-fn job() -> impl Strategy<Value = (f64, u32, f64, bool)> {
-    (0.0..40.0f64, 1u32..=8, 0.05..30.0f64, any::<bool>())
+/// How a generated job's parallelism behaves.
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    Rigid,
+    Malleable,
+    /// Paper 000's ltomcatv: a serial phase, then a parallel one, twice.
+    Evolving,
+}
+
+/// One generated job: arrival (s), CPUs, run time (s), and its shape.
+fn job() -> impl Strategy<Value = (f64, u32, f64, Shape)> {
+    let secs = prop_oneof![0.05..30.0f64, (1u32..300).prop_map(|k| f64::from(k) / 10.0)];
+    let shape = prop_oneof![Just(Shape::Rigid), Just(Shape::Malleable), Just(Shape::Evolving)];
+    (0.0..40.0f64, 1u32..=8, secs, shape)
 }
 
 const POLICIES: &[&str] = &[
@@ -41,12 +56,17 @@ proptest! {
         let mut specs: Vec<JobSpec> = jobs
             .iter()
             .enumerate()
-            .map(|(k, &(at, cpus, secs, malleable))| {
+            .map(|(k, &(at, cpus, secs, shape))| {
                 let (at, work) = ((at * S) as u64, secs * cpus as f64);
-                if malleable {
-                    JobSpec::malleable(format!("j{k}"), at, cpus, work, SpeedupModel::LINEAR)
-                } else {
-                    JobSpec::rigid(format!("j{k}"), at, cpus, work, SpeedupModel::LINEAR)
+                match shape {
+                    Shape::Rigid => JobSpec::rigid(format!("j{k}"), at, cpus, work, SpeedupModel::LINEAR),
+                    Shape::Malleable => JobSpec::malleable(format!("j{k}"), at, cpus, work, SpeedupModel::LINEAR),
+                    Shape::Evolving => {
+                        let mut j = JobSpec::malleable(format!("j{k}"), at, cpus, work, SpeedupModel::LINEAR);
+                        j.kind = Kind::Evolving;
+                        j.phases = ltomcatv(cpus, 2, secs / 4.0, work / 4.0, &SpeedupModel::LINEAR);
+                        j
+                    }
                 }
             })
             .collect();
