@@ -327,9 +327,10 @@ fn unusable_traces_say_why() {
 }
 
 /// 200 000 job lines (a twentieth cancelled) on 1 024 CPUs: read a line at a time and simulated
-/// under two policies in seconds, in memory of the order of the jobs'.
+/// under two policies, in memory of the order of the jobs'. (Its time is a benchmark's business,
+/// not a test's: `cpumgr sim --bench`.)
 #[test]
-fn a_200000_line_trace_runs_in_seconds_and_flat_memory() {
+fn a_200000_line_trace_runs_in_flat_memory() {
     let dir = tempfile::tempdir().unwrap();
     let mut text = String::from("; MaxNodes: 1024\n; MaxProcs: 1024\n");
     let (mut x, mut submit) = (12345u64, 0u64);
@@ -345,16 +346,11 @@ fn a_200000_line_trace_runs_in_seconds_and_flat_memory() {
     }
     let f = write(dir.path(), "big.swf", &text);
     drop(text);
-    let start = std::time::Instant::now();
     let o = cpumgr(&["sim", "--swf", &f, "--policy", "os,equipartition", "--json"]);
-    let wall = start.elapsed().as_secs_f64();
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["results"].as_array().unwrap().iter().all(|r| r["jobs"] == 190_000), "{v}");
     assert!(stderr(&o).contains("10000 jobs not simulated: 10000 cancelled"), "{}", stderr(&o));
-    // A debug build takes about 5 s on two cores; minutes would mean a cost growing faster
-    // than the jobs.
-    assert!(wall < 120.0, "{wall} s");
     // The largest child's peak resident memory (this binary's other children are small runs):
     // about 60 MiB in a debug build.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
