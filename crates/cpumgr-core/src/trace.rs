@@ -67,6 +67,18 @@ pub enum EventKind {
         /// The new quantum in nanoseconds.
         quantum: Nanos,
     },
+    /// The simulator's fast-forward jumped over whole periods of a repeating schedule: every
+    /// program's allocations over the `period` nanoseconds before this event's time repeat from
+    /// it until `until`, where the trace goes on (with the allocations in force at this event).
+    /// The stops and resumes in between are not listed: a run of millions of quanta stays a few
+    /// lines, and readers fold the span as a share of each program's time
+    /// (`cpumgr_report::timeline`).
+    Repeat {
+        /// The schedule's period in nanoseconds.
+        period: Nanos,
+        /// When the repetition ends.
+        until: Nanos,
+    },
 }
 
 /// One trace event.

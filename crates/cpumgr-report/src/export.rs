@@ -26,9 +26,10 @@ pub fn perfetto(t: &Timeline) -> Value {
         events.push(json!({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": lane.name}}));
         events.push(json!({"ph": "i", "pid": 1, "tid": tid, "ts": us(lane.arrival), "name": "arrive", "s": "t"}));
         for s in &lane.segments {
-            events.push(json!({"ph": "C", "pid": 1, "tid": tid, "ts": us(s.from), "name": format!("{} cpus", lane.name), "args": {"cpus": if s.running { s.count } else { 0 }}}));
+            let mean = s.held() / (s.to - s.from).max(1) as f64;
+            events.push(json!({"ph": "C", "pid": 1, "tid": tid, "ts": us(s.from), "name": format!("{} cpus", lane.name), "args": {"cpus": mean}}));
             if s.running && s.count > 0 {
-                events.push(json!({"ph": "X", "pid": 1, "tid": tid, "ts": us(s.from), "dur": us(s.to - s.from), "name": "run", "args": {"count": s.count, "cpus": s.cpus.to_string()}}));
+                events.push(json!({"ph": "X", "pid": 1, "tid": tid, "ts": us(s.from), "dur": us(s.to - s.from), "name": "run", "args": {"count": s.count, "cpus": s.cpus.to_string(), "share": s.share}}));
             }
         }
     }

@@ -13,7 +13,6 @@
 //! A run whose changes are all at least a pixel apart is drawn exactly as its trace says.
 
 use std::borrow::Cow;
-use std::cmp::Reverse;
 
 use cpumgr_core::{CpuSet, Nanos, ProgramId};
 
@@ -63,8 +62,8 @@ pub(crate) struct Row<'a> {
 }
 
 /// CPU time a lane held while running, in CPU-nanoseconds.
-fn cpu_time(lane: &Lane) -> u128 {
-    lane.segments.iter().filter(|s| s.running).map(|s| u128::from(s.count) * u128::from(s.to - s.from)).sum()
+fn cpu_time(lane: &Lane) -> f64 {
+    lane.segments.iter().map(Segment::held).sum()
 }
 
 /// At most `max` rows (at least one): every program when there are no more than `max`; else the
@@ -76,7 +75,8 @@ pub(crate) fn rows(t: &Timeline, max: usize) -> Vec<Row<'_>> {
         return t.lanes.iter().enumerate().map(|(i, lane)| Row { lane: Cow::Borrowed(lane), index: Some(i) }).collect();
     }
     let mut order: Vec<usize> = (0..t.lanes.len()).collect();
-    order.sort_by_cached_key(|&i| (Reverse(cpu_time(&t.lanes[i])), i));
+    let held: Vec<f64> = t.lanes.iter().map(cpu_time).collect();
+    order.sort_by(|&a, &b| held[b].total_cmp(&held[a]).then(a.cmp(&b)));
     let (kept, others) = order.split_at_mut(max - 1);
     kept.sort_unstable();
     let mut rows: Vec<Row> = kept.iter().map(|&i| Row { lane: Cow::Borrowed(&t.lanes[i]), index: Some(i) }).collect();
@@ -86,7 +86,8 @@ pub(crate) fn rows(t: &Timeline, max: usize) -> Vec<Row<'_>> {
 
 /// The lanes summed into one, named after how many they are: from the first arrival to the last
 /// exit, its segments are the stretches in which the CPUs they held while running, together, did
-/// not change.
+/// not change (a share of a segment, [`Segment::share`], counts as that share of its CPUs, and
+/// the sum is rounded to whole CPUs).
 fn summed<'a>(lanes: impl Iterator<Item = &'a Lane>) -> Lane {
     let mut sum = Lane {
         id: ProgramId(0),
@@ -96,29 +97,30 @@ fn summed<'a>(lanes: impl Iterator<Item = &'a Lane>) -> Lane {
         status: None,
         segments: Vec::new(),
     };
-    let mut steps: Vec<(Nanos, i64)> = Vec::new();
+    let mut steps: Vec<(Nanos, f64)> = Vec::new();
     let mut count = 0;
     for lane in lanes {
         count += 1;
         sum.arrival = sum.arrival.min(lane.arrival);
         sum.exit = sum.exit.max(lane.exit);
         for s in lane.segments.iter().filter(|s| s.running) {
-            steps.extend([(s.from, i64::from(s.count)), (s.to, -i64::from(s.count))]);
+            let cpus = f64::from(s.count) * s.share;
+            steps.extend([(s.from, cpus), (s.to, -cpus)]);
         }
     }
     sum.name = format!("{count} other programs");
-    steps.sort_unstable();
-    let mut held = 0;
+    steps.sort_unstable_by_key(|s| s.0);
+    let mut held = 0.0;
     for changes in steps.chunk_by(|a, b| a.0 == b.0) {
         let at = changes[0].0;
-        held += changes.iter().map(|c| c.1).sum::<i64>();
+        held += changes.iter().map(|c| c.1).sum::<f64>();
+        let count = held.round().max(0.0) as u32;
         match sum.segments.last_mut() {
-            Some(last) if i64::from(last.count) == held => continue,
+            Some(last) if last.count == count => continue,
             Some(last) => last.to = at,
             None => {}
         }
-        let count = u32::try_from(held).unwrap_or(0);
-        sum.segments.push(Segment { from: at, to: at, count, cpus: CpuSet::new(), running: count > 0 });
+        sum.segments.push(Segment { from: at, to: at, count, cpus: CpuSet::new(), running: count > 0, share: 1.0 });
     }
     sum.segments.retain(|s| s.to > s.from);
     sum
@@ -143,8 +145,7 @@ pub(crate) struct Bar {
 impl Bar {
     /// The bar of segment `k`, `s`.
     fn of(k: usize, s: &Segment) -> Bar {
-        let held = if s.running { f64::from(s.count) * (s.to - s.from) as f64 } else { 0.0 };
-        Bar { from: s.from, to: s.to, held, segment: Some(k), merged: 1 }
+        Bar { from: s.from, to: s.to, held: s.held(), segment: Some(k), merged: 1 }
     }
 
     /// This bar and the next one (later, adjacent) as one.
@@ -266,7 +267,7 @@ mod tests {
     use crate::timeline::tests::sample;
 
     fn seg(from: Nanos, to: Nanos, count: u32, running: bool) -> Segment {
-        Segment { from, to, count, cpus: CpuSet::new(), running }
+        Segment { from, to, count, cpus: CpuSet::new(), running, share: 1.0 }
     }
 
     #[test]

@@ -55,7 +55,7 @@ impl Figures {
         let last = t.lanes.iter().map(|l| l.exit).max()?;
         let makespan = secs(last.saturating_sub(first));
         let turnarounds: Vec<f64> = t.lanes.iter().map(|l| secs(l.exit.saturating_sub(l.arrival))).collect();
-        let held: f64 = t.lanes.iter().flat_map(|l| &l.segments).filter(|s| s.running).map(|s| s.count as f64 * secs(s.to - s.from)).sum();
+        let held: f64 = t.lanes.iter().flat_map(|l| &l.segments).map(|s| s.held() / 1e9).sum();
         let mut runs: BTreeMap<String, Vec<f64>> = BTreeMap::new();
         for l in &t.lanes {
             let start = l.first_run().unwrap_or(l.arrival);

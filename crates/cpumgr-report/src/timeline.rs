@@ -45,6 +45,22 @@ pub struct Segment {
     pub cpus: CpuSet,
     /// Whether it ran.
     pub running: bool,
+    /// The share of the stretch it ran: 1 for a stretch its trace lists stop by stop; less over
+    /// a span the simulator skipped ([`EventKind::Repeat`]), where it ran on `count` of `cpus` at
+    /// a time for that share of the span (`cpus`: every CPU it ran on in the repeated period;
+    /// `count`: the most it held at once).
+    pub share: f64,
+}
+
+impl Segment {
+    /// CPU-nanoseconds it held while running.
+    pub fn held(&self) -> f64 {
+        if self.running {
+            f64::from(self.count) * (self.to - self.from) as f64 * self.share
+        } else {
+            0.0
+        }
+    }
 }
 
 /// One program's life in the trace.
@@ -68,6 +84,33 @@ impl Lane {
     /// When it first got a CPU and ran, if it ever did.
     pub fn first_run(&self) -> Option<Nanos> {
         self.segments.iter().find(|s| s.running && s.count > 0).map(|s| s.from)
+    }
+
+    /// Folds a repetition ([`EventKind::Repeat`] at `at`): what the lane ran over the `period`
+    /// before `at` becomes one segment from `at` to `until` with that share of the time, and the
+    /// allocation in force at `at` goes on from `until`. A lane that did not run in the period
+    /// keeps its allocation through the span (it was stopped, or waited, throughout).
+    fn repeat(&mut self, at: Nanos, period: Nanos, until: Nanos) {
+        let Some(last) = self.segments.last().cloned() else { return };
+        let from = at.saturating_sub(period);
+        let (mut held, mut count, mut cpus) = (0.0, 0, CpuSet::new());
+        for s in self.segments.iter().rev().take_while(|s| s.to > from) {
+            let overlap = s.to.min(at).saturating_sub(s.from.max(from));
+            if s.running && s.count > 0 && overlap > 0 {
+                held += f64::from(s.count) * overlap as f64 * s.share;
+                count = count.max(s.count);
+                cpus = cpus.union(&s.cpus);
+            }
+        }
+        if held <= 0.0 || period == 0 {
+            return;
+        }
+        let share = (held / (f64::from(count) * period as f64)).min(1.0);
+        if let Some(open) = self.segments.last_mut() {
+            open.to = at;
+        }
+        self.segments.push(Segment { from: at, to: until, count, cpus, running: true, share });
+        self.segments.push(Segment { from: until, to: Nanos::MAX, ..last });
     }
 }
 
@@ -109,6 +152,12 @@ impl Timeline {
                     index.insert(id, t.lanes.len());
                     t.lanes.push(Lane { id, name: name.clone(), arrival: e.t, exit: Nanos::MAX, status: None, segments: Vec::new() });
                 }
+                (EventKind::Repeat { period, until }, _) => {
+                    t.end = t.end.max(*until);
+                    for lane in t.lanes.iter_mut().filter(|l| l.exit == Nanos::MAX) {
+                        lane.repeat(e.t, *period, *until);
+                    }
+                }
                 (EventKind::Allocate { count, cpus, running }, Some(id)) => {
                     if let Some(&i) = index.get(&id) {
                         let lane = &mut t.lanes[i];
@@ -118,7 +167,7 @@ impl Timeline {
                             }
                             last.to = e.t;
                         }
-                        lane.segments.push(Segment { from: e.t, to: Nanos::MAX, count: *count, cpus: cpus.clone(), running: *running });
+                        lane.segments.push(Segment { from: e.t, to: Nanos::MAX, count: *count, cpus: cpus.clone(), running: *running, share: 1.0 });
                     }
                 }
                 (EventKind::Exit { status }, Some(id)) => {
@@ -158,15 +207,34 @@ impl Timeline {
     }
 
     /// Which program owned each CPU over time: per CPU of [`Timeline::cpus`], the running
-    /// segments that held it, as (from, to, lane index).
+    /// segments that held it, as (from, to, lane index). Over a repeated span
+    /// ([`EventKind::Repeat`]), where programs took turns on a CPU faster than the span can show,
+    /// its sharers follow one another in lane order, each for its share of the span (its share
+    /// of the time, times the part of its CPUs it held at once), and what none of them used is
+    /// idle.
     pub fn cpu_owners(&self) -> Vec<(u32, Ownership)> {
         let mut per_cpu: std::collections::BTreeMap<u32, Ownership> =
             self.cpus.iter().map(|c| (c, Vec::new())).collect();
+        let mut shared: std::collections::BTreeMap<(u32, Nanos, Nanos), Vec<(usize, f64)>> = std::collections::BTreeMap::new();
         for (i, lane) in self.lanes.iter().enumerate() {
             for s in lane.segments.iter().filter(|s| s.running) {
+                let weight = s.share * f64::from(s.count) / s.cpus.len().max(1) as f64;
                 for c in s.cpus.iter() {
-                    per_cpu.entry(c).or_default().push((s.from, s.to, i));
+                    if s.share < 1.0 {
+                        shared.entry((c, s.from, s.to)).or_default().push((i, weight));
+                    } else {
+                        per_cpu.entry(c).or_default().push((s.from, s.to, i));
+                    }
                 }
+            }
+        }
+        for ((c, from, to), sharers) in shared {
+            let total: f64 = sharers.iter().map(|&(_, w)| w).sum::<f64>().max(1.0);
+            let mut at = from;
+            for (i, w) in sharers {
+                let end = (at + ((to - from) as f64 * w / total) as Nanos).min(to);
+                per_cpu.entry(c).or_default().push((at, end, i));
+                at = end;
             }
         }
         per_cpu.into_iter().map(|(c, mut v)| {
@@ -210,6 +278,43 @@ pub(crate) mod tests {
         assert_eq!(t.lanes[1].first_run(), Some(100));
         let owners = t.cpu_owners();
         assert_eq!(owners[1].1, vec![(0, 100, 0), (100, 300, 1), (300, 400, 1)]);
+    }
+
+    #[test]
+    fn a_repeated_span_is_each_program_s_share_of_the_period_before_it() {
+        let cpus = |s: &str| CpuSet::parse(s).unwrap();
+        let ev = |t: u64, p: Option<u64>, kind: EventKind| Event { t, program: p.map(ProgramId), kind };
+        let run = |t: u64, p: u64, c: &str| ev(t, Some(p), EventKind::Allocate { count: cpus(c).len() as u32, cpus: cpus(c), running: true });
+        let stop = |t: u64, p: u64| ev(t, Some(p), EventKind::Allocate { count: 0, cpus: CpuSet::new(), running: false });
+        // Two programs take turns on two CPUs every 100 ns (`a` on both, then `b` on one); a third
+        // waits throughout. The period 0..200 repeats from 200 to 1 200; the turns go on after.
+        let events = vec![
+            ev(0, None, EventKind::Start { source: "sim".into(), cpus: cpus("0-1"), policy: "gang".into(), quantum: 100 }),
+            ev(0, Some(1), EventKind::Arrive { name: "a".into(), request: 2 }),
+            ev(0, Some(2), EventKind::Arrive { name: "b".into(), request: 1 }),
+            ev(0, Some(3), EventKind::Arrive { name: "c".into(), request: 4 }),
+            run(0, 1, "0-1"),
+            stop(100, 1),
+            run(100, 2, "1"),
+            stop(200, 2),
+            run(200, 1, "0-1"),
+            ev(200, None, EventKind::Repeat { period: 200, until: 1_200 }),
+            stop(1_300, 1),
+            run(1_300, 2, "1"),
+            ev(1_400, Some(1), EventKind::Exit { status: Some(0) }),
+            ev(1_400, Some(2), EventKind::Exit { status: Some(0) }),
+        ];
+        let t = Timeline::from_events(&events);
+        let spans = |i: usize| t.lanes[i].segments.iter().map(|s| (s.from, s.to, s.count, s.running, s.share)).collect::<Vec<_>>();
+        assert_eq!(spans(0), vec![(0, 100, 2, true, 1.0), (100, 200, 0, false, 1.0), (200, 1_200, 2, true, 0.5), (1_200, 1_300, 2, true, 1.0), (1_300, 1_400, 0, false, 1.0)]);
+        assert_eq!(spans(1), vec![(100, 200, 1, true, 1.0), (200, 1_200, 1, true, 0.5), (1_200, 1_300, 0, false, 1.0), (1_300, 1_400, 1, true, 1.0)]);
+        assert!(t.lanes[2].segments.is_empty(), "a program that never ran has nothing to repeat");
+        let held = |i: usize| t.lanes[i].segments.iter().map(Segment::held).sum::<f64>();
+        assert_eq!((held(0), held(1)), (2.0 * 100.0 + 2.0 * 500.0 + 2.0 * 100.0, 100.0 + 500.0 + 100.0), "the quantum-by-quantum run's CPU time");
+        // CPU 1 was `a`'s half the time and `b`'s the other half: the span shows them in turn.
+        let owners = t.cpu_owners();
+        assert_eq!(owners[1].1.iter().filter(|o| o.0 >= 200 && o.1 <= 1_200).copied().collect::<Vec<_>>(), vec![(200, 700, 0), (700, 1_200, 1)]);
+        assert_eq!(owners[0].1.iter().filter(|o| o.0 >= 200 && o.1 <= 1_200).copied().collect::<Vec<_>>(), vec![(200, 700, 0)], "CPU 0 idle while `b` ran");
     }
 
     #[test]

@@ -1253,6 +1253,9 @@ impl Engine<'_, '_> {
             *g = (g.0 + k * gb, g.1 + k * gf);
         }
         let jump = n * cycle;
+        if self.tally.trace {
+            self.emit(None, EventKind::Repeat { period: cycle, until: self.now + jump });
+        }
         self.now += jump;
         self.next_tick += jump;
         // The policy and its pending wake-up land at the same point of the rotation.

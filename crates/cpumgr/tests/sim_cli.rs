@@ -438,3 +438,33 @@ fn every_cost_parameter_has_a_flag_that_overrides_the_workload() {
         assert!(stderr(&o).contains(&flag[..flag.len() - 3]), "{flag}: {}", stderr(&o));
     }
 }
+
+/// A trace written with the fast-forward gives each program the CPU time the quantum-by-quantum
+/// trace does: the skipped periods are `repeat` events, folded as shares of the period before.
+#[test]
+fn a_fast_forwarded_trace_holds_the_cpu_time_of_every_quantum() {
+    use cpumgr_report::timeline::{parse_trace, Segment, Timeline};
+    let dir = tempfile::tempdir().unwrap();
+    let held = |extra: &[&str]| {
+        let path = dir.path().join("t.jsonl");
+        let path = path.to_str().unwrap();
+        let mut args = vec!["sim", "--preset", "nanos-dss64", "--policy", "gang,vtq-dss", "--trace", path, "--csv"];
+        args.extend_from_slice(extra);
+        let o = cpumgr(&args);
+        assert!(o.status.success(), "{}", stderr(&o));
+        let text = std::fs::read_to_string(path).unwrap();
+        let repeats = text.lines().filter(|l| l.contains("\"kind\":\"repeat\"")).count();
+        let runs = Timeline::runs(&parse_trace(path, &text).unwrap());
+        let held: Vec<Vec<f64>> = runs.iter().map(|t| t.lanes.iter().map(|l| l.segments.iter().map(Segment::held).sum()).collect()).collect();
+        (held, repeats)
+    };
+    let ((fast, repeats), (exact, none)) = (held(&[]), held(&["--no-fast-forward"]));
+    assert!(repeats > 0 && none == 0, "{repeats} repeats fast-forwarded, {none} quantum by quantum");
+    assert_eq!(fast.len(), 2);
+    for (run, (f, e)) in fast.iter().zip(&exact).enumerate() {
+        assert_eq!(f.len(), e.len());
+        for (lane, (x, y)) in f.iter().zip(e).enumerate() {
+            assert!((x - y).abs() <= 1e-9 * y.max(1.0), "run {run}, program {lane}: {x} CPU-ns fast-forwarded, {y} quantum by quantum");
+        }
+    }
+}

@@ -102,9 +102,10 @@ pub struct Args {
     /// Print CSV.
     #[arg(long)]
     csv: bool,
-    /// Write the trace events of every run here (JSON lines, one `start` event per run). Quanta
-    /// the fast-forward skips are not in it (a time-shared program's stops and resumes there):
-    /// with --no-fast-forward it has every quantum.
+    /// Write the trace events of every run here (JSON lines, one `start` event per run). Periods
+    /// of a time-shared schedule that the fast-forward skips are one `repeat` event each (the
+    /// period before it repeats until its `until`), not their stops and resumes: with
+    /// --no-fast-forward it lists every quantum.
     #[arg(long)]
     trace: Option<PathBuf>,
     /// Write a self-contained HTML page here: the comparison table and, per policy, Gantt charts
