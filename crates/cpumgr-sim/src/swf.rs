@@ -334,7 +334,9 @@ impl<'a> Reader<'a> {
         let mut classes: HashMap<i64, Arc<str>> = HashMap::new();
         for r in std::mem::take(&mut self.raws) {
             if r.size > cpus {
-                let m = format!("job of {} processors is larger than the machine ({cpus} CPUs, {source})", r.size);
+                // Nodes of several processors make a MaxNodes header too small: say how to size it.
+                let hint = if self.opts.cpus.is_none() { "; --cpus gives the machine's size" } else { "" };
+                let m = format!("job of {} processors is larger than the machine ({cpus} CPUs, {source}){hint}", r.size);
                 self.bad(InputError::new(self.file, r.line, FIELDS[r.size_field], m))?;
                 continue;
             }
@@ -590,7 +592,9 @@ mod tests {
             let text = format!("; Version: 2.2\n; {key}: 8\n{jobs}{}", job("2", "1", "10", "-1", "12", "1"));
             let e = parse("t.swf", &text, &SwfOptions::default()).unwrap_err();
             assert_eq!((e.line, e.field.as_str()), (3, "allocated_processors"), "{e}");
-            assert!(e.message.contains(&format!("larger than the machine (8 CPUs, the header's {key} at line 2)")), "{e}");
+            assert!(e.message.contains(&format!("larger than the machine (8 CPUs, the header's {key} at line 2); --cpus gives")), "{e}");
+            let sized = parse("t.swf", &text, &SwfOptions { cpus: Some(4), ..Default::default() }).unwrap_err();
+            assert!(sized.message.ends_with("(4 CPUs, the machine-size override)"), "the size was given: {sized}");
             let t = parse("t.swf", &text, &SwfOptions { skip_bad: true, ..Default::default() }).unwrap();
             assert_eq!((t.jobs.len(), t.skipped, t.first_skipped.unwrap().line), (0, 2, 3));
         }
