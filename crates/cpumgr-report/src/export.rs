@@ -47,6 +47,9 @@ pub fn perfetto(t: &Timeline) -> Value {
 const STATE_IDLE: u32 = 0;
 const STATE_RUNNING: u32 = 1;
 const STATE_STOPPED: u32 = 2;
+/// A span the simulator skipped, in which the program ran a share of the time (its allocation
+/// event gives the CPUs it held on average, rounded up).
+const STATE_SHARED: u32 = 3;
 /// Paraver event type: CPUs allocated to the program.
 pub const EVENT_ALLOCATION: u32 = 90_000_001;
 
@@ -86,11 +89,16 @@ pub fn paraver(t: &Timeline) -> Paraver {
             }
             let cpu = s.cpus.first().and_then(|c| cpu_index.get(&c)).copied().unwrap_or(0);
             let state = match (s.running, s.count) {
+                (true, n) if n > 0 && s.share < 1.0 => STATE_SHARED,
                 (true, n) if n > 0 => STATE_RUNNING,
                 _ => STATE_STOPPED,
             };
             records.push((s.from, format!("1:{cpu}:1:{task}:1:{}:{}:{state}", s.from, s.to)));
-            let count = if s.running { s.count } else { 0 };
+            let count = match (s.running, s.share < 1.0) {
+                (false, _) => 0,
+                (true, true) => (f64::from(s.count) * s.share).ceil() as u32,
+                (true, false) => s.count,
+            };
             records.push((s.from, format!("2:{cpu}:1:{task}:1:{}:{EVENT_ALLOCATION}:{count}", s.from)));
             at = s.to;
         }
@@ -105,8 +113,8 @@ pub fn paraver(t: &Timeline) -> Paraver {
     }
     let pcf = format!(
         "DEFAULT_OPTIONS\n\nLEVEL               THREAD\nUNITS               NANOSEC\n\n\
-         STATES\n{STATE_IDLE}    Idle\n{STATE_RUNNING}    Running\n{STATE_STOPPED}    Waiting for CPUs\n\n\
-         STATES_COLOR\n{STATE_IDLE}    {{117,195,255}}\n{STATE_RUNNING}    {{0,0,255}}\n{STATE_STOPPED}    {{255,0,0}}\n\n\
+         STATES\n{STATE_IDLE}    Idle\n{STATE_RUNNING}    Running\n{STATE_STOPPED}    Waiting for CPUs\n{STATE_SHARED}    Running a share of the time (a repeating schedule, fast-forwarded)\n\n\
+         STATES_COLOR\n{STATE_IDLE}    {{117,195,255}}\n{STATE_RUNNING}    {{0,0,255}}\n{STATE_STOPPED}    {{255,0,0}}\n{STATE_SHARED}    {{128,128,255}}\n\n\
          EVENT_TYPE\n0    {EVENT_ALLOCATION}    CPUs allocated by cpumgr\n"
     );
     let mut row = format!("LEVEL CPU SIZE {ncpus}\n");
@@ -134,6 +142,8 @@ fn row_name(name: &str) -> String {
 mod tests {
     use super::*;
     use crate::timeline::tests::sample;
+    use cpumgr_core::trace::{Event, EventKind};
+    use cpumgr_core::{CpuSet, ProgramId};
 
     #[test]
     fn perfetto_events_have_the_fields_their_phase_needs() {
@@ -188,5 +198,34 @@ mod tests {
             }
         }
         assert_eq!(states, 4, "two running stretches each for a and b");
+    }
+
+    #[test]
+    fn paraver_marks_a_repeated_span_as_shared_with_its_mean_cpus() {
+        let cpus = CpuSet::parse("0-3").unwrap();
+        let ev = |t: u64, p: Option<u64>, kind: EventKind| Event { t, program: p.map(ProgramId), kind };
+        let run = |t: u64, p: u64, on: bool| {
+            ev(t, Some(p), EventKind::Allocate { count: if on { 4 } else { 0 }, cpus: if on { cpus.clone() } else { CpuSet::new() }, running: on })
+        };
+        let events = vec![
+            ev(0, None, EventKind::Start { source: "sim".into(), cpus: cpus.clone(), policy: "gang".into(), quantum: 100 }),
+            ev(0, Some(1), EventKind::Arrive { name: "a".into(), request: 4 }),
+            ev(0, Some(2), EventKind::Arrive { name: "b".into(), request: 4 }),
+            run(0, 1, true),
+            run(100, 1, false),
+            run(100, 2, true),
+            run(200, 2, false),
+            run(200, 1, true),
+            ev(200, None, EventKind::Repeat { period: 200, until: 1_000 }),
+            ev(1_100, Some(1), EventKind::Exit { status: Some(0) }),
+            ev(1_100, Some(2), EventKind::Exit { status: Some(0) }),
+        ];
+        let p = paraver(&Timeline::from_events(&events));
+        let shared: Vec<&str> = p.prv.lines().filter(|l| l.starts_with("1:") && l.ends_with(&format!(":{STATE_SHARED}"))).collect();
+        assert_eq!(shared.len(), 2, "a and b shared the span 200..1000: {}", p.prv);
+        assert!(shared.iter().all(|l| l.contains(":200:1000:")), "{shared:?}");
+        let means: Vec<&str> = p.prv.lines().filter(|l| l.starts_with("2:") && l.contains(":200:")).collect();
+        assert!(means.iter().all(|l| l.ends_with(&format!("{EVENT_ALLOCATION}:2"))), "half of 4 CPUs each, not 4: {means:?}");
+        assert!(p.pcf.contains(&format!("\n{STATE_SHARED}    ")), "{}", p.pcf);
     }
 }

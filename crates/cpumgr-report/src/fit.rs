@@ -86,8 +86,8 @@ pub(crate) fn rows(t: &Timeline, max: usize) -> Vec<Row<'_>> {
 
 /// The lanes summed into one, named after how many they are: from the first arrival to the last
 /// exit, its segments are the stretches in which the CPUs they held while running, together, did
-/// not change (a share of a segment, [`Segment::share`], counts as that share of its CPUs, and
-/// the sum is rounded to whole CPUs).
+/// not change (a share of a segment, [`Segment::share`], counts as that share of its CPUs: the
+/// sum is the CPUs at once, rounded up, and the share of the time that gives it).
 fn summed<'a>(lanes: impl Iterator<Item = &'a Lane>) -> Lane {
     let mut sum = Lane {
         id: ProgramId(0),
@@ -114,13 +114,16 @@ fn summed<'a>(lanes: impl Iterator<Item = &'a Lane>) -> Lane {
     for changes in steps.chunk_by(|a, b| a.0 == b.0) {
         let at = changes[0].0;
         held += changes.iter().map(|c| c.1).sum::<f64>();
-        let count = held.round().max(0.0) as u32;
+        // Whole CPUs at once, and the share of the time that gives the sum (a repeated span's
+        // shares sum to a fraction of a CPU).
+        let count = held.max(0.0).ceil() as u32;
+        let share = if count > 0 { (held / f64::from(count)).min(1.0) } else { 1.0 };
         match sum.segments.last_mut() {
-            Some(last) if last.count == count => continue,
+            Some(last) if last.count == count && (last.share - share).abs() < 1e-9 => continue,
             Some(last) => last.to = at,
             None => {}
         }
-        sum.segments.push(Segment { from: at, to: at, count, cpus: CpuSet::new(), running: count > 0, share: 1.0 });
+        sum.segments.push(Segment { from: at, to: at, count, cpus: CpuSet::new(), running: count > 0, share });
     }
     sum.segments.retain(|s| s.to > s.from);
     sum
@@ -287,6 +290,25 @@ mod tests {
         );
         assert!((b[0].cpus() - 1.2).abs() < 1e-9, "3 of 5 stretches ran on 2 CPUs: {}", b[0].cpus());
         assert_eq!(b[2].cpus(), 4.0);
+    }
+
+    #[test]
+    fn the_summed_row_keeps_the_shares_of_a_repeated_span() {
+        // Three programs that each ran an eighth of a repeated span on one CPU: 0.375 CPUs on
+        // average, one at a time (not rounded away to nothing).
+        let lane = |name: &str| Lane {
+            id: ProgramId(1),
+            name: name.into(),
+            arrival: 0,
+            exit: 800,
+            status: None,
+            segments: vec![Segment { share: 0.125, ..seg(0, 800, 1, true) }],
+        };
+        let lanes = [lane("a"), lane("b"), lane("c")];
+        let sum = summed(lanes.iter());
+        assert_eq!(sum.segments.iter().map(|s| (s.from, s.to, s.count)).collect::<Vec<_>>(), vec![(0, 800, 1)]);
+        assert!((sum.segments[0].share - 0.375).abs() < 1e-12, "{:?}", sum.segments);
+        assert!((cpu_time(&sum) - 3.0 * 100.0).abs() < 1e-9);
     }
 
     #[test]

@@ -55,8 +55,13 @@ pub struct Segment {
 impl Segment {
     /// CPU-nanoseconds it held while running.
     pub fn held(&self) -> f64 {
+        self.held_in(self.from, self.to)
+    }
+
+    /// CPU-nanoseconds it held while running within `from..to`, a part of it.
+    fn held_in(&self, from: Nanos, to: Nanos) -> f64 {
         if self.running {
-            f64::from(self.count) * (self.to - self.from) as f64 * self.share
+            f64::from(self.count) * to.saturating_sub(from) as f64 * self.share
         } else {
             0.0
         }
@@ -89,19 +94,11 @@ impl Lane {
     /// Folds a repetition ([`EventKind::Repeat`] at `at`): what the lane ran over the `period`
     /// before `at` becomes one segment from `at` to `until` with that share of the time, and the
     /// allocation in force at `at` goes on from `until`. A lane that did not run in the period
-    /// keeps its allocation through the span (it was stopped, or waited, throughout).
-    fn repeat(&mut self, at: Nanos, period: Nanos, until: Nanos) {
+    /// keeps its allocation through the span (it was stopped, or waited, throughout). `earlier`:
+    /// the repetitions folded before, as (start, period), for a period that reaches into one.
+    fn repeat(&mut self, at: Nanos, period: Nanos, until: Nanos, earlier: &[(Nanos, Nanos)]) {
         let Some(last) = self.segments.last().cloned() else { return };
-        let from = at.saturating_sub(period);
-        let (mut held, mut count, mut cpus) = (0.0, 0, CpuSet::new());
-        for s in self.segments.iter().rev().take_while(|s| s.to > from) {
-            let overlap = s.to.min(at).saturating_sub(s.from.max(from));
-            if s.running && s.count > 0 && overlap > 0 {
-                held += f64::from(s.count) * overlap as f64 * s.share;
-                count = count.max(s.count);
-                cpus = cpus.union(&s.cpus);
-            }
-        }
+        let Usage { held, count, cpus } = self.usage(at.saturating_sub(period), at, earlier);
         if held <= 0.0 || period == 0 {
             return;
         }
@@ -111,6 +108,55 @@ impl Lane {
         }
         self.segments.push(Segment { from: at, to: until, count, cpus, running: true, share });
         self.segments.push(Segment { from: until, to: Nanos::MAX, ..last });
+    }
+
+    /// What the lane ran over `from..to`. Within an earlier repeated span the period it repeats is
+    /// read, not the span's mean: a part of a span is not the mean of the whole.
+    fn usage(&self, from: Nanos, to: Nanos, earlier: &[(Nanos, Nanos)]) -> Usage {
+        let mut u = Usage::default();
+        let first = self.segments.partition_point(|s| s.to <= from);
+        for s in self.segments[first..].iter().take_while(|s| s.from < to) {
+            let (x, y) = (s.from.max(from), s.to.min(to));
+            if y <= x || !s.running || s.count == 0 {
+                continue;
+            }
+            match earlier.iter().find(|&&(start, _)| start == s.from).filter(|_| s.share < 1.0) {
+                Some(&(start, p)) if p > 0 => {
+                    // The span repeats `start - p..start`: whole periods, then the rest, which
+                    // may wrap around the period's end.
+                    let window = start.saturating_sub(p);
+                    let whole = (y - x) / p;
+                    if whole > 0 {
+                        u.add(self.usage(window, start, earlier), whole as f64);
+                    }
+                    let (offset, rest) = ((x - start) % p, (y - x) % p);
+                    let head = rest.min(p - offset);
+                    u.add(self.usage(window + offset, window + offset + head, earlier), 1.0);
+                    u.add(self.usage(window, window + rest - head, earlier), 1.0);
+                }
+                _ => u.add(Usage { held: s.held_in(x, y), count: s.count, cpus: s.cpus.clone() }, 1.0),
+            }
+        }
+        u
+    }
+}
+
+/// What a lane ran over a stretch: CPU-nanoseconds, the most CPUs at once, every CPU used.
+#[derive(Debug, Default)]
+struct Usage {
+    held: f64,
+    count: u32,
+    cpus: CpuSet,
+}
+
+impl Usage {
+    /// Adds `times` times `other`'s CPU time, and its CPUs.
+    fn add(&mut self, other: Usage, times: f64) {
+        if other.held > 0.0 {
+            self.held += other.held * times;
+            self.count = self.count.max(other.count);
+            self.cpus = self.cpus.union(&other.cpus);
+        }
     }
 }
 
@@ -139,6 +185,8 @@ impl Timeline {
     pub fn from_events(events: &[Event]) -> Timeline {
         let mut t = Timeline::default();
         let mut index: std::collections::HashMap<ProgramId, usize> = std::collections::HashMap::new();
+        // The repetitions folded so far, as (start, period).
+        let mut repeats: Vec<(Nanos, Nanos)> = Vec::new();
         for e in events {
             t.end = t.end.max(e.t);
             match (&e.kind, e.program) {
@@ -155,8 +203,9 @@ impl Timeline {
                 (EventKind::Repeat { period, until }, _) => {
                     t.end = t.end.max(*until);
                     for lane in t.lanes.iter_mut().filter(|l| l.exit == Nanos::MAX) {
-                        lane.repeat(e.t, *period, *until);
+                        lane.repeat(e.t, *period, *until, &repeats);
                     }
+                    repeats.push((e.t, *period));
                 }
                 (EventKind::Allocate { count, cpus, running }, Some(id)) => {
                     if let Some(&i) = index.get(&id) {
