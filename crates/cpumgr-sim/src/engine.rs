@@ -75,7 +75,7 @@ const REPEATS: usize = 3;
 /// residue of rounding stopped unfinished and ended at its next slice, after the decision there:
 /// a fast-forwarded run and a quantum-by-quantum one, whose residues differ, then scheduled
 /// differently from that point on.
-const DONE_FRACTION: f64 = 1e-10;
+pub(crate) const DONE_FRACTION: f64 = 1e-10;
 /// Consecutive quanta in which no job progresses and nothing can arrive before a run is declared
 /// starved.
 const STARVED_QUANTA: u64 = 1_000;
@@ -1283,7 +1283,8 @@ pub(crate) fn dedicated_time(cost: &CostModel, cpus: u32, spec: &JobSpec) -> f64
             if ph.work <= 0.0 {
                 0.0
             } else {
-                ph.work / cost.rate(&ph.speedup, ph.request as f64, t, t, spec.sync, false)
+                // A phase ends with its last [`DONE_FRACTION`] of work left, alone as in any run.
+                ph.work * (1.0 - DONE_FRACTION) / cost.rate(&ph.speedup, ph.request as f64, t, t, spec.sync, false)
             }
         })
         .sum()

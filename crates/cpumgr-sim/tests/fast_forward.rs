@@ -2,8 +2,8 @@
 //! (run times of any length, or whole tenths of a second so that ends fall on quantum boundaries,
 //! where rounding decides whether the boundary's decision sees the end unless a phase counts as
 //! done a rounding's width early; jobs of one phase, or evolving ones of phases that change their
-//! request), every policy the simulator places (all but `os`) gives each job the record of a
-//! quantum-by-quantum run, and the run the same fragmentation. PDPA is
+//! request), every policy (`os` too, whose processor sharing ticks only when something changed)
+//! gives each job the record of a quantum-by-quantum run, and the run the same fragmentation. PDPA is
 //! in since it says when its searches settled ([`cpumgr_core::Policy::settled`]): before, its
 //! probe-and-fall-back pattern repeated three times and was jumped over past its last probe.
 //! A lazy run (a space-sharing policy that reads no usage) skips only quiet quanta, so there the
@@ -38,7 +38,7 @@ fn job() -> impl Strategy<Value = (f64, u32, f64, Shape)> {
 
 const POLICIES: &[&str] = &[
     "gang", "gang:fill=false", "cs", "sw-dss", "ssw-dss", "vtq-dss", "vtq-dss:k=1.5", "omp-dss", "equipartition", "pdpa",
-    "dss", "cluster", "llpc", "scs", "fcfs", "burst", "static:parts=1",
+    "dss", "cluster", "llpc", "scs", "fcfs", "burst", "static:parts=1", "os",
 ];
 
 proptest! {
@@ -83,7 +83,7 @@ proptest! {
         let ((fast, fj), (exact, ej)) = (go(true), go(false));
         let lazy = {
             let p = policies::build(spec).unwrap();
-            !p.time_sharing() && !p.reads_usage()
+            !p.time_sharing() && !p.reads_usage() && !p.oversubscribes()
         };
         if lazy {
             // A lazy run skips only quanta that change nothing: every record is the
