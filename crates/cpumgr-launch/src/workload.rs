@@ -318,9 +318,11 @@ impl Workload {
 /// error about the workload's own `swf` field (the file cannot be read, or holds too few jobs).
 fn swf_arrivals(jobs: &mut [Job], path: &Path, scale: f64, sizes: bool, cpus: u32, at_swf: impl Fn(String) -> WorkloadError) -> Result<(), WorkloadError> {
     let name = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| at_swf(format!("field `swf`: cannot read {name}: {e}")))?;
+    let file = std::fs::File::open(path).map_err(|e| at_swf(format!("field `swf`: cannot read {name}: {e}")))?;
     let opts = cpumgr_sim::swf::SwfOptions { limit: Some(jobs.len()), ..Default::default() };
-    let trace = cpumgr_sim::swf::parse(&name, &text, &opts)
+    // Read as the simulator reads it (line by line, any comment's encoding, a compressed file
+    // named as such); jobs the trace says did not run give no arrival.
+    let trace = cpumgr_sim::swf::read(&name, std::io::BufReader::new(file), &opts)
         .map_err(|e| WorkloadError { file: e.file, line: e.line, message: format!("field `{}`: {}", e.field, e.message) })?;
     if trace.jobs.len() < jobs.len() {
         return Err(at_swf(format!("field `swf`: {name} holds {} jobs, the workload {}", trace.jobs.len(), jobs.len())));
@@ -406,6 +408,16 @@ at = 1
         // Without swf_sizes the requests stay the workload's.
         let w = Workload::parse(&file, &text.replace("swf_sizes = true\n", ""), &expand).unwrap();
         assert!(w.jobs.iter().all(|j| j.request == 4));
+        // As the archive ships traces: a Latin-1 comment, and a job cancelled before it ran,
+        // which gives no arrival.
+        let mut archived = b"; MaxProcs: 16\n; Computer: M\xfcnchen\n".to_vec();
+        for l in [line(1, 100, 16), "2 105 -1 0 8 -1 -1 -1 -1 -1 5 -1 -1 -1 0 -1 -1 -1\n".into(), line(3, 110, 8), line(4, 160, 1)] {
+            archived.extend_from_slice(l.as_bytes());
+        }
+        std::fs::write(&swf, archived).unwrap();
+        let w = Workload::parse(&file, text, &expand).unwrap();
+        assert_eq!(w.jobs.iter().map(|j| (j.at * 1e6).round() / 1e6).collect::<Vec<_>>(), vec![0.0, 1.0, 6.0]);
+        std::fs::write(&swf, format!("; MaxProcs: 16\n{}{}{}", line(1, 100, 16), line(2, 110, 8), line(3, 160, 1))).unwrap();
 
         // Too few jobs in the trace: an error at the workload's `swf` line.
         let e = Workload::parse(&file, &text.replace("repeat = 2", "repeat = 5"), &expand).unwrap_err();

@@ -19,9 +19,11 @@
 //!   positive whole number is ignored), else the largest job.
 //! - *Jobs the trace says did not run, or cannot be known,* are left out and counted by reason
 //!   in [`SwfTrace::omitted`] ([`Omission`]): cancelled before they ran (status 5 with a run time
-//!   of 0 or -1), and an unknown submit time, run time or size (allocated and requested
-//!   processors both -1 or 0). Other jobs are simulated whatever their status (0 failed, 1
-//!   completed, 5 with a run time: cancelled while running), and so is a run time of 0: a job
+//!   of 0 or -1), the lines of a checkpointed or swapped job's partial executions (status 2, 3
+//!   or 4: the job's own line, which sums them up, is simulated), and an unknown submit time,
+//!   run time or size (allocated and requested processors both -1 or 0). Other jobs are
+//!   simulated whatever their status (0 failed, 1 completed, 5 with a run time: cancelled while
+//!   running), and so is a run time of 0: a job
 //!   shorter than the trace's clock.
 //! - *Fields other than the submit time, run time and processor counts* (wait time, memory,
 //!   status, user, queue, ...) must be numbers, but their values are not checked: a negative
@@ -86,6 +88,11 @@ const CHECKED: [usize; 4] = [SUBMIT, RUN, ALLOCATED, REQUESTED];
 /// The status (field 11) of a cancelled job.
 const CANCELLED: f64 = 5.0;
 
+/// The statuses (field 11) of a partial execution of a checkpointed or swapped job: 2 (to be
+/// continued), 3 (the last, the job completed), 4 (the last, the job failed). The standard gives
+/// such a job a line of its own that sums it up, beside one line per partial execution.
+const PARTIAL: [f64; 3] = [2.0, 3.0, 4.0];
+
 /// The first bytes of a gzip stream.
 const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
@@ -121,6 +128,9 @@ impl Default for SwfOptions {
 pub enum Omission {
     /// Cancelled before it ran: status 5 with a run time of 0 or -1.
     Cancelled,
+    /// A partial execution (status 2, 3 or 4) of a job whose own line sums it up: simulating it
+    /// too would run that work twice.
+    PartialExecution,
     /// The submit time is -1.
     UnknownSubmit,
     /// The run time is -1 (and the job was not cancelled).
@@ -133,6 +143,7 @@ impl fmt::Display for Omission {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Omission::Cancelled => "cancelled before they ran (status 5, run time 0 or -1)",
+            Omission::PartialExecution => "partial executions of checkpointed or swapped jobs (status 2, 3 or 4; each job's summary line is simulated)",
             Omission::UnknownSubmit => "with an unknown submit time",
             Omission::UnknownRunTime => "with an unknown run time",
             Omission::UnknownSize => "with unknown processors (allocated and requested -1 or 0)",
@@ -312,7 +323,7 @@ impl<'a> Reader<'a> {
     /// The machine's size and where it comes from, for the message about a job larger than it.
     fn machine(&self) -> Result<(u32, String), InputError> {
         let header = |h: &Header, key: &str| {
-            let cpus = limits::cpus(h.value).map_err(|m| InputError::new(self.file, h.line, key, m))?;
+            let cpus = limits::cpus(h.value).map_err(|m| InputError::new(self.file, h.line, key, format!("{m} (--cpus gives the machine's size)")))?;
             Ok((cpus, format!("the header's {key} at line {}", h.line)))
         };
         match (self.opts.cpus, &self.max_procs, &self.max_nodes) {
@@ -399,6 +410,8 @@ fn parse_line(file: &str, n: usize, line: &str) -> Result<Entry, InputError> {
 fn omission(fields: &[f64; 18]) -> Option<Omission> {
     if fields[STATUS] == CANCELLED && fields[RUN] <= 0.0 {
         Some(Omission::Cancelled)
+    } else if PARTIAL.contains(&fields[STATUS]) {
+        Some(Omission::PartialExecution)
     } else if fields[SUBMIT] < 0.0 {
         Some(Omission::UnknownSubmit)
     } else if fields[RUN] < 0.0 {
@@ -543,12 +556,16 @@ mod tests {
             job("8", "-1", "10", "4", "-1", "1"),
             job("9", "7", "10", "0", "8", "5"),
             job("10", "8", "10", "2", "-1", "0"),
+            // A checkpointed job: its summary, then its two partial executions.
+            job("11", "9", "100", "4", "-1", "1"),
+            job("11", "9", "40", "4", "-1", "2"),
+            job("11", "9", "60", "4", "-1", "3"),
         ]
         .concat();
         for skip_bad in [false, true] {
             let t = parse("t.swf", &text, &SwfOptions { skip_bad, ..Default::default() }).unwrap();
             let names: Vec<&str> = t.jobs.iter().map(|j| j.name.as_str()).collect();
-            assert_eq!(names, ["job1", "job2", "job9", "job10"], "completed, failed and killed jobs run");
+            assert_eq!(names, ["job1", "job2", "job9", "job10", "job11"], "completed, failed and killed jobs run, a checkpointed one once");
             assert_eq!(t.jobs[1].total_work(), 0.0, "a run time of 0 is a job shorter than the clock");
             assert_eq!(t.jobs[2].request, 8, "allocated 0: the requested processors");
             let omitted = |reason, jobs, first_line| Omitted { reason, jobs, first_line };
@@ -557,6 +574,7 @@ mod tests {
                 omitted(Omission::UnknownRunTime, 1, 6),
                 omitted(Omission::UnknownSize, 2, 7),
                 omitted(Omission::UnknownSubmit, 1, 9),
+                omitted(Omission::PartialExecution, 2, 13),
             ];
             assert_eq!((t.omitted, t.skipped), (want, 0), "skip_bad {skip_bad}");
         }
@@ -595,6 +613,10 @@ mod tests {
             assert!(e.message.contains(&format!("larger than the machine (8 CPUs, the header's {key} at line 2); --cpus gives")), "{e}");
             let sized = parse("t.swf", &text, &SwfOptions { cpus: Some(4), ..Default::default() }).unwrap_err();
             assert!(sized.message.ends_with("(4 CPUs, the machine-size override)"), "the size was given: {sized}");
+            let huge = format!("; {key}: {}\n{jobs}", limits::MAX_CPUS as u64 + 1);
+            let e = parse("t.swf", &huge, &SwfOptions::default()).unwrap_err();
+            assert!(e.line == 1 && e.message.ends_with("(--cpus gives the machine's size)"), "{e}");
+            assert!(parse("t.swf", &huge, &SwfOptions { cpus: Some(64), ..Default::default() }).is_ok(), "--cpus is the way past it");
             let t = parse("t.swf", &text, &SwfOptions { skip_bad: true, ..Default::default() }).unwrap();
             assert_eq!((t.jobs.len(), t.skipped, t.first_skipped.unwrap().line), (0, 2, 3));
         }

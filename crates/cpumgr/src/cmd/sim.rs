@@ -526,8 +526,7 @@ fn bench(args: &Args) -> anyhow::Result<()> {
     // policy.
     let swf_path = args.swf.clone().unwrap_or_else(|| PathBuf::from("../shared/data/swf/lublin_256.swf"));
     let (w, cpus) = if Path::new(&swf_path).is_file() {
-        let text = read_file(&swf_path)?;
-        let tr = swf::parse(&swf_path.display().to_string(), &text, &swf::SwfOptions::default()).map_err(input)?;
+        let tr = swf::read(&swf_path.display().to_string(), open_file(&swf_path)?, &swf::SwfOptions::default()).map_err(input)?;
         (Workload::of(swf_path.display().to_string(), tr.jobs), tr.cpus)
     } else {
         outln!("swf: {} not found; a generated Lublin trace instead", swf_path.display());
