@@ -33,7 +33,7 @@ pub fn perfetto(t: &Timeline) -> Value {
             }
         }
     }
-    for (cpu, owners) in t.cpu_owners() {
+    for (cpu, owners) in t.cpu_owners(1) {
         let tid = cpu as u64;
         events.push(json!({"ph": "M", "pid": 2, "tid": tid, "name": "thread_name", "args": {"name": format!("CPU {cpu}")}}));
         for (from, to, lane) in owners {

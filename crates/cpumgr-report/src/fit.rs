@@ -348,7 +348,7 @@ mod tests {
         let t = Timeline::from_events(&sample());
         assert_eq!(frame_times(&t, Scale::new(t.end, 800)), vec![0, 100, 300]);
         assert_eq!(frame_times(&t, Scale::new(t.end, 2)), vec![0, 300]);
-        let owners = owners_at(&t.cpu_owners(), &[0, 150, 300, 400]);
+        let owners = owners_at(&t.cpu_owners(1), &[0, 150, 300, 400]);
         assert_eq!(
             owners,
             vec![vec![Some(0), Some(0)], vec![Some(0), Some(1)], vec![Some(1), Some(1)], vec![None, None]]

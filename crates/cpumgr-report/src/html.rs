@@ -282,7 +282,7 @@ h2{{margin-top:36px}} svg{{display:block;margin:6px 0}}
         let _ = write!(h, r#"<section id="{id}"><h2>{}</h2><p>policy {} on CPUs {}, {} programs, {:.3} s</p>"#, esc(label), esc(&t.policy), t.cpus, t.lanes.len(), t.end as f64 / 1e9);
         let scale = Scale::new(t.end, PLOT as usize);
         let programs = Programs::new(fit::rows(t, MAX_ROWS), scale);
-        let owners = t.cpu_owners();
+        let owners = t.cpu_owners(crate::timeline::CHART_TURNS);
         let _ = write!(
             h,
             "<h3>Programs × time</h3>{}{}<h3>CPUs × time</h3>{}<h3>Allocation over time</h3>{}",

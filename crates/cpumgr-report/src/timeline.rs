@@ -160,10 +160,10 @@ impl Usage {
     }
 }
 
-/// How many turns a CPU's sharers take over a repeated span in [`Timeline::cpu_owners`]: enough
-/// for a chart to show them taking turns, few enough that a span of millions of periods stays a
-/// few spans per CPU.
-const TURNS: Nanos = 32;
+/// How many turns a CPU's sharers take over a repeated span in a chart ([`Timeline::cpu_owners`]):
+/// enough to show them taking turns, few enough that a span of millions of periods stays a few
+/// spans per CPU.
+pub const CHART_TURNS: u64 = 32;
 
 /// The stretches in which programs held one CPU: (from, to, lane index).
 pub type Ownership = Vec<(Nanos, Nanos, usize)>;
@@ -263,10 +263,11 @@ impl Timeline {
     /// Which program owned each CPU over time: per CPU of [`Timeline::cpus`], the running
     /// segments that held it, as (from, to, lane index). Over a repeated span
     /// ([`EventKind::Repeat`]), where programs took turns on a CPU faster than the span can show,
-    /// the span is cut into [`TURNS`] stripes, and in each its sharers follow one another in lane
+    /// the span is cut into `turns` stripes ([`CHART_TURNS`] for a chart; 1 for an export, whose
+    /// size should follow the trace's), and in each its sharers follow one another in lane
     /// order, each for its share of the stripe (its share of the time, times the part of its
     /// CPUs it held at once); what none of them used is idle.
-    pub fn cpu_owners(&self) -> Vec<(u32, Ownership)> {
+    pub fn cpu_owners(&self, turns: u64) -> Vec<(u32, Ownership)> {
         let mut per_cpu: std::collections::BTreeMap<u32, Ownership> =
             self.cpus.iter().map(|c| (c, Vec::new())).collect();
         let mut shared: std::collections::BTreeMap<(u32, Nanos, Nanos), Vec<(usize, f64)>> = std::collections::BTreeMap::new();
@@ -285,9 +286,9 @@ impl Timeline {
         for ((c, from, to), sharers) in shared {
             let total: f64 = sharers.iter().map(|&(_, w)| w).sum::<f64>().max(1.0);
             let spans = per_cpu.entry(c).or_default();
-            // In turns, as they ran: the span cut into stripes (at most [`TURNS`], none shorter
-            // than a nanosecond), each shared in the same proportions.
-            let turns = (to - from).clamp(1, TURNS);
+            // In turns, as they ran: the span cut into stripes (none shorter than a nanosecond),
+            // each shared in the same proportions.
+            let turns = (to - from).clamp(1, turns.max(1));
             for k in 0..turns {
                 let (stripe, end) = (from + (to - from) * k / turns, from + (to - from) * (k + 1) / turns);
                 let (mut at, mut used) = (stripe, 0.0);
@@ -340,7 +341,7 @@ pub(crate) mod tests {
         assert_eq!(a.segments.iter().map(|s| (s.from, s.to, s.count)).collect::<Vec<_>>(), vec![(0, 100, 2), (100, 300, 1)]);
         assert_eq!(t.lanes[1].status, Some(3));
         assert_eq!(t.lanes[1].first_run(), Some(100));
-        let owners = t.cpu_owners();
+        let owners = t.cpu_owners(CHART_TURNS);
         assert_eq!(owners[1].1, vec![(0, 100, 0), (100, 300, 1), (300, 400, 1)]);
     }
 
@@ -376,14 +377,16 @@ pub(crate) mod tests {
         let held = |i: usize| t.lanes[i].segments.iter().map(Segment::held).sum::<f64>();
         assert_eq!((held(0), held(1)), (2.0 * 100.0 + 2.0 * 500.0 + 2.0 * 100.0, 100.0 + 500.0 + 100.0), "the quantum-by-quantum run's CPU time");
         // CPU 1 was `a`'s half the time and `b`'s the other half: the span shows them in turns.
-        let owners = t.cpu_owners();
+        let owners = t.cpu_owners(CHART_TURNS);
         let within = |cpu: usize| owners[cpu].1.iter().filter(|o| o.0 >= 200 && o.1 <= 1_200).copied().collect::<Vec<_>>();
         let turns = within(1);
-        assert_eq!(turns.len(), 2 * TURNS as usize, "{turns:?}");
+        assert_eq!(turns.len(), 2 * CHART_TURNS as usize, "{turns:?}");
         assert_eq!(turns[..4], [(200, 216, 0), (216, 231, 1), (231, 247, 0), (247, 262, 1)]);
         let held = |spans: &[(Nanos, Nanos, usize)], lane: usize| spans.iter().filter(|o| o.2 == lane).map(|o| o.1 - o.0).sum::<Nanos>();
         assert_eq!(held(&turns, 0) + held(&turns, 1), 1_000, "no gap between turns");
-        assert!(held(&turns, 0).abs_diff(500) <= TURNS, "half each, to a nanosecond a stripe: {turns:?}");
+        assert!(held(&turns, 0).abs_diff(500) <= CHART_TURNS, "half each, to a nanosecond a stripe: {turns:?}");
+        let blocks = t.cpu_owners(1);
+        assert_eq!(blocks[1].1.iter().filter(|o| o.0 >= 200 && o.1 <= 1_200).copied().collect::<Vec<_>>(), vec![(200, 700, 0), (700, 1_200, 1)], "one turn each");
         assert_eq!(held(&within(0), 1), 0, "CPU 0 idle while `b` ran");
         assert_eq!(held(&within(0), 0), held(&turns, 0));
     }
