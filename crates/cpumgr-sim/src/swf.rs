@@ -124,7 +124,8 @@ impl Default for SwfOptions {
 /// Why a well-formed job line is left out: the trace itself says that the job did not run or
 /// that what the simulator needs of it is unknown (archive traces hold many such jobs, so they
 /// are counted, not errors).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum Omission {
     /// Cancelled before it ran: status 5 with a run time of 0 or -1.
     Cancelled,
@@ -152,7 +153,7 @@ impl fmt::Display for Omission {
 }
 
 /// The jobs left out for one reason.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Omitted {
     /// Why.
     pub reason: Omission,

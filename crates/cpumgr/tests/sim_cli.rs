@@ -351,6 +351,8 @@ fn a_200000_line_trace_runs_in_flat_memory() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert!(v["results"].as_array().unwrap().iter().all(|r| r["jobs"] == 190_000), "{v}");
     assert!(stderr(&o).contains("10000 jobs not simulated: 10000 cancelled"), "{}", stderr(&o));
+    // The same, for a script reading --json.
+    assert_eq!(v["left_out"], serde_json::json!({"jobs": [{"reason": "cancelled", "jobs": 10000, "first_line": 22}], "bad_lines": 0}), "{}", v["left_out"]);
     // The largest child's peak resident memory (this binary's other children are small runs):
     // about 60 MiB in a debug build.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };

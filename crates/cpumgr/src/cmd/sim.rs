@@ -151,7 +151,7 @@ fn input(e: cpumgr_sim::InputError) -> anyhow::Error {
 /// Loads the workload the arguments name; its machine is `cpus` CPUs when given (the jobs of a
 /// workload file or an SWF trace are checked against it), else the file's or the header's, else
 /// this host's: loaded into `host` then, and a workload file's jobs are checked against it.
-fn load(args: &Args, cpus: Option<u32>, host: &mut Option<anyhow::Result<Topology>>) -> anyhow::Result<Workload> {
+fn load(args: &Args, cpus: Option<u32>, host: &mut Option<anyhow::Result<Topology>>, left_out: &mut LeftOut) -> anyhow::Result<Workload> {
     if let Some(path) = &args.workload {
         let text = read_file(path)?;
         let machine = |file: Option<u32>| {
@@ -175,6 +175,7 @@ fn load(args: &Args, cpus: Option<u32>, host: &mut Option<anyhow::Result<Topolog
             InputError::new(format!("{e}{hint}"))
         })?;
         note_left_out(&name, &t);
+        *left_out = LeftOut { jobs: t.omitted, bad_lines: t.skipped };
         if t.jobs.is_empty() {
             return Err(InputError::new(format!("{name}: no job to simulate")));
         }
@@ -186,6 +187,15 @@ fn load(args: &Args, cpus: Option<u32>, host: &mut Option<anyhow::Result<Topolog
         return presets::build(name).map_err(input);
     }
     Err(InputError::new("give --workload FILE, --swf FILE or --preset NAME (see --list-presets)"))
+}
+
+/// What a trace left out of the run, for `--json` (stderr says it in words).
+#[derive(Debug, Default, serde::Serialize)]
+struct LeftOut {
+    /// Jobs the trace says did not run, or that cannot be known, by reason.
+    jobs: Vec<swf::Omitted>,
+    /// Malformed lines `--skip-bad` skipped.
+    bad_lines: usize,
 }
 
 /// Says on stderr which jobs of a trace are not simulated, and why: those the trace says did not
@@ -329,8 +339,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // A machine given by --topology sizes an SWF trace's jobs as --cpus does.
     let given = args.topology.as_deref().map(|spec| crate::topology_arg::load(Some(spec))).transpose()?;
-    let mut host = None;
-    let mut w = load(&args, args.cpus.or(given.as_ref().map(|t| t.num_cpus() as u32)), &mut host)?;
+    let (mut host, mut left_out) = (None, LeftOut::default());
+    let mut w = load(&args, args.cpus.or(given.as_ref().map(|t| t.num_cpus() as u32)), &mut host, &mut left_out)?;
     w.cpus = args.cpus.or(w.cpus);
     let topology = match (given, w.cpus) {
         (Some(t), _) => t,
@@ -377,7 +387,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         std::fs::write(path, render(&report)).with_context(|| format!("writing {}", path.display()))?;
     }
-    print_results(&args, &w, &topology, &results)
+    print_results(&args, &w, &topology, &left_out, &results)
 }
 
 /// The comparison table: the documented columns, one row per policy.
@@ -406,9 +416,9 @@ fn table(results: &[RunSummary]) -> Table {
     Table { columns: columns.iter().map(|c| c.to_string()).collect(), rows }
 }
 
-fn print_results(args: &Args, w: &Workload, topology: &Topology, results: &[RunSummary]) -> anyhow::Result<()> {
+fn print_results(args: &Args, w: &Workload, topology: &Topology, left_out: &LeftOut, results: &[RunSummary]) -> anyhow::Result<()> {
     if args.json {
-        let out = json!({"workload": w.name, "cpus": topology.num_cpus(), "results": results});
+        let out = json!({"workload": w.name, "cpus": topology.num_cpus(), "left_out": left_out, "results": results});
         outln!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
     }
