@@ -70,11 +70,12 @@ const MAX_PERIOD: usize = 32;
 const REPEATS: usize = 3;
 /// The share of a phase's work that may be left when it counts as done ([`Live::done_below`]):
 /// far above the rounding of a long job's progress (about 1e-12 of its work after millions of
-/// quanta, or a fast-forward over them), far below anything a job does (a ten-thousandth of a
-/// second of a job that runs for a day). Without it, a time-shared job whose last slice left a
-/// residue of rounding stopped unfinished and ended at its next slice, after the decision there:
-/// a fast-forwarded run and a quantum-by-quantum one, whose residues differ, then scheduled
-/// differently from that point on.
+/// quanta, or a fast-forward over them), far below anything a job does (9 µs of a job that runs
+/// for a day). Without it, an end that exact arithmetic puts on a quantum boundary (or at a
+/// time-shared slice's end) fell a few nanoseconds before or after that decision as the
+/// rounding went, and a fast-forwarded run and a quantum-by-quantum one, which round
+/// differently, scheduled differently from that point on (docs/EXPERIMENTS.md, *Ends on quantum
+/// boundaries*).
 pub(crate) const DONE_FRACTION: f64 = 1e-10;
 /// Consecutive quanta in which no job progresses and nothing can arrive before a run is declared
 /// starved.
