@@ -68,15 +68,6 @@ const NS: f64 = 1e9;
 const MAX_PERIOD: usize = 32;
 /// How many times a period must repeat before the engine trusts it.
 const REPEATS: usize = 3;
-/// The share of a phase's work that may be left when it counts as done ([`Live::done_below`]):
-/// far above the rounding of a long job's progress (about 1e-12 of its work after millions of
-/// quanta, or a fast-forward over them), far below anything a job does (9 µs of a job that runs
-/// for a day). Without it, an end that exact arithmetic puts on a quantum boundary (or at a
-/// time-shared slice's end) fell a few nanoseconds before or after that decision as the
-/// rounding went, and a fast-forwarded run and a quantum-by-quantum one, which round
-/// differently, scheduled differently from that point on (docs/EXPERIMENTS.md, *Ends on quantum
-/// boundaries*).
-pub(crate) const DONE_FRACTION: f64 = 1e-10;
 /// Consecutive quanta in which no job progresses and nothing can arrive before a run is declared
 /// starved.
 const STARVED_QUANTA: u64 = 1_000;
@@ -206,10 +197,6 @@ struct Live {
     at: Nanos,
     phase: usize,
     remaining: f64,
-    /// The remaining work at or below which its phase is done ([`DONE_FRACTION`] of the phase's
-    /// work): its progress is a sum over many spans, or a fast-forward's product, and either
-    /// leaves a residue of rounding where exact arithmetic leaves nothing.
-    done_below: f64,
     rate: f64,
     stall: f64,
     done_at: Nanos,
@@ -322,10 +309,10 @@ impl Live {
 
     fn set_done_at(&mut self, now: Nanos) {
         // A job that is not alive is past its last phase.
-        self.done_at = if !self.alive || self.remaining <= self.done_below {
+        self.done_at = if !self.alive || self.remaining <= 0.0 {
             now
         } else if self.rate > 0.0 {
-            now.saturating_add(end_nanos((self.stall + (self.remaining - self.done_below) / self.rate) * NS))
+            now.saturating_add(end_nanos((self.stall + self.remaining / self.rate) * NS))
         } else {
             Nanos::MAX
         };
@@ -612,8 +599,7 @@ impl Engine<'_, '_> {
                 self.finish(i);
                 continue;
             }
-            l.remaining = l.spec.phases[l.phase].work;
-            l.done_below = l.remaining * DONE_FRACTION;
+            l.remaining = l.spec.phases[l.phase].simulated_work();
             l.reports = reports_in(&l.spec, l.phase);
             let after = l.spec.request_in(l.phase).now;
             let (share, threads) = (l.share, l.threads);
@@ -730,7 +716,7 @@ impl Engine<'_, '_> {
             p.weight = spec.weight;
             p.arrival = spec.arrival;
             p.cpus = self.spare_sets.pop().unwrap_or_default();
-            let remaining = spec.phases[0].work;
+            let remaining = spec.phases[0].simulated_work();
             let reports = reports_in(&spec, 0);
             let kind = spec.kind;
             self.programs.push(p);
@@ -744,7 +730,6 @@ impl Engine<'_, '_> {
                 at: self.now,
                 phase: 0,
                 remaining,
-                done_below: remaining * DONE_FRACTION,
                 rate: 0.0,
                 stall: 0.0,
                 done_at: Nanos::MAX,
@@ -1194,7 +1179,7 @@ impl Engine<'_, '_> {
                 // last period; any other lands a whole period earlier, so that the decisions
                 // before an end are made as the quantum-by-quantum run makes them (PDPA's state
                 // moves with each one).
-                let periods = (l.remaining - l.done_below) / d;
+                let periods = l.remaining / d;
                 // An end at the landing itself would come after the landing's tick, which the
                 // quantum-by-quantum run makes after it: the landing stays a millionth of a
                 // period clear of every end (an exact multiple, as computed, may be one in fact).
@@ -1284,8 +1269,7 @@ pub(crate) fn dedicated_time(cost: &CostModel, cpus: u32, spec: &JobSpec) -> f64
             if ph.work <= 0.0 {
                 0.0
             } else {
-                // A phase ends with its last [`DONE_FRACTION`] of work left, alone as in any run.
-                ph.work * (1.0 - DONE_FRACTION) / cost.rate(&ph.speedup, ph.request as f64, t, t, spec.sync, false)
+                ph.simulated_work() / cost.rate(&ph.speedup, ph.request as f64, t, t, spec.sync, false)
             }
         })
         .sum()

@@ -24,7 +24,23 @@ pub struct Phase {
     pub speedup: SpeedupModel,
 }
 
+/// The share of a phase's work the simulator leaves undone ([`Phase::simulated_work`]): far above
+/// the rounding of a long job's progress (about 1e-12 of its work after millions of quanta, or a
+/// fast-forward over them), far below anything a job does (9 µs of a job that runs for a day).
+const DONE_FRACTION: f64 = 1e-10;
+
 impl Phase {
+    /// The work the simulator runs for this phase: all but [`DONE_FRACTION`] of it. Its progress
+    /// is a sum over many spans, or a fast-forward's product, and either rounds; an end that
+    /// exact arithmetic puts on a quantum boundary (or at a time-shared slice's end) then fell a
+    /// few nanoseconds before or after that decision as the rounding went, and a fast-forwarded
+    /// run and a quantum-by-quantum one scheduled differently from there (docs/EXPERIMENTS.md,
+    /// *Ends on quantum boundaries*). Every engine, and the dedicated time a slowdown divides by,
+    /// run this much.
+    pub(crate) fn simulated_work(&self) -> f64 {
+        self.work * (1.0 - DONE_FRACTION)
+    }
+
     /// A serial phase of `work` seconds: wants one CPU and gains nothing from more.
     pub fn serial(work: f64) -> Phase {
         Phase { work, request: 1, speedup: SpeedupModel::SERIAL }

@@ -32,7 +32,7 @@ use cpumgr_core::trace::EventKind;
 use cpumgr_core::{CpuSet, Nanos, ProgramId};
 
 use crate::cost::CostModel;
-use crate::engine::{dedicated_time, Observer, SimConfig, SimError, DONE_FRACTION};
+use crate::engine::{dedicated_time, Observer, SimConfig, SimError};
 use crate::job::JobSpec;
 use crate::limits::HORIZON;
 use crate::metrics::RunSummary;
@@ -85,10 +85,6 @@ struct Job {
     clock: Clock,
     /// Work left in its phase when its clock was last read.
     remaining: f64,
-    /// The work left at which its phase is done ([`crate::engine::DONE_FRACTION`] of the phase's,
-    /// as in the managed engine: an end that exact arithmetic puts on a tick comes before it
-    /// however the clocks' sums round).
-    done_below: f64,
     /// The shared clock's value when `remaining` was taken.
     mark: f64,
     /// The CPU-time clock's value when `busy` was last brought up to date.
@@ -336,8 +332,7 @@ impl Sharing<'_> {
             self.finish(id);
             return;
         }
-        j.remaining = j.spec.phases[j.phase].work;
-        j.done_below = j.remaining * DONE_FRACTION;
+        j.remaining = j.spec.phases[j.phase].simulated_work();
         let after = j.spec.request_in(j.phase).now;
         // Its threads stay as counted until the next tick; only its speedup model changed.
         self.settle(id);
@@ -378,16 +373,16 @@ impl Sharing<'_> {
                 }
             };
             j.mark = self.groups[g].value_at(now);
-            let end = j.mark + (j.remaining - j.done_below) / t;
+            let end = j.mark + j.remaining / t;
             j.clock = Clock::Shared { g, end };
             self.groups[g].ends.push(Reverse((end.to_bits(), id)));
             self.own.remove(&id);
         } else {
             let rate = cost.rate(&ph.speedup, ph.request as f64, t * share, t, j.spec.sync, over);
-            let done_at = if j.remaining <= j.done_below {
+            let done_at = if j.remaining <= 0.0 {
                 now
             } else if rate > 0.0 {
-                after(now, (j.remaining - j.done_below) / rate)
+                after(now, j.remaining / rate)
             } else {
                 Nanos::MAX
             };
@@ -430,8 +425,7 @@ impl Sharing<'_> {
             let dedicated = dedicated_time(&self.cost, self.cpus, &spec);
             let job = Job {
                 arrival: spec.arrival,
-                remaining: spec.phases[0].work,
-                done_below: spec.phases[0].work * DONE_FRACTION,
+                remaining: spec.phases[0].simulated_work(),
                 spec,
                 phase: 0,
                 threads: 0,
