@@ -26,8 +26,7 @@ pub fn perfetto(t: &Timeline) -> Value {
         events.push(json!({"ph": "M", "pid": 1, "tid": tid, "name": "thread_name", "args": {"name": lane.name}}));
         events.push(json!({"ph": "i", "pid": 1, "tid": tid, "ts": us(lane.arrival), "name": "arrive", "s": "t"}));
         for s in &lane.segments {
-            let mean = s.held() / (s.to - s.from).max(1) as f64;
-            events.push(json!({"ph": "C", "pid": 1, "tid": tid, "ts": us(s.from), "name": format!("{} cpus", lane.name), "args": {"cpus": mean}}));
+            events.push(json!({"ph": "C", "pid": 1, "tid": tid, "ts": us(s.from), "name": format!("{} cpus", lane.name), "args": {"cpus": s.mean_cpus()}}));
             if s.running && s.count > 0 {
                 events.push(json!({"ph": "X", "pid": 1, "tid": tid, "ts": us(s.from), "dur": us(s.to - s.from), "name": "run", "args": {"count": s.count, "cpus": s.cpus.to_string(), "share": s.share}}));
             }
@@ -94,11 +93,7 @@ pub fn paraver(t: &Timeline) -> Paraver {
                 _ => STATE_STOPPED,
             };
             records.push((s.from, format!("1:{cpu}:1:{task}:1:{}:{}:{state}", s.from, s.to)));
-            let count = match (s.running, s.share < 1.0) {
-                (false, _) => 0,
-                (true, true) => (f64::from(s.count) * s.share).ceil() as u32,
-                (true, false) => s.count,
-            };
+            let count = s.mean_cpus().ceil() as u32;
             records.push((s.from, format!("2:{cpu}:1:{task}:1:{}:{EVENT_ALLOCATION}:{count}", s.from)));
             at = s.to;
         }

@@ -104,8 +104,7 @@ fn summed<'a>(lanes: impl Iterator<Item = &'a Lane>) -> Lane {
         sum.arrival = sum.arrival.min(lane.arrival);
         sum.exit = sum.exit.max(lane.exit);
         for s in lane.segments.iter().filter(|s| s.running) {
-            let cpus = f64::from(s.count) * s.share;
-            steps.extend([(s.from, cpus), (s.to, -cpus)]);
+            steps.extend([(s.from, s.mean_cpus()), (s.to, -s.mean_cpus())]);
         }
     }
     sum.name = format!("{count} other programs");

@@ -60,8 +60,13 @@ impl Segment {
 
     /// CPU-nanoseconds it held while running within `from..to`, a part of it.
     fn held_in(&self, from: Nanos, to: Nanos) -> f64 {
+        self.mean_cpus() * to.saturating_sub(from) as f64
+    }
+
+    /// The CPUs it held on average: its count while it ran, times the share of the time it ran.
+    pub fn mean_cpus(&self) -> f64 {
         if self.running {
-            f64::from(self.count) * to.saturating_sub(from) as f64 * self.share
+            f64::from(self.count) * self.share
         } else {
             0.0
         }
