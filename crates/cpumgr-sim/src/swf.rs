@@ -23,8 +23,7 @@
 //!   or 4: the job's own line, which sums them up, is simulated), and an unknown submit time,
 //!   run time or size (allocated and requested processors both -1 or 0). Other jobs are
 //!   simulated whatever their status (0 failed, 1 completed, 5 with a run time: cancelled while
-//!   running), and so is a run time of 0: a job
-//!   shorter than the trace's clock.
+//!   running), and so is a run time of 0: a job shorter than the trace's clock.
 //! - *Fields other than the submit time, run time and processor counts* (wait time, memory,
 //!   status, user, queue, ...) must be numbers, but their values are not checked: a negative
 //!   wait time does not stop a run.
@@ -98,6 +97,9 @@ const GZIP_MAGIC: [u8; 2] = [0x1f, 0x8b];
 
 /// The field named by an error about the file as a whole (it cannot be read, it is compressed).
 const WHOLE_FILE: &str = "file";
+
+/// What an error about the machine's size from the header adds: how to give another.
+const CPUS_HINT: &str = "--cpus gives the machine's size";
 
 /// How SWF jobs become simulated jobs.
 #[derive(Debug, Clone, PartialEq)]
@@ -324,7 +326,7 @@ impl<'a> Reader<'a> {
     /// The machine's size and where it comes from, for the message about a job larger than it.
     fn machine(&self) -> Result<(u32, String), InputError> {
         let header = |h: &Header, key: &str| {
-            let cpus = limits::cpus(h.value).map_err(|m| InputError::new(self.file, h.line, key, format!("{m} (--cpus gives the machine's size)")))?;
+            let cpus = limits::cpus(h.value).map_err(|m| InputError::new(self.file, h.line, key, format!("{m} ({CPUS_HINT})")))?;
             Ok((cpus, format!("the header's {key} at line {}", h.line)))
         };
         match (self.opts.cpus, &self.max_procs, &self.max_nodes) {
@@ -347,7 +349,7 @@ impl<'a> Reader<'a> {
         for r in std::mem::take(&mut self.raws) {
             if r.size > cpus {
                 // Nodes of several processors make a MaxNodes header too small: say how to size it.
-                let hint = if self.opts.cpus.is_none() { "; --cpus gives the machine's size" } else { "" };
+                let hint = if self.opts.cpus.is_none() { format!("; {CPUS_HINT}") } else { String::new() };
                 let m = format!("job of {} processors is larger than the machine ({cpus} CPUs, {source}){hint}", r.size);
                 self.bad(InputError::new(self.file, r.line, FIELDS[r.size_field], m))?;
                 continue;
@@ -380,6 +382,7 @@ fn whole(word: &str) -> Option<u64> {
 /// Reads job line `n`: a job, a job left out, or an error naming the field.
 fn parse_line(file: &str, n: usize, line: &str) -> Result<Entry, InputError> {
     let bad = |i: usize, m: String| InputError::new(file, n, FIELDS[i], m);
+    // Counted before they are read: a line of the wrong length is that error, whatever its fields.
     let count = line.split_whitespace().count();
     if count != FIELDS.len() {
         return Err(InputError::new(file, n, "line", format!("{count} fields, an SWF line has 18")));

@@ -148,20 +148,31 @@ fn input(e: cpumgr_sim::InputError) -> anyhow::Error {
     InputError::new(e.to_string())
 }
 
+/// A loaded workload, with what loading it learnt on the way.
+struct Loaded {
+    workload: Workload,
+    /// This host's machine, when the workload's jobs were checked against it (read once).
+    host: Option<anyhow::Result<Topology>>,
+    /// What an SWF trace left out.
+    left_out: LeftOut,
+}
+
 /// Loads the workload the arguments name; its machine is `cpus` CPUs when given (the jobs of a
 /// workload file or an SWF trace are checked against it), else the file's or the header's, else
-/// this host's: loaded into `host` then, and a workload file's jobs are checked against it.
-fn load(args: &Args, cpus: Option<u32>, host: &mut Option<anyhow::Result<Topology>>, left_out: &mut LeftOut) -> anyhow::Result<Workload> {
+/// this host's, and a workload file's jobs are checked against it.
+fn load(args: &Args, cpus: Option<u32>) -> anyhow::Result<Loaded> {
     if let Some(path) = &args.workload {
         let text = read_file(path)?;
+        let mut host = None;
         let machine = |file: Option<u32>| {
             cpus.or(file).or_else(|| host.insert(crate::topology_arg::load(None)).as_ref().ok().map(|t| t.num_cpus() as u32))
         };
-        return cpumgr_sim::workload::parse_sized(&path.display().to_string(), &text, machine).map_err(|e| {
+        let workload = cpumgr_sim::workload::parse_sized(&path.display().to_string(), &text, machine).map_err(|e| {
             let on_host = host.is_some() && ["request", "procs"].contains(&e.field.as_str());
             let hint = if on_host { " (this host's: the workload names no `cpus`; --cpus or --topology gives another machine)" } else { "" };
             InputError::new(format!("{e}{hint}"))
-        });
+        })?;
+        return Ok(Loaded { workload, host, left_out: LeftOut::default() });
     }
     if let Some(path) = &args.swf {
         let name = path.display().to_string();
@@ -175,16 +186,15 @@ fn load(args: &Args, cpus: Option<u32>, host: &mut Option<anyhow::Result<Topolog
             InputError::new(format!("{e}{hint}"))
         })?;
         note_left_out(&name, &t);
-        *left_out = LeftOut { jobs: t.omitted, bad_lines: t.skipped };
         if t.jobs.is_empty() {
             return Err(InputError::new(format!("{name}: no job to simulate")));
         }
-        let mut w = Workload::of(name, t.jobs);
-        w.cpus = Some(t.cpus);
-        return Ok(w);
+        let mut workload = Workload::of(name, t.jobs);
+        workload.cpus = Some(t.cpus);
+        return Ok(Loaded { workload, host: None, left_out: LeftOut { jobs: t.omitted, bad_lines: t.skipped } });
     }
     if let Some(name) = &args.preset {
-        return presets::build(name).map_err(input);
+        return presets::build(name).map(|workload| Loaded { workload, host: None, left_out: LeftOut::default() }).map_err(input);
     }
     Err(InputError::new("give --workload FILE, --swf FILE or --preset NAME (see --list-presets)"))
 }
@@ -339,8 +349,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // A machine given by --topology sizes an SWF trace's jobs as --cpus does.
     let given = args.topology.as_deref().map(|spec| crate::topology_arg::load(Some(spec))).transpose()?;
-    let (mut host, mut left_out) = (None, LeftOut::default());
-    let mut w = load(&args, args.cpus.or(given.as_ref().map(|t| t.num_cpus() as u32)), &mut host, &mut left_out)?;
+    let Loaded { workload: mut w, host, left_out } = load(&args, args.cpus.or(given.as_ref().map(|t| t.num_cpus() as u32)))?;
     w.cpus = args.cpus.or(w.cpus);
     let topology = match (given, w.cpus) {
         (Some(t), _) => t,
