@@ -6,6 +6,9 @@
 //! the first finished one at every tick, and boxing them cost an allocation per job and a pointer
 //! chase on every walk. [`Slots`] keeps the records in a slab, reuses the slot of a removed one
 //! for the next, and orders them through a dense list of slot numbers, which is all that moves.
+//! A slot does not know its position: the engine finds a job's position by its id (the list is
+//! in id order), which costs a search per phase end instead of renumbering, at every tick, the
+//! entries a removal moved.
 
 use std::ops::{Index, IndexMut};
 
@@ -18,18 +21,13 @@ pub(crate) struct Slots<T> {
     records: Vec<T>,
     /// Per position in the list, the slot of its record.
     order: List<u32>,
-    /// Per slot, the place of its entry in `order`'s buffer (its position plus
-    /// [`List::offset`]), which only changes when the entry moves; stale for free slots.
-    place: Vec<u32>,
     /// Slots whose records were removed, to be written again.
     free: Vec<u32>,
-    /// Scratch: the stretches of `order`'s buffer that a removal moved entries to.
-    moved: Vec<(usize, usize)>,
 }
 
 impl<T> Default for Slots<T> {
     fn default() -> Self {
-        Slots { records: Vec::new(), order: List::default(), place: Vec::new(), free: Vec::new(), moved: Vec::new() }
+        Slots { records: Vec::new(), order: List::default(), free: Vec::new() }
     }
 }
 
@@ -49,30 +47,16 @@ impl<T> Slots<T> {
             }
             None => {
                 self.records.push(record);
-                self.place.push(0);
                 u32::try_from(self.records.len() - 1).expect("fewer than 2^32 records at once")
             }
         };
-        if self.order.push(slot) > 0 {
-            // The list was rebased: every entry moved.
-            let offset = self.order.offset();
-            for (k, &s) in self.order.iter().enumerate() {
-                self.place[s as usize] = (offset + k) as u32;
-            }
-        }
-        self.place[slot as usize] = (self.order.offset() + self.order.len() - 1) as u32;
+        self.order.push(slot);
     }
 
     /// The slot of the record at position `i`: where [`Slots::in_slot`] finds it while it is
     /// listed, whatever moves before it.
     pub(crate) fn slot(&self, i: usize) -> u32 {
         self.order[i]
-    }
-
-    /// The position in the list of the record in slot `slot`, which must be listed: what finds
-    /// a record's place from its slot without a search.
-    pub(crate) fn position(&self, slot: u32) -> usize {
-        self.place[slot as usize] as usize - self.order.offset()
     }
 
     /// The record in slot `slot` (a listed one, or one left over from a removed entry).
@@ -84,17 +68,7 @@ impl<T> Slots<T> {
     /// the others' order; their slots are reused by later [`Slots::push`]es.
     pub(crate) fn remove_sorted(&mut self, gone: &[usize]) {
         self.free.extend(gone.iter().map(|&i| self.order[i]));
-        let mut moved = std::mem::take(&mut self.moved);
-        moved.clear();
-        self.order.remove_tracking(gone, |_, to, n| moved.push((to, n)));
-        // Only the entries that moved have new places.
-        let offset = self.order.offset();
-        for &(to, n) in &moved {
-            for place in to..to + n {
-                self.place[self.order[place - offset] as usize] = place as u32;
-            }
-        }
-        self.moved = moved;
+        self.order.remove_sorted(gone);
     }
 }
 
@@ -129,7 +103,6 @@ mod tests {
         s.push(11);
         s.push(12);
         assert_eq!(*s.in_slot(s.slot(4)), 10, "a slot finds its record");
-        assert!((0..s.len()).all(|i| s.position(s.slot(i)) == i), "and its position");
         assert_eq!((0..s.len()).map(|i| s[i]).collect::<Vec<_>>(), vec![0, 2, 3, 5, 10, 11, 12]);
         assert_eq!(s.records.len(), 7, "two of the three pushes reused the removed slots");
         s[0] = 7;
