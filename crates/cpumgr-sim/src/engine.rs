@@ -185,6 +185,18 @@ struct Snap {
     stall: f64,
 }
 
+/// What the tick's walks over every job read of it, kept beside its record ([`Slots`]) in one
+/// dense list: a long backlog's walk reads a few bytes a job, and a removal moves them with the
+/// slot numbers in one pass.
+#[derive(Debug, Clone, Copy)]
+struct Beside {
+    /// The CPUs it ran on in the last quantum (0 if it did not run): the tick's pass over the
+    /// decision compares each count with it and reads nothing else.
+    held: u32,
+    /// [`Live::idle`].
+    idle: bool,
+}
+
 /// A job in the system.
 #[derive(Debug)]
 struct Live {
@@ -354,15 +366,9 @@ struct Engine<'a, 'o> {
     limit: u32,
     queue: VecDeque<(ProgramId, JobSpec)>,
     programs: List<Program>,
-    /// Per program, its job (indexed like `programs`, stored in stable slots).
-    live: Slots<Live>,
-    /// Per job, [`Live::idle`], kept beside the records so that the tick's walks over a long
-    /// backlog read one dense array.
-    idle: List<bool>,
-    /// Per job, the CPUs it ran on in the last quantum (0 if it did not run), kept beside the
-    /// records: the tick's pass over the decision compares each count with it and reads nothing
-    /// else.
-    cpus_held: List<u32>,
+    /// Per program, its job (indexed like `programs`, stored in stable slots), and beside it
+    /// what the tick's walks over every job read.
+    live: Slots<Live, Beside>,
     /// The indices of the jobs that are not idle, in order, when `active_stale` is false: the
     /// tick's walks go through these only, not through a long backlog's flags.
     active: Vec<usize>,
@@ -464,8 +470,6 @@ pub fn run(
         queue: VecDeque::new(),
         programs: List::default(),
         live: Slots::default(),
-        idle: List::default(),
-        cpus_held: List::default(),
         active: Vec::new(),
         active_stale: false,
         placer: Placer::new(),
@@ -617,8 +621,9 @@ impl Engine<'_, '_> {
     /// Sets job `i`'s idle flag from its state ([`Live::idle`]).
     fn set_idle(&mut self, i: usize) {
         let idle = self.live[i].idle();
-        if idle != self.idle[i] {
-            self.idle[i] = idle;
+        let beside = self.live.beside_mut(i);
+        if idle != beside.idle {
+            beside.idle = idle;
             self.active_stale = true;
         }
     }
@@ -627,7 +632,7 @@ impl Engine<'_, '_> {
     fn refresh_active(&mut self) {
         if self.active_stale {
             self.active.clear();
-            self.active.extend(self.idle.iter().enumerate().filter(|(_, &idle)| !idle).map(|(i, _)| i));
+            self.active.extend(self.live.besides().enumerate().filter(|(_, b)| !b.idle).map(|(i, _)| i));
             self.active_stale = false;
         }
     }
@@ -676,8 +681,6 @@ impl Engine<'_, '_> {
         }
         self.programs.remove_sorted(&self.dead);
         self.live.remove_sorted(&self.dead);
-        self.idle.remove_sorted(&self.dead);
-        self.cpus_held.remove_sorted(&self.dead);
         self.active_stale = true;
         self.dead.clear();
     }
@@ -725,8 +728,6 @@ impl Engine<'_, '_> {
             let kind = spec.kind;
             self.programs.push(p);
             self.unserved += 1;
-            self.idle.push(false);
-            self.cpus_held.push(0);
             self.live.push(Live {
                 id: id.0,
                 spec,
@@ -753,7 +754,7 @@ impl Engine<'_, '_> {
                 sig: 0,
                 reports,
                 kind,
-            });
+            }, Beside { held: 0, idle: false });
             let i = self.live.len() - 1;
             self.set_idle(i);
             self.show(i);
@@ -782,7 +783,7 @@ impl Engine<'_, '_> {
             0.0
         };
         let rate = l.rate;
-        self.cpus_held[i] = if l.ran_last { share as u32 } else { 0 };
+        self.live.beside_mut(i).held = if l.ran_last { share as u32 } else { 0 };
         self.held += share - old_share;
         self.served = self.served + usize::from(share > 0.0) - usize::from(old_share > 0.0);
         self.rated = self.rated + usize::from(rate > 0.0) - usize::from(old_rate > 0.0);
@@ -904,9 +905,9 @@ impl Engine<'_, '_> {
         let mut changed = std::mem::take(&mut self.changed_jobs);
         changed.clear();
         let mut holds = true;
-        for (i, (a, &held)) in self.decision.allocations.iter().zip(self.cpus_held.iter()).enumerate() {
+        for (i, (a, b)) in self.decision.allocations.iter().zip(self.live.besides()).enumerate() {
             let want = if a.running { a.count } else { 0 };
-            if want != held {
+            if want != b.held {
                 changed.push(i);
                 holds &= want == 0;
             }
@@ -981,7 +982,7 @@ impl Engine<'_, '_> {
         let a = self.decision.allocations[i];
         let running = a.running && placed > 0;
         let count = if running { placed } else { 0 };
-        if !running && self.idle[i] {
+        if !running && self.live.beside(i).idle {
             return;
         }
         let snapshots = self.snapshots();
@@ -1009,10 +1010,6 @@ impl Engine<'_, '_> {
                 l.stall += self.cfg.cost.resume_ms * 1e-3;
             }
             l.first_run.get_or_insert(self.now);
-            if self.idle[i] {
-                self.idle[i] = false;
-                self.active_stale = true;
-            }
             if l.kind == Kind::Moldable && l.team.is_none() {
                 l.team = Some(count);
             }
@@ -1024,6 +1021,14 @@ impl Engine<'_, '_> {
             std::mem::swap(&mut p.cpus, &mut self.sets[i]);
         }
         l.set_running(running);
+        if running {
+            // It has run: no longer idle.
+            let beside = self.live.beside_mut(i);
+            if beside.idle {
+                beside.idle = false;
+                self.active_stale = true;
+            }
+        }
         self.set_placed_rate(i, count);
         if changed {
             let id = self.programs[i].id;

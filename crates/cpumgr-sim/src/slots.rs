@@ -6,6 +6,8 @@
 //! the first finished one at every tick, and boxing them cost an allocation per job and a pointer
 //! chase on every walk. [`Slots`] keeps the records in a slab, reuses the slot of a removed one
 //! for the next, and orders them through a dense list of slot numbers, which is all that moves.
+//! Beside each slot number the list holds a small value of the caller's (the engine's: what the
+//! tick's walks over every job read), so that one removal moves both.
 //! A slot does not know its position: the engine finds a job's position by its id (the list is
 //! in id order), which costs a search per phase end instead of renumbering, at every tick, the
 //! entries a removal moved.
@@ -14,32 +16,33 @@ use std::ops::{Index, IndexMut};
 
 use crate::list::List;
 
-/// Records of type `T` in stable slots, indexed by position in an ordered list.
+/// Records of type `T` in stable slots, indexed by position in an ordered list, with a value of
+/// type `B` beside each position.
 #[derive(Debug)]
-pub(crate) struct Slots<T> {
+pub(crate) struct Slots<T, B = ()> {
     /// The records, by slot; those in `free` are left over from removed entries.
     records: Vec<T>,
-    /// Per position in the list, the slot of its record.
-    order: List<u32>,
+    /// Per position in the list, the slot of its record and the value beside it.
+    order: List<(u32, B)>,
     /// Slots whose records were removed, to be written again.
     free: Vec<u32>,
 }
 
-impl<T> Default for Slots<T> {
+impl<T, B> Default for Slots<T, B> {
     fn default() -> Self {
         Slots { records: Vec::new(), order: List::default(), free: Vec::new() }
     }
 }
 
-impl<T> Slots<T> {
+impl<T, B> Slots<T, B> {
     /// Entries in the list.
     pub(crate) fn len(&self) -> usize {
         self.order.len()
     }
 
-    /// Appends `record` at the end of the list, in a free slot if there is one (dropping what the
-    /// slot held).
-    pub(crate) fn push(&mut self, record: T) {
+    /// Appends `record`, with `beside` beside it, at the end of the list, in a free slot if there
+    /// is one (dropping what the slot held).
+    pub(crate) fn push(&mut self, record: T, beside: B) {
         let slot = match self.free.pop() {
             Some(s) => {
                 self.records[s as usize] = record;
@@ -50,13 +53,28 @@ impl<T> Slots<T> {
                 u32::try_from(self.records.len() - 1).expect("fewer than 2^32 records at once")
             }
         };
-        self.order.push(slot);
+        self.order.push((slot, beside));
     }
 
     /// The slot of the record at position `i`: where [`Slots::in_slot`] finds it while it is
     /// listed, whatever moves before it.
     pub(crate) fn slot(&self, i: usize) -> u32 {
-        self.order[i]
+        self.order[i].0
+    }
+
+    /// The value beside position `i`.
+    pub(crate) fn beside(&self, i: usize) -> &B {
+        &self.order[i].1
+    }
+
+    /// The value beside position `i`, to change.
+    pub(crate) fn beside_mut(&mut self, i: usize) -> &mut B {
+        &mut self.order[i].1
+    }
+
+    /// The values beside the positions, in order.
+    pub(crate) fn besides(&self) -> impl Iterator<Item = &B> {
+        self.order.iter().map(|(_, b)| b)
     }
 
     /// The record in slot `slot` (a listed one, or one left over from a removed entry).
@@ -67,23 +85,23 @@ impl<T> Slots<T> {
     /// Removes the entries at the positions `gone` (strictly increasing) from the list, keeping
     /// the others' order; their slots are reused by later [`Slots::push`]es.
     pub(crate) fn remove_sorted(&mut self, gone: &[usize]) {
-        self.free.extend(gone.iter().map(|&i| self.order[i]));
+        self.free.extend(gone.iter().map(|&i| self.order[i].0));
         self.order.remove_sorted(gone);
     }
 }
 
-impl<T> Index<usize> for Slots<T> {
+impl<T, B> Index<usize> for Slots<T, B> {
     type Output = T;
 
     /// The record at position `i` of the list.
     fn index(&self, i: usize) -> &T {
-        &self.records[self.order[i] as usize]
+        &self.records[self.order[i].0 as usize]
     }
 }
 
-impl<T> IndexMut<usize> for Slots<T> {
+impl<T, B> IndexMut<usize> for Slots<T, B> {
     fn index_mut(&mut self, i: usize) -> &mut T {
-        &mut self.records[self.order[i] as usize]
+        &mut self.records[self.order[i].0 as usize]
     }
 }
 
@@ -95,15 +113,18 @@ mod tests {
     fn positions_follow_the_list_and_slots_are_reused() {
         let mut s = Slots::default();
         for x in 0..6u32 {
-            s.push(x);
+            s.push(x, -(x as i32));
         }
         s.remove_sorted(&[1, 4]);
         assert_eq!((0..s.len()).map(|i| s[i]).collect::<Vec<_>>(), vec![0, 2, 3, 5]);
-        s.push(10);
-        s.push(11);
-        s.push(12);
+        s.push(10, -10);
+        s.push(11, -11);
+        s.push(12, -12);
         assert_eq!(*s.in_slot(s.slot(4)), 10, "a slot finds its record");
         assert_eq!((0..s.len()).map(|i| s[i]).collect::<Vec<_>>(), vec![0, 2, 3, 5, 10, 11, 12]);
+        assert_eq!(s.besides().copied().collect::<Vec<_>>(), vec![0, -2, -3, -5, -10, -11, -12], "the values beside move with them");
+        *s.beside_mut(1) = 1;
+        assert_eq!(*s.beside(1), 1);
         assert_eq!(s.records.len(), 7, "two of the three pushes reused the removed slots");
         s[0] = 7;
         assert_eq!(s[0], 7);
