@@ -30,9 +30,11 @@ pub struct Placer {
     /// The free positions.
     free: FreeMap,
     /// Per domain, its free CPUs: best fit reads them for every domain of a level, once per
-    /// program it grows, so they are kept up to date as CPUs are taken and freed (five counters,
-    /// the core's and those above it, found with one lookup) rather than counted from `free` each
-    /// time (4x slower on 1024 CPUs and 1024 programs). A single CPU's own count is not kept.
+    /// program it grows, so they are kept up to date as CPUs are taken and freed (a counter per
+    /// level, found with one lookup) rather than counted from `free` each time (4x slower on
+    /// 1024 CPUs and 1024 programs). Only the domains of [`Topology::splitting_levels`] are kept:
+    /// best fit searches no other level (a level that splits nothing finds what the level above
+    /// finds, and the machine's search finds the fallback's CPU), so a flat machine keeps none.
     free_in: Vec<u32>,
     /// Per program, the positions it keeps or takes (scratch, cleared per placement).
     kept: Vec<Runs>,
@@ -147,11 +149,7 @@ impl Placer {
             self.free_in.extend(topology.domains().iter().map(|d| d.end - d.first));
         } else {
             self.free_in.resize(topology.domains().len(), 0);
-            for cpu in managed.iter() {
-                if let Some(p) = topology.position(cpu) {
-                    self.set_free(topology, p, true);
-                }
-            }
+            self.release(topology, managed);
         }
         self.owner.clear();
         self.owner.resize(n, NOBODY);
@@ -299,7 +297,8 @@ impl Placer {
             if need > 0 {
                 let anchor = kept.first().or_else(|| self.best_fit(topology, need));
                 if let Some(anchor) = anchor {
-                    for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
+                    // Nearest first; a level that splits nothing repeats the range just emptied.
+                    for &level in topology.splitting_levels().iter().chain(&[Level::Machine]) {
                         let d = &topology.domains()[topology.domain_of(anchor, level)];
                         need -= self.take_range(topology, d.first, d.end, need, &mut kept);
                         if need == 0 {
@@ -320,17 +319,6 @@ impl Placer {
                 topology.insert_cpus_at(first, end, set);
                 self.owner[first as usize..end as usize].fill(programs[i].id.0);
             }
-        }
-    }
-
-    fn set_free(&mut self, topology: &Topology, p: u32, free: bool) {
-        if self.free.is_free(p) == free {
-            return;
-        }
-        self.free.set((p / 64) as usize, 1 << (p % 64), free);
-        // Best fit reads the counts of cores and the levels above, never of single CPUs.
-        for &d in &topology.domains_of(p)[..Level::Cpu.depth()] {
-            self.count(d as usize, 1, free);
         }
     }
 
@@ -374,22 +362,26 @@ impl Placer {
     }
 
     /// Marks the positions of `mask` in word `k`, every one of them in the other state now, free
-    /// or taken: the word at once, and each domain's count once per domain the positions meet (a
-    /// core, an L3, ...), where [`Placer::set_free`] costs five counter updates per CPU. A
-    /// program's CPUs taken or freed cost a call per word, however scattered they are.
+    /// or taken: the word at once, and each counted domain's count once per domain the positions
+    /// meet (a core, an L3, ...), not once per CPU. A program's CPUs taken or freed cost a call
+    /// per word, however scattered they are.
     fn set_bits(&mut self, topology: &Topology, k: usize, mask: u64, free: bool) {
         debug_assert_eq!(self.free.word(k) & mask, if free { 0 } else { mask }, "positions {mask:#x} of word {k} not all held");
         self.free.set(k, mask, free);
+        let levels = topology.splitting_levels();
+        let Some(deepest) = levels.first() else { return };
         let base = k as u32 * 64;
         let path = topology.domains_of(base + mask.trailing_zeros());
-        if topology.domains()[path[Level::Core.depth()] as usize].end > base + 63 - mask.leading_zeros() {
-            // Within one core, so within one domain of each level above it: its path's.
-            for &d in &path[..Level::Cpu.depth()] {
-                self.count(d as usize, mask.count_ones(), free);
+        if topology.domains()[path[deepest.depth()] as usize].end > base + 63 - mask.leading_zeros() {
+            // Within one domain of the deepest counted level, so within one of each level above
+            // it: its path's.
+            for level in levels {
+                self.count(path[level.depth()] as usize, mask.count_ones(), free);
             }
             return;
         }
-        for depth in 0..Level::Cpu.depth() {
+        for level in levels {
+            let depth = level.depth();
             let mut left = mask;
             while left != 0 {
                 let d = topology.domains_of(base + left.trailing_zeros())[depth] as usize;
@@ -428,9 +420,10 @@ impl Placer {
     }
 
     /// The first position of the smallest domain (deepest level, then fewest free CPUs, then
-    /// lowest position) with at least `need` free CPUs; if none has room, the first free CPU.
+    /// lowest position) with at least `need` free CPUs; if none has room, the first free CPU
+    /// (which is also the machine's first position when it has room).
     fn best_fit(&self, topology: &Topology, need: usize) -> Option<u32> {
-        for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
+        for &level in topology.splitting_levels() {
             let mut best: Option<(u32, u32)> = None;
             for &d in topology.level_indices(level) {
                 let free = self.free_in[d];
@@ -649,23 +642,32 @@ mod tests {
         assert!(displaced > 0, "a resumed program took its old CPUs back from a later one");
     }
 
-    #[test]
-    fn a_word_is_marked_as_its_cpus_one_by_one() {
-        let t = server();
-        let (mut words, mut one_by_one) = (Placer::new(), Placer::new());
-        for p in [&mut words, &mut one_by_one] {
-            p.place(&t, t.cpus(), &[], &Decision::default(), &mut Vec::new());
+    /// Asserts that every counted domain's free count is its free positions in the map.
+    fn assert_counts_follow_the_map(p: &Placer, t: &Topology, what: &str) {
+        for &level in t.splitting_levels() {
+            for &d in t.level_indices(level) {
+                let dom = &t.domains()[d];
+                let free = (dom.first..dom.end).filter(|&q| p.free.is_free(q)).count();
+                assert_eq!(p.free_in[d] as usize, free, "{what}: {level:?} domain {d}");
+            }
         }
+    }
+
+    #[test]
+    fn a_word_marked_at_once_keeps_every_count() {
+        let t = server();
+        let mut p = Placer::new();
+        p.place(&t, t.cpus(), &[], &Decision::default(), &mut Vec::new());
         // Whole cores and L3s, parts of one core, scattered positions across both packages.
         for mask in [0xffffu64, 0x7f8, 0x20, 0x180, 0x8421, 0xa5a5, 0x1] {
             for free in [false, true] {
-                words.set_bits(&t, 0, mask, free);
-                for p in (0..64).filter(|p| mask & (1 << p) != 0) {
-                    one_by_one.set_free(&t, p, free);
-                }
-                assert_eq!((&words.free, &words.free_in), (&one_by_one.free, &one_by_one.free_in), "{mask:#x}");
+                p.set_bits(&t, 0, mask, free);
+                assert_counts_follow_the_map(&p, &t, &format!("{mask:#x} free={free}"));
             }
         }
+        // Part of the machine managed: its CPUs are marked free a word at a time.
+        p.place(&t, &CpuSet::parse("1-3,8,12-15").unwrap(), &[], &Decision::default(), &mut Vec::new());
+        assert_counts_follow_the_map(&p, &t, "managed 1-3,8,12-15");
         let mut runs = super::Runs::default();
         for (first, end) in [(2, 4), (4, 5), (7, 8), (9, 10), (10, 11), (0, 1)] {
             runs.push(first, end);
