@@ -12,6 +12,8 @@
 //! Everything works on CPU *positions* (see [`crate::topology`]), where every domain is a
 //! contiguous range, so "free CPUs in my L3" is a scan of one range of a bitset.
 
+use std::cmp::Reverse;
+
 use crate::cpuset::{span_mask, CpuSet};
 use crate::free_map::FreeMap;
 use crate::policy::Decision;
@@ -43,9 +45,10 @@ pub struct Placer {
     /// read for positions that are taken (a released one keeps its stale entry).
     owner: Vec<u64>,
     /// Scratch: a program's previous positions as a bitset ([`Topology::position_words`]), the
-    /// grow order, the programs a placement of the changed ones displaces.
+    /// grow order (whether a program keeps nothing, the CPUs it still needs, largest first, and
+    /// its index), the programs a placement of the changed ones displaces.
     scratch: Vec<u64>,
-    order: Vec<usize>,
+    order: Vec<(bool, Reverse<usize>, usize)>,
     displaced: Vec<usize>,
 }
 
@@ -193,7 +196,7 @@ impl Placer {
         displaced.clear();
         let mut scratch = std::mem::take(&mut self.scratch);
         for &i in changed.iter() {
-            if want(decision, i) == 0 {
+            if want(decision, i) == 0 || programs[i].cpus.is_empty() {
                 continue;
             }
             // Its previous CPUs that another program holds now, each holder looked up once for a
@@ -285,11 +288,14 @@ impl Placer {
         // first (best fit packs big requests before small ones fragment the machine).
         let mut order = std::mem::take(&mut self.order);
         order.clear();
-        order.extend(which.clone().filter(|&i| self.kept[i].len < want(decision, i) as usize));
-        order.sort_by_key(|&i| (self.kept[i].len == 0, std::cmp::Reverse(want(decision, i) as usize - self.kept[i].len), i));
-        for &i in &order {
+        order.extend(which.clone().filter_map(|i| {
+            let (kept, need) = (self.kept[i].len, want(decision, i) as usize);
+            (kept < need).then_some((kept == 0, Reverse(need - kept), i))
+        }));
+        // The keys are distinct (the index is the last part): an unstable sort gives the one order.
+        order.sort_unstable();
+        for &(_, Reverse(mut need), i) in &order {
             let mut kept = std::mem::take(&mut self.kept[i]);
-            let mut need = want(decision, i) as usize - kept.len;
             let block = decision.allocations[i].block.max(1) as usize;
             if block > 1 {
                 need -= self.take_blocks(topology, block, need, &mut kept);
@@ -368,8 +374,18 @@ impl Placer {
     fn set_bits(&mut self, topology: &Topology, k: usize, mask: u64, free: bool) {
         debug_assert_eq!(self.free.word(k) & mask, if free { 0 } else { mask }, "positions {mask:#x} of word {k} not all held");
         self.free.set(k, mask, free);
+        // Kept apart: on a machine with no counted level (a flat one) marking is the word alone.
+        if let Some(&deepest) = topology.splitting_levels().first() {
+            self.count_bits(topology, deepest, k, mask, free);
+        }
+    }
+
+    /// Counts the positions of `mask` in word `k` in or out of every counted domain they meet,
+    /// `deepest` being the deepest counted level. Never inlined, so that [`Placer::set_bits`]
+    /// is small enough to be.
+    #[inline(never)]
+    fn count_bits(&mut self, topology: &Topology, deepest: Level, k: usize, mask: u64, free: bool) {
         let levels = topology.splitting_levels();
-        let Some(deepest) = levels.first() else { return };
         let base = k as u32 * 64;
         let path = topology.domains_of(base + mask.trailing_zeros());
         if topology.domains()[path[deepest.depth()] as usize].end > base + 63 - mask.leading_zeros() {
