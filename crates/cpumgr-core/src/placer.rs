@@ -440,6 +440,11 @@ impl Placer {
     /// (which is also the machine's first position when it has room).
     fn best_fit(&self, topology: &Topology, need: usize) -> Option<u32> {
         for &level in topology.splitting_levels() {
+            if (topology.widest(level) as usize) < need {
+                // No domain of the level can have room (on a machine of 2-CPU cores, every core
+                // for every wider request): its counters are not read.
+                continue;
+            }
             let mut best: Option<(u32, u32)> = None;
             for &d in topology.level_indices(level) {
                 let free = self.free_in[d];
@@ -665,6 +670,63 @@ mod tests {
                 let dom = &t.domains()[d];
                 let free = (dom.first..dom.end).filter(|&q| p.free.is_free(q)).count();
                 assert_eq!(p.free_in[d] as usize, free, "{what}: {level:?} domain {d}");
+            }
+        }
+    }
+
+    /// A machine of `pk` packages × `nu` NUMA nodes × `l3` L3 domains × `co` cores × `smt` CPUs,
+    /// numbered in position order: one shaped level gives a level that splits nothing.
+    fn shaped(pk: u32, nu: u32, l3: u32, co: u32, smt: u32) -> Topology {
+        let infos: Vec<CpuInfo> = (0..pk * nu * l3 * co * smt)
+            .map(|cpu| {
+                let core = cpu / smt;
+                let (l3, numa) = (core / co, core / co / l3);
+                CpuInfo { cpu, package: Some(numa / nu), numa: Some(numa), l3: Some(l3), core: Some(core) }
+            })
+            .collect();
+        Topology::from_cpus(&infos).unwrap()
+    }
+
+    /// Best fit as first written: every level from core to machine searched, each domain's free
+    /// CPUs counted from the map.
+    fn best_fit_every_level(p: &Placer, t: &Topology, need: usize) -> Option<u32> {
+        let first_free = |first: u32, end: u32| (first..end).find(|&q| p.free.is_free(q));
+        for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
+            let mut best: Option<(usize, &crate::topology::Domain)> = None;
+            for d in t.level(level) {
+                let free = (d.first..d.end).filter(|&q| p.free.is_free(q)).count();
+                if free >= need && best.is_none_or(|(f, _)| free < f) {
+                    best = Some((free, d));
+                }
+            }
+            if let Some((_, d)) = best {
+                return first_free(d.first, d.end);
+            }
+        }
+        first_free(0, t.num_cpus() as u32)
+    }
+
+    proptest::proptest! {
+        /// Best fit reads kept counters, and only on the levels that split the level above and
+        /// have a domain as wide as the request: it finds what the search of every level finds.
+        #[test]
+        fn best_fit_searches_only_the_levels_that_can_change_it(
+            (pk, nu, l3, co, smt) in (1u32..=3, 1u32..=2, 1u32..=3, 1u32..=6, 1u32..=2),
+            taken in proptest::collection::vec(proptest::prelude::any::<u64>(), 4),
+            needs in proptest::collection::vec(1usize..=40, 1..8),
+        ) {
+            let t = shaped(pk, nu, l3, co, smt);
+            let mut p = Placer::new();
+            p.place(&t, t.cpus(), &[], &Decision::default(), &mut Vec::new());
+            for (k, &mask) in taken.iter().enumerate().take(p.free.len()) {
+                let mask = mask & p.free.word(k);
+                if mask != 0 {
+                    p.set_bits(&t, k, mask, false);
+                }
+            }
+            assert_counts_follow_the_map(&p, &t, "random positions taken");
+            for need in needs {
+                proptest::prop_assert_eq!(p.best_fit(&t, need), best_fit_every_level(&p, &t, need), "need {}", need);
             }
         }
     }

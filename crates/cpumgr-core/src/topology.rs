@@ -163,6 +163,8 @@ pub struct Topology {
     /// The levels from core up to package that split a domain of the level above, deepest
     /// first (see [`Topology::splitting_levels`]).
     splitting: Vec<Level>,
+    /// Per level, the most CPUs one of its domains holds.
+    widest: [u32; 6],
     cpus: CpuSet,
     /// Whether every CPU's position is its id (flat machines, and machines numbered in
     /// position order without gaps): a CPU set is then its own position set.
@@ -259,6 +261,12 @@ impl Topology {
     /// machine, where every level is one implicit domain over every CPU).
     pub fn splitting_levels(&self) -> &[Level] {
         &self.splitting
+    }
+
+    /// The most CPUs a domain of `level` holds: a request for more has no room in any of them,
+    /// whatever is free, so the placer's best fit does not search that level.
+    pub fn widest(&self, level: Level) -> u32 {
+        self.widest[level.depth()]
     }
 
     /// Number of explicit (source-described) domains of a level; implicit ones are not counted.
@@ -415,8 +423,10 @@ impl Builder {
         let mut path = vec![[0u32; 6]; order.len()];
         let mut by_level: [Vec<usize>; 6] = Default::default();
         let mut ids: Vec<Vec<u32>> = Vec::with_capacity(domains.len());
+        let mut widest = [0u32; 6];
         for (i, d) in domains.iter().enumerate() {
             by_level[d.level.depth()].push(i);
+            widest[d.level.depth()] = widest[d.level.depth()].max(d.end - d.first);
             for p in d.first..d.end {
                 path[p as usize][d.level.depth()] = i as u32;
             }
@@ -437,7 +447,7 @@ impl Builder {
             .into_iter()
             .filter(|l| by_level[l.depth()].len() > by_level[l.depth() - 1].len())
             .collect();
-        Topology { domains, order, position, path, by_level, splitting, cpus, identity }
+        Topology { domains, order, position, path, by_level, splitting, widest, cpus, identity }
     }
 }
 
@@ -498,6 +508,7 @@ mod tests {
         assert_eq!(t.count(Level::Numa), 4);
         assert_eq!(t.count(Level::Core), 8);
         assert_eq!(t.splitting_levels(), [Level::Core, Level::Numa, Level::Package], "an L3 per NUMA node splits none");
+        assert_eq!(Level::ALL.map(|l| t.widest(l)), [16, 8, 4, 4, 2, 1]);
     }
 
     #[test]
