@@ -12,6 +12,8 @@
 //! Everything works on CPU *positions* (see [`crate::topology`]), where every domain is a
 //! contiguous range, so "free CPUs in my L3" is a scan of one range of a bitset.
 
+use std::cmp::Reverse;
+
 use crate::cpuset::{span_mask, CpuSet};
 use crate::free_map::FreeMap;
 use crate::policy::Decision;
@@ -30,9 +32,11 @@ pub struct Placer {
     /// The free positions.
     free: FreeMap,
     /// Per domain, its free CPUs: best fit reads them for every domain of a level, once per
-    /// program it grows, so they are kept up to date as CPUs are taken and freed (five counters,
-    /// the core's and those above it, found with one lookup) rather than counted from `free` each
-    /// time (4x slower on 1024 CPUs and 1024 programs). A single CPU's own count is not kept.
+    /// program it grows, so they are kept up to date as CPUs are taken and freed (a counter per
+    /// level, found with one lookup) rather than counted from `free` each time (4x slower on
+    /// 1024 CPUs and 1024 programs). Only the domains of [`Topology::splitting_levels`] are kept:
+    /// best fit searches no other level (a level that splits nothing finds what the level above
+    /// finds, and the machine's search finds the fallback's CPU), so a flat machine keeps none.
     free_in: Vec<u32>,
     /// Per program, the positions it keeps or takes (scratch, cleared per placement).
     kept: Vec<Runs>,
@@ -41,9 +45,10 @@ pub struct Placer {
     /// read for positions that are taken (a released one keeps its stale entry).
     owner: Vec<u64>,
     /// Scratch: a program's previous positions as a bitset ([`Topology::position_words`]), the
-    /// grow order, the programs a placement of the changed ones displaces.
+    /// grow order (whether a program keeps nothing, the CPUs it still needs, largest first, and
+    /// its index), the programs a placement of the changed ones displaces.
     scratch: Vec<u64>,
-    order: Vec<usize>,
+    order: Vec<(bool, Reverse<usize>, usize)>,
     displaced: Vec<usize>,
 }
 
@@ -147,11 +152,7 @@ impl Placer {
             self.free_in.extend(topology.domains().iter().map(|d| d.end - d.first));
         } else {
             self.free_in.resize(topology.domains().len(), 0);
-            for cpu in managed.iter() {
-                if let Some(p) = topology.position(cpu) {
-                    self.set_free(topology, p, true);
-                }
-            }
+            self.release(topology, managed);
         }
         self.owner.clear();
         self.owner.resize(n, NOBODY);
@@ -195,7 +196,7 @@ impl Placer {
         displaced.clear();
         let mut scratch = std::mem::take(&mut self.scratch);
         for &i in changed.iter() {
-            if want(decision, i) == 0 {
+            if want(decision, i) == 0 || programs[i].cpus.is_empty() {
                 continue;
             }
             // Its previous CPUs that another program holds now, each holder looked up once for a
@@ -287,11 +288,14 @@ impl Placer {
         // first (best fit packs big requests before small ones fragment the machine).
         let mut order = std::mem::take(&mut self.order);
         order.clear();
-        order.extend(which.clone().filter(|&i| self.kept[i].len < want(decision, i) as usize));
-        order.sort_by_key(|&i| (self.kept[i].len == 0, std::cmp::Reverse(want(decision, i) as usize - self.kept[i].len), i));
-        for &i in &order {
+        order.extend(which.clone().filter_map(|i| {
+            let (kept, need) = (self.kept[i].len, want(decision, i) as usize);
+            (kept < need).then_some((kept == 0, Reverse(need - kept), i))
+        }));
+        // The keys are distinct (the index is the last part): an unstable sort gives the one order.
+        order.sort_unstable();
+        for &(_, Reverse(mut need), i) in &order {
             let mut kept = std::mem::take(&mut self.kept[i]);
-            let mut need = want(decision, i) as usize - kept.len;
             let block = decision.allocations[i].block.max(1) as usize;
             if block > 1 {
                 need -= self.take_blocks(topology, block, need, &mut kept);
@@ -299,7 +303,8 @@ impl Placer {
             if need > 0 {
                 let anchor = kept.first().or_else(|| self.best_fit(topology, need));
                 if let Some(anchor) = anchor {
-                    for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
+                    // Nearest first; a level that splits nothing repeats the range just emptied.
+                    for &level in topology.splitting_levels().iter().chain(&[Level::Machine]) {
                         let d = &topology.domains()[topology.domain_of(anchor, level)];
                         need -= self.take_range(topology, d.first, d.end, need, &mut kept);
                         if need == 0 {
@@ -320,17 +325,6 @@ impl Placer {
                 topology.insert_cpus_at(first, end, set);
                 self.owner[first as usize..end as usize].fill(programs[i].id.0);
             }
-        }
-    }
-
-    fn set_free(&mut self, topology: &Topology, p: u32, free: bool) {
-        if self.free.is_free(p) == free {
-            return;
-        }
-        self.free.set((p / 64) as usize, 1 << (p % 64), free);
-        // Best fit reads the counts of cores and the levels above, never of single CPUs.
-        for &d in &topology.domains_of(p)[..Level::Cpu.depth()] {
-            self.count(d as usize, 1, free);
         }
     }
 
@@ -374,22 +368,36 @@ impl Placer {
     }
 
     /// Marks the positions of `mask` in word `k`, every one of them in the other state now, free
-    /// or taken: the word at once, and each domain's count once per domain the positions meet (a
-    /// core, an L3, ...), where [`Placer::set_free`] costs five counter updates per CPU. A
-    /// program's CPUs taken or freed cost a call per word, however scattered they are.
+    /// or taken: the word at once, and each counted domain's count once per domain the positions
+    /// meet (a core, an L3, ...), not once per CPU. A program's CPUs taken or freed cost a call
+    /// per word, however scattered they are.
     fn set_bits(&mut self, topology: &Topology, k: usize, mask: u64, free: bool) {
         debug_assert_eq!(self.free.word(k) & mask, if free { 0 } else { mask }, "positions {mask:#x} of word {k} not all held");
         self.free.set(k, mask, free);
+        // Kept apart: on a machine with no counted level (a flat one) marking is the word alone.
+        if let Some(&deepest) = topology.splitting_levels().first() {
+            self.count_bits(topology, deepest, k, mask, free);
+        }
+    }
+
+    /// Counts the positions of `mask` in word `k` in or out of every counted domain they meet,
+    /// `deepest` being the deepest counted level. Never inlined, so that [`Placer::set_bits`]
+    /// is small enough to be.
+    #[inline(never)]
+    fn count_bits(&mut self, topology: &Topology, deepest: Level, k: usize, mask: u64, free: bool) {
+        let levels = topology.splitting_levels();
         let base = k as u32 * 64;
         let path = topology.domains_of(base + mask.trailing_zeros());
-        if topology.domains()[path[Level::Core.depth()] as usize].end > base + 63 - mask.leading_zeros() {
-            // Within one core, so within one domain of each level above it: its path's.
-            for &d in &path[..Level::Cpu.depth()] {
-                self.count(d as usize, mask.count_ones(), free);
+        if topology.domains()[path[deepest.depth()] as usize].end > base + 63 - mask.leading_zeros() {
+            // Within one domain of the deepest counted level, so within one of each level above
+            // it: its path's.
+            for level in levels {
+                self.count(path[level.depth()] as usize, mask.count_ones(), free);
             }
             return;
         }
-        for depth in 0..Level::Cpu.depth() {
+        for level in levels {
+            let depth = level.depth();
             let mut left = mask;
             while left != 0 {
                 let d = topology.domains_of(base + left.trailing_zeros())[depth] as usize;
@@ -428,9 +436,15 @@ impl Placer {
     }
 
     /// The first position of the smallest domain (deepest level, then fewest free CPUs, then
-    /// lowest position) with at least `need` free CPUs; if none has room, the first free CPU.
+    /// lowest position) with at least `need` free CPUs; if none has room, the first free CPU
+    /// (which is also the machine's first position when it has room).
     fn best_fit(&self, topology: &Topology, need: usize) -> Option<u32> {
-        for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
+        for &level in topology.splitting_levels() {
+            if (topology.widest(level) as usize) < need {
+                // No domain of the level can have room (on a machine of 2-CPU cores, every core
+                // for every wider request): its counters are not read.
+                continue;
+            }
             let mut best: Option<(u32, u32)> = None;
             for &d in topology.level_indices(level) {
                 let free = self.free_in[d];
@@ -649,23 +663,89 @@ mod tests {
         assert!(displaced > 0, "a resumed program took its old CPUs back from a later one");
     }
 
-    #[test]
-    fn a_word_is_marked_as_its_cpus_one_by_one() {
-        let t = server();
-        let (mut words, mut one_by_one) = (Placer::new(), Placer::new());
-        for p in [&mut words, &mut one_by_one] {
-            p.place(&t, t.cpus(), &[], &Decision::default(), &mut Vec::new());
+    /// Asserts that every counted domain's free count is its free positions in the map.
+    fn assert_counts_follow_the_map(p: &Placer, t: &Topology, what: &str) {
+        for &level in t.splitting_levels() {
+            for &d in t.level_indices(level) {
+                let dom = &t.domains()[d];
+                let free = (dom.first..dom.end).filter(|&q| p.free.is_free(q)).count();
+                assert_eq!(p.free_in[d] as usize, free, "{what}: {level:?} domain {d}");
+            }
         }
+    }
+
+    /// A machine of `pk` packages × `nu` NUMA nodes × `l3` L3 domains × `co` cores × `smt` CPUs,
+    /// numbered in position order: one shaped level gives a level that splits nothing.
+    fn shaped(pk: u32, nu: u32, l3: u32, co: u32, smt: u32) -> Topology {
+        let infos: Vec<CpuInfo> = (0..pk * nu * l3 * co * smt)
+            .map(|cpu| {
+                let core = cpu / smt;
+                let (l3, numa) = (core / co, core / co / l3);
+                CpuInfo { cpu, package: Some(numa / nu), numa: Some(numa), l3: Some(l3), core: Some(core) }
+            })
+            .collect();
+        Topology::from_cpus(&infos).unwrap()
+    }
+
+    /// Best fit as first written: every level from core to machine searched, each domain's free
+    /// CPUs counted from the map.
+    fn best_fit_every_level(p: &Placer, t: &Topology, need: usize) -> Option<u32> {
+        let first_free = |first: u32, end: u32| (first..end).find(|&q| p.free.is_free(q));
+        for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
+            let mut best: Option<(usize, &crate::topology::Domain)> = None;
+            for d in t.level(level) {
+                let free = (d.first..d.end).filter(|&q| p.free.is_free(q)).count();
+                if free >= need && best.is_none_or(|(f, _)| free < f) {
+                    best = Some((free, d));
+                }
+            }
+            if let Some((_, d)) = best {
+                return first_free(d.first, d.end);
+            }
+        }
+        first_free(0, t.num_cpus() as u32)
+    }
+
+    proptest::proptest! {
+        /// Best fit reads kept counters, and only on the levels that split the level above and
+        /// have a domain as wide as the request: it finds what the search of every level finds.
+        #[test]
+        fn best_fit_searches_only_the_levels_that_can_change_it(
+            (pk, nu, l3, co, smt) in (1u32..=3, 1u32..=2, 1u32..=3, 1u32..=6, 1u32..=2),
+            taken in proptest::collection::vec(proptest::prelude::any::<u64>(), 4),
+            needs in proptest::collection::vec(1usize..=40, 1..8),
+        ) {
+            let t = shaped(pk, nu, l3, co, smt);
+            let mut p = Placer::new();
+            p.place(&t, t.cpus(), &[], &Decision::default(), &mut Vec::new());
+            for (k, &mask) in taken.iter().enumerate().take(p.free.len()) {
+                let mask = mask & p.free.word(k);
+                if mask != 0 {
+                    p.set_bits(&t, k, mask, false);
+                }
+            }
+            assert_counts_follow_the_map(&p, &t, "random positions taken");
+            for need in needs {
+                proptest::prop_assert_eq!(p.best_fit(&t, need), best_fit_every_level(&p, &t, need), "need {}", need);
+            }
+        }
+    }
+
+    #[test]
+    fn a_word_marked_at_once_keeps_every_count() {
+        let t = server();
+        let mut p = Placer::new();
+        p.place(&t, t.cpus(), &[], &Decision::default(), &mut Vec::new());
         // Whole cores and L3s, parts of one core, scattered positions across both packages.
         for mask in [0xffffu64, 0x7f8, 0x20, 0x180, 0x8421, 0xa5a5, 0x1] {
             for free in [false, true] {
-                words.set_bits(&t, 0, mask, free);
-                for p in (0..64).filter(|p| mask & (1 << p) != 0) {
-                    one_by_one.set_free(&t, p, free);
-                }
-                assert_eq!((&words.free, &words.free_in), (&one_by_one.free, &one_by_one.free_in), "{mask:#x}");
+                p.set_bits(&t, 0, mask, free);
+                assert_counts_follow_the_map(&p, &t, &format!("{mask:#x} free={free}"));
             }
         }
+        // Part of the machine managed: its CPUs are marked free a word at a time.
+        p.place(&t, &CpuSet::parse("1-3,8,12-15").unwrap(), &[], &Decision::default(), &mut Vec::new());
+        assert_counts_follow_the_map(&p, &t, "managed 1-3,8,12-15");
         let mut runs = super::Runs::default();
         for (first, end) in [(2, 4), (4, 5), (7, 8), (9, 10), (10, 11), (0, 1)] {
             runs.push(first, end);

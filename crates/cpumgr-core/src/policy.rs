@@ -47,6 +47,15 @@ pub struct Allocation {
     pub block: u32,
 }
 
+impl Allocation {
+    /// Gives the program `count` CPUs and marks it running when the count is above zero: what
+    /// [`Decision::give`] does, for a pass that walks the allocations beside the programs.
+    pub fn give(&mut self, count: u32) {
+        self.count = count;
+        self.running = count > 0;
+    }
+}
+
 /// A policy's output for one quantum, parallel to [`View::programs`].
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Decision {
@@ -70,9 +79,7 @@ impl Decision {
 
     /// Gives program `i` `count` CPUs and marks it running when the count is above zero.
     pub fn give(&mut self, i: usize, count: u32) {
-        let a = &mut self.allocations[i];
-        a.count = count;
-        a.running = count > 0;
+        self.allocations[i].give(count);
     }
 
     /// Total CPUs given to running programs.

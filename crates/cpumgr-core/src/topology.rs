@@ -160,6 +160,11 @@ pub struct Topology {
     path: Vec<[u32; 6]>,
     /// Per level, the indices of its domains in position order.
     by_level: [Vec<usize>; 6],
+    /// The levels from core up to package that split a domain of the level above, deepest
+    /// first (see [`Topology::splitting_levels`]).
+    splitting: Vec<Level>,
+    /// Per level, the most CPUs one of its domains holds.
+    widest: [u32; 6],
     cpus: CpuSet,
     /// Whether every CPU's position is its id (flat machines, and machines numbered in
     /// position order without gaps): a CPU set is then its own position set.
@@ -247,6 +252,21 @@ impl Topology {
     /// Indices (into [`Topology::domains`]) of the domains of one level, in position order.
     pub fn level_indices(&self, level: Level) -> &[usize] {
         &self.by_level[level.depth()]
+    }
+
+    /// The levels from core up to package, deepest first, whose domains are not all copies of
+    /// their parents: a level with as many domains as the level above gives each parent one child
+    /// over the same positions, so a search of its domains finds what a search of the level above
+    /// finds. The placer counts free CPUs and looks for room only on these levels (none on a flat
+    /// machine, where every level is one implicit domain over every CPU).
+    pub fn splitting_levels(&self) -> &[Level] {
+        &self.splitting
+    }
+
+    /// The most CPUs a domain of `level` holds: a request for more has no room in any of them,
+    /// whatever is free, so the placer's best fit does not search that level.
+    pub fn widest(&self, level: Level) -> u32 {
+        self.widest[level.depth()]
     }
 
     /// Number of explicit (source-described) domains of a level; implicit ones are not counted.
@@ -403,8 +423,10 @@ impl Builder {
         let mut path = vec![[0u32; 6]; order.len()];
         let mut by_level: [Vec<usize>; 6] = Default::default();
         let mut ids: Vec<Vec<u32>> = Vec::with_capacity(domains.len());
+        let mut widest = [0u32; 6];
         for (i, d) in domains.iter().enumerate() {
             by_level[d.level.depth()].push(i);
+            widest[d.level.depth()] = widest[d.level.depth()].max(d.end - d.first);
             for p in d.first..d.end {
                 path[p as usize][d.level.depth()] = i as u32;
             }
@@ -421,7 +443,11 @@ impl Builder {
         }
         let cpus = order.iter().copied().collect();
         let identity = order.iter().enumerate().all(|(p, &cpu)| p == cpu as usize);
-        Topology { domains, order, position, path, by_level, cpus, identity }
+        let splitting = [Level::Core, Level::L3, Level::Numa, Level::Package]
+            .into_iter()
+            .filter(|l| by_level[l.depth()].len() > by_level[l.depth() - 1].len())
+            .collect();
+        Topology { domains, order, position, path, by_level, splitting, widest, cpus, identity }
     }
 }
 
@@ -481,6 +507,15 @@ mod tests {
         assert_eq!(t.count(Level::Package), 2);
         assert_eq!(t.count(Level::Numa), 4);
         assert_eq!(t.count(Level::Core), 8);
+        assert_eq!(t.splitting_levels(), [Level::Core, Level::Numa, Level::Package], "an L3 per NUMA node splits none");
+        assert_eq!(Level::ALL.map(|l| t.widest(l)), [16, 8, 4, 4, 2, 1]);
+    }
+
+    #[test]
+    fn a_flat_machine_has_no_splitting_level() {
+        assert_eq!(Topology::flat(64).splitting_levels(), []);
+        let one_package = Topology::from_cpus(&[info(0, 0, 0), info(1, 0, 1)]).unwrap();
+        assert_eq!(one_package.splitting_levels(), [Level::Core]);
     }
 
     #[test]

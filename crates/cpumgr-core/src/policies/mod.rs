@@ -101,12 +101,13 @@ pub fn admission(admit: u32) -> Option<u32> {
 /// program).
 pub fn reserve_rigid(view: &View, out: &mut Decision) -> Reserved {
     let mut r = Reserved { left: view.cpus, open: 0, served: 0 };
-    for (i, p) in view.programs.iter().enumerate() {
+    // Beside the allocations, which are as many: no index to check per program.
+    for (p, a) in view.programs.iter().zip(&mut out.allocations) {
         match p.kind.rigid_procs() {
             Some(n) => {
                 let need = n.min(view.cpus);
                 if need <= r.left && need > 0 {
-                    out.give(i, need);
+                    a.give(need);
                     r.left -= need;
                     r.served += 1;
                 }
