@@ -198,6 +198,7 @@ impl JobSpec {
     }
 
     /// Why the job cannot run on `cpus` CPUs, as (field, message).
+    #[inline]
     pub fn check(&self, cpus: u32) -> Result<(), (&'static str, String)> {
         self.check_arrival()?;
         if self.request == 0 {
