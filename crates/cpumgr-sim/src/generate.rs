@@ -78,7 +78,7 @@ impl JobKind {
             weight: 1.0,
             sync: 0.5,
             reports_speedup: true,
-            phases: vec![Phase::parallel(work, size, speedup.clone())],
+            phases: Phase::parallel(work, size, speedup.clone()).into(),
         }
     }
 }

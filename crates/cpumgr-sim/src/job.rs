@@ -7,6 +7,7 @@
 //! its request for its whole life. [`epd`] and [`ltomcatv`] build the evolving patterns of paper
 //! 000.
 
+use std::ops::Deref;
 use std::sync::Arc;
 
 use cpumgr_core::{Kind, Nanos, Request};
@@ -52,6 +53,60 @@ impl Phase {
     }
 }
 
+/// A job's phases, run in order. Most jobs (every generated or traced one) have a single phase:
+/// it is held in place, so building and dropping such a job allocates nothing for it. Reads go
+/// through the slice ([`Deref`]).
+#[derive(Clone)]
+pub struct Phases(Held);
+
+/// Where [`Phases`] keeps its phases.
+#[derive(Clone)]
+enum Held {
+    One(Phase),
+    Many(Vec<Phase>),
+}
+
+impl Deref for Phases {
+    type Target = [Phase];
+
+    fn deref(&self) -> &[Phase] {
+        match &self.0 {
+            Held::One(p) => std::slice::from_ref(p),
+            Held::Many(v) => v,
+        }
+    }
+}
+
+impl From<Phase> for Phases {
+    fn from(p: Phase) -> Phases {
+        Phases(Held::One(p))
+    }
+}
+
+impl From<Vec<Phase>> for Phases {
+    fn from(v: Vec<Phase>) -> Phases {
+        Phases(Held::Many(v))
+    }
+}
+
+impl FromIterator<Phase> for Phases {
+    fn from_iter<I: IntoIterator<Item = Phase>>(phases: I) -> Phases {
+        Phases(Held::Many(phases.into_iter().collect()))
+    }
+}
+
+impl PartialEq for Phases {
+    fn eq(&self, other: &Phases) -> bool {
+        **self == **other
+    }
+}
+
+impl std::fmt::Debug for Phases {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
 /// A job of a workload.
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSpec {
@@ -76,7 +131,7 @@ pub struct JobSpec {
     /// Whether it reports measured speedups (paper 000's SelfAnalyzer), which PDPA needs.
     pub reports_speedup: bool,
     /// Its phases, run in order.
-    pub phases: Vec<Phase>,
+    pub phases: Phases,
 }
 
 impl JobSpec {
@@ -93,7 +148,7 @@ impl JobSpec {
             weight: 1.0,
             sync: 0.5,
             reports_speedup: true,
-            phases: vec![Phase::parallel(work, request, speedup)],
+            phases: Phase::parallel(work, request, speedup).into(),
         }
     }
 
@@ -143,6 +198,7 @@ impl JobSpec {
     }
 
     /// Why the job cannot run on `cpus` CPUs, as (field, message).
+    #[inline]
     pub fn check(&self, cpus: u32) -> Result<(), (&'static str, String)> {
         self.check_arrival()?;
         if self.request == 0 {
@@ -168,7 +224,7 @@ impl JobSpec {
         if self.phases.is_empty() {
             return Err(("phases", "a job needs at least one phase (give `work`)".into()));
         }
-        for p in &self.phases {
+        for p in self.phases.iter() {
             if !(p.work.is_finite() && p.work >= 0.0) {
                 return Err(("work", format!("{} is not a non-negative number of CPU-seconds", p.work)));
             }
@@ -215,7 +271,7 @@ mod tests {
     #[test]
     fn requests_follow_the_kind() {
         let mut j = JobSpec::malleable("a", 0, 8, 1.0, SpeedupModel::LINEAR);
-        j.phases = ltomcatv(8, 1, 1.0, 1.0, &SpeedupModel::LINEAR);
+        j.phases = ltomcatv(8, 1, 1.0, 1.0, &SpeedupModel::LINEAR).into();
         assert_eq!(j.request_in(0).now, 1, "a malleable job gives CPUs back in a serial phase");
         assert_eq!(j.request_in(1).now, 8);
         j.kind = Kind::Moldable;

@@ -36,7 +36,7 @@ pub mod workload;
 pub use cost::CostModel;
 pub use engine::{run, Observer, SimConfig, SimError};
 pub use error::InputError;
-pub use job::{JobSpec, Phase};
+pub use job::{JobSpec, Phase, Phases};
 pub use metrics::{JobRecord, RunSummary};
 pub use speedup::SpeedupModel;
 pub use workload::Workload;

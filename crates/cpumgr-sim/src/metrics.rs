@@ -94,7 +94,14 @@ pub struct Accumulator {
     response: Moments,
     max_turnaround: f64,
     moves: u64,
-    classes: BTreeMap<Arc<str>, Moments>,
+    /// Per class, its run times, in the order the classes were first seen.
+    classes: Vec<(Arc<str>, Moments)>,
+    /// Where each class is in `classes`.
+    index: BTreeMap<Arc<str>, usize>,
+    /// The class of the last job added (an index into `classes`). The jobs of a class share
+    /// one string, so a job of the same class as the last one (every generated job) is found by
+    /// comparing pointers, not by a search that compares strings.
+    last: usize,
 }
 
 impl Accumulator {
@@ -107,14 +114,23 @@ impl Accumulator {
         self.response.add(r.response);
         self.max_turnaround = self.max_turnaround.max(r.turnaround);
         self.moves += r.moves;
-        match self.classes.get_mut(&r.class) {
-            Some(m) => m.add(r.run),
-            None => {
-                let mut m = Moments::default();
-                m.add(r.run);
-                self.classes.insert(r.class.clone(), m);
-            }
+        let k = match self.classes.get(self.last) {
+            Some((class, _)) if Arc::ptr_eq(class, &r.class) => self.last,
+            _ => self.class(&r.class),
+        };
+        self.last = k;
+        self.classes[k].1.add(r.run);
+    }
+
+    /// Where `class` is in `classes`, added if it is new.
+    fn class(&mut self, class: &Arc<str>) -> usize {
+        if let Some(&k) = self.index.get(class) {
+            return k;
         }
+        let k = self.classes.len();
+        self.classes.push((class.clone(), Moments::default()));
+        self.index.insert(class.clone(), k);
+        k
     }
 
     /// Jobs added so far.

@@ -112,7 +112,7 @@ fn workload(name: &str, cpus: u32, mpl: u32, jobs: Vec<JobSpec>, policies: &[&st
 fn evolving(name: &str, request: u32, phases: Vec<Phase>, sync: f64) -> JobSpec {
     let mut j = JobSpec::malleable(name, 0, request, 0.0, SpeedupModel::LINEAR);
     j.kind = Kind::Evolving;
-    j.phases = phases;
+    j.phases = phases.into();
     j.sync = sync;
     j
 }

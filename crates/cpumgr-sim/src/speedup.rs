@@ -57,6 +57,7 @@ impl SpeedupModel {
     }
 
     /// Why the model's parameters are unusable, if they are.
+    #[inline]
     pub fn check(&self) -> Result<(), String> {
         match self {
             SpeedupModel::Amdahl { serial } if !(0.0..=1.0).contains(serial) => {

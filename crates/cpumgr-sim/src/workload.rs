@@ -35,7 +35,7 @@ use serde::Deserialize;
 use crate::cost::CostModel;
 use crate::error::InputError;
 use crate::generate::{Generator, JobKind, Model};
-use crate::job::{epd, ltomcatv, JobSpec, Phase};
+use crate::job::{epd, ltomcatv, JobSpec, Phase, Phases};
 use crate::limits;
 use crate::speedup::SpeedupModel;
 
@@ -310,15 +310,15 @@ fn job_of(e: &JobEntry) -> Result<JobSpec, (&'static str, String)> {
     let arrival = limits::nanos(e.arrival).map_err(|m| ("arrival", m))?;
     let speedup = e.speedup.clone().unwrap_or(SpeedupModel::LINEAR);
     speedup.check().map_err(|m| ("speedup", m))?;
-    let phases = match (e.pattern.as_deref(), e.work, e.phases.is_empty()) {
+    let phases: Phases = match (e.pattern.as_deref(), e.work, e.phases.is_empty()) {
         (Some("epd"), Some(w), true) => {
             let iterations = e.iterations.unwrap_or(1).max(1);
             (0..iterations).flat_map(|_| epd(request, w, &speedup)).collect()
         }
-        (Some("ltomcatv"), Some(w), true) => ltomcatv(request, e.iterations.unwrap_or(1).max(1), e.io.unwrap_or(1.0), w, &speedup),
+        (Some("ltomcatv"), Some(w), true) => ltomcatv(request, e.iterations.unwrap_or(1).max(1), e.io.unwrap_or(1.0), w, &speedup).into(),
         (Some(p @ ("epd" | "ltomcatv")), _, _) => return Err(("pattern", format!("the {p} pattern needs `work` and no `phases`"))),
         (Some(p), _, _) => return Err(("pattern", format!("{p:?} is not epd or ltomcatv"))),
-        (None, Some(w), true) => vec![Phase::parallel(w, request, speedup.clone())],
+        (None, Some(w), true) => Phase::parallel(w, request, speedup.clone()).into(),
         (None, None, false) => e
             .phases
             .iter()

@@ -514,7 +514,7 @@ impl Observer for Events {
 fn the_trace_tells_the_story_in_time_order() {
     let mut lt = JobSpec::malleable("lt", 0, 8, 0.0, SpeedupModel::LINEAR);
     lt.kind = Kind::Evolving;
-    lt.phases = ltomcatv(8, 2, 0.5, 8.0, &SpeedupModel::LINEAR);
+    lt.phases = ltomcatv(8, 2, 0.5, 8.0, &SpeedupModel::LINEAR).into();
     let other = JobSpec::malleable("b", S / 2, 4, 4.0, SpeedupModel::LINEAR);
     let t = Topology::flat(8);
     let mut ev = Events::default();
@@ -627,7 +627,7 @@ fn absurd_times_are_errors_not_overflows() {
         assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{e}");
         // The same under os, on a shared clock (linear) and on a rate of its own (Amdahl).
         let amdahl =
-            JobSpec { phases: vec![Phase::parallel(1e300, 1, SpeedupModel::Amdahl { serial: 0.5 })], ..huge.clone() };
+            JobSpec { phases: Phase::parallel(1e300, 1, SpeedupModel::Amdahl { serial: 0.5 }).into(), ..huge.clone() };
         for job in [huge, amdahl] {
             let e = run(&t, "os", policies::build("os").unwrap(), vec![job], &cfg, &mut ()).unwrap_err();
             assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{e}");

@@ -64,7 +64,7 @@ proptest! {
                     Shape::Evolving => {
                         let mut j = JobSpec::malleable(format!("j{k}"), at, cpus, work, SpeedupModel::LINEAR);
                         j.kind = Kind::Evolving;
-                        j.phases = ltomcatv(cpus, 2, secs / 4.0, work / 4.0, &SpeedupModel::LINEAR);
+                        j.phases = ltomcatv(cpus, 2, secs / 4.0, work / 4.0, &SpeedupModel::LINEAR).into();
                         j
                     }
                 }
