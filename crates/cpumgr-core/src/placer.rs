@@ -36,7 +36,9 @@ pub struct Placer {
     /// level, found with one lookup) rather than counted from `free` each time (4x slower on
     /// 1024 CPUs and 1024 programs). Only the domains of [`Topology::splitting_levels`] are kept:
     /// best fit searches no other level (a level that splits nothing finds what the level above
-    /// finds, and the machine's search finds the fallback's CPU), so a flat machine keeps none.
+    /// finds, and the machine's search finds the fallback's CPU), so a flat machine keeps none:
+    /// the entries of the other domains are filled by [`Placer::place`] and then left as they
+    /// are, and nothing reads them.
     free_in: Vec<u32>,
     /// Per program, the positions it keeps or takes (scratch, cleared per placement).
     kept: Vec<Runs>,
@@ -192,6 +194,7 @@ impl Placer {
             // No placement of this machine yet: nothing is known to be kept.
             return false;
         }
+        debug_assert!(changed.windows(2).all(|w| w[0] < w[1]), "changed programs are increasing and distinct");
         let mut displaced = std::mem::take(&mut self.displaced);
         displaced.clear();
         let mut scratch = std::mem::take(&mut self.scratch);
@@ -237,7 +240,8 @@ impl Placer {
 
     /// Marks `cpus` free again: a program gave them up since the last placement (it stopped or
     /// left), for [`Placer::place_changed`]. They must be CPUs that placement gave out: freeing
-    /// one twice would let two programs share it (checked in debug builds).
+    /// one twice would let two programs share it (checked in debug builds). [`Placer::place`]
+    /// also frees the managed CPUs with it when only some of the machine's are managed.
     pub fn release(&mut self, topology: &Topology, cpus: &CpuSet) {
         let mut scratch = std::mem::take(&mut self.scratch);
         // Their owners stay recorded: an owner is only read for a position that is taken, and
@@ -437,7 +441,8 @@ impl Placer {
 
     /// The first position of the smallest domain (deepest level, then fewest free CPUs, then
     /// lowest position) with at least `need` free CPUs; if none has room, the first free CPU
-    /// (which is also the machine's first position when it has room).
+    /// (which is what a search of the machine level would give when it has room: the machine is
+    /// one domain, so that search is not made).
     fn best_fit(&self, topology: &Topology, need: usize) -> Option<u32> {
         for &level in topology.splitting_levels() {
             if (topology.widest(level) as usize) < need {

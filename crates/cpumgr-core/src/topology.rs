@@ -255,9 +255,8 @@ impl Topology {
     }
 
     /// The levels from core up to package, deepest first, whose domains are not all copies of
-    /// their parents: a level with as many domains as the level above gives each parent one child
-    /// over the same positions, so a search of its domains finds what a search of the level above
-    /// finds. The placer counts free CPUs and looks for room only on these levels (none on a flat
+    /// their parents: a level whose domains cover the same position ranges as the level above's
+    /// finds, in a search of its domains, what a search of the level above finds. The placer counts free CPUs and looks for room only on these levels (none on a flat
     /// machine, where every level is one implicit domain over every CPU).
     pub fn splitting_levels(&self) -> &[Level] {
         &self.splitting
@@ -443,9 +442,13 @@ impl Builder {
         }
         let cpus = order.iter().copied().collect();
         let identity = order.iter().enumerate().all(|(p, &cpu)| p == cpu as usize);
+        // A level splits when its domains' position ranges are not those of the level above
+        // (compared whole, so that it holds for any tree the builder makes, not only for one
+        // where every domain has a child at every level).
+        let ranges = |depth: usize| by_level[depth].iter().map(|&i| (domains[i].first, domains[i].end));
         let splitting = [Level::Core, Level::L3, Level::Numa, Level::Package]
             .into_iter()
-            .filter(|l| by_level[l.depth()].len() > by_level[l.depth() - 1].len())
+            .filter(|l| !ranges(l.depth()).eq(ranges(l.depth() - 1)))
             .collect();
         Topology { domains, order, position, path, by_level, splitting, widest, cpus, identity }
     }

@@ -247,6 +247,38 @@ impl Snap {
 }
 
 impl Live {
+    /// The record of job `id` (`spec`), arrived and waiting for admission, which sets when its
+    /// progress starts. `dedicated` is its run time alone on the machine.
+    fn new(id: ProgramId, spec: JobSpec, dedicated: f64) -> Live {
+        Live {
+            id: id.0,
+            alive: true,
+            at: 0,
+            phase: 0,
+            remaining: spec.phases[0].simulated_work(),
+            rate: 0.0,
+            stall: 0.0,
+            done_at: Nanos::MAX,
+            share: 0.0,
+            threads: 0.0,
+            team: None,
+            first_run: None,
+            ran_last: false,
+            run_ns: 0,
+            busy: 0.0,
+            moves: 0,
+            done: 0.0,
+            dedicated,
+            q_work: 0.0,
+            q_time: 0.0,
+            hist: VecDeque::new(),
+            sig: 0,
+            reports: reports_in(&spec, 0),
+            kind: spec.kind,
+            spec,
+        }
+    }
+
     /// Adds `step` (whole periods' progress) to its counters.
     fn advance(&mut self, step: &Snap) {
         let mut s = self.snap();
@@ -364,7 +396,9 @@ struct Engine<'a, 'o> {
     next_tick: Nanos,
     wake_at: Option<Nanos>,
     limit: u32,
-    queue: VecDeque<(ProgramId, JobSpec)>,
+    /// The jobs waiting for admission, in arrival order: the slots of their records, which they
+    /// get on arrival (so that a job's description moves once, into its record).
+    queue: VecDeque<u32>,
     programs: List<Program>,
     /// Per program, its job (indexed like `programs`, stored in stable slots), and beside it
     /// what the tick's walks over every job read.
@@ -524,7 +558,9 @@ pub fn run(
             if !e.waiting() {
                 e.changed();
             }
-            e.queue.push_back((id, j));
+            let dedicated = dedicated_time(&e.cfg.cost, e.cpus, &j);
+            let slot = e.live.insert(Live::new(id, j, dedicated));
+            e.queue.push_back(slot);
         }
         let wake = e.wake_at == Some(e.now);
         if e.now == e.next_tick || wake {
@@ -710,51 +746,28 @@ impl Engine<'_, '_> {
     /// [`Engine::compact`]).
     fn admit(&mut self) {
         while !self.queue.is_empty() && (self.limit == 0 || self.live.len() < self.limit as usize) {
-            let (id, mut spec) = self.queue.pop_front().expect("not empty");
+            let slot = self.queue.pop_front().expect("not empty");
             // A change unless the policy's rotation leaves the job out: decided at the next
             // boundary ([`Engine::fast_forward`]).
             self.admitted = true;
-            let dedicated = dedicated_time(&self.cfg.cost, self.cpus, &spec);
+            let l = self.live.in_slot_mut(slot);
+            l.at = self.now;
+            let spec = &mut l.spec;
+            let id = ProgramId(l.id);
             // The program holds the name while the job is in the system ([`Engine::finish`]
             // hands it back for the job's record): moved, not copied.
-            let mut p = Program::new(id.0, std::mem::take(&mut spec.name), spec.request);
-            p.kind = spec.kind;
-            p.request = spec.request_in(0);
-            p.weight = spec.weight;
-            p.arrival = spec.arrival;
-            p.cpus = self.spare_sets.pop().unwrap_or_default();
-            let remaining = spec.phases[0].simulated_work();
-            let reports = reports_in(&spec, 0);
-            let kind = spec.kind;
+            let p = Program {
+                kind: spec.kind,
+                request: spec.request_in(0),
+                weight: spec.weight,
+                arrival: spec.arrival,
+                cpus: self.spare_sets.pop().unwrap_or_default(),
+                ..Program::new(id.0, std::mem::take(&mut spec.name), spec.request)
+            };
+            let remaining = l.remaining;
             self.programs.push(p);
             self.unserved += 1;
-            self.live.push(Live {
-                id: id.0,
-                spec,
-                alive: true,
-                at: self.now,
-                phase: 0,
-                remaining,
-                rate: 0.0,
-                stall: 0.0,
-                done_at: Nanos::MAX,
-                share: 0.0,
-                threads: 0.0,
-                team: None,
-                first_run: None,
-                ran_last: false,
-                run_ns: 0,
-                busy: 0.0,
-                moves: 0,
-                done: 0.0,
-                dedicated,
-                q_work: 0.0,
-                q_time: 0.0,
-                hist: VecDeque::new(),
-                sig: 0,
-                reports,
-                kind,
-            }, Beside { held: 0, idle: false });
+            self.live.list(slot, Beside { held: 0, idle: false });
             let i = self.live.len() - 1;
             self.set_idle(i);
             self.show(i);

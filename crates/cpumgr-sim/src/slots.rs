@@ -40,10 +40,10 @@ impl<T, B> Slots<T, B> {
         self.order.len()
     }
 
-    /// Appends `record`, with `beside` beside it, at the end of the list, in a free slot if there
-    /// is one (dropping what the slot held).
-    pub(crate) fn push(&mut self, record: T, beside: B) {
-        let slot = match self.free.pop() {
+    /// Stores `record` in a free slot if there is one (dropping what the slot held), without
+    /// listing it (an arrived job waiting for admission), and returns its slot.
+    pub(crate) fn insert(&mut self, record: T) -> u32 {
+        match self.free.pop() {
             Some(s) => {
                 self.records[s as usize] = record;
                 s
@@ -52,7 +52,12 @@ impl<T, B> Slots<T, B> {
                 self.records.push(record);
                 u32::try_from(self.records.len() - 1).expect("fewer than 2^32 records at once")
             }
-        };
+        }
+    }
+
+    /// Appends the record in slot `slot` (from [`Slots::insert`], not listed yet), with `beside`
+    /// beside it, at the end of the list.
+    pub(crate) fn list(&mut self, slot: u32, beside: B) {
         self.order.push((slot, beside));
     }
 
@@ -77,13 +82,19 @@ impl<T, B> Slots<T, B> {
         self.order.iter().map(|(_, b)| b)
     }
 
-    /// The record in slot `slot` (a listed one, or one left over from a removed entry).
+    /// The record in slot `slot` (a listed one, one inserted and not listed yet, or one left
+    /// over from a removed entry).
     pub(crate) fn in_slot(&self, slot: u32) -> &T {
         &self.records[slot as usize]
     }
 
+    /// The record in slot `slot`, to change.
+    pub(crate) fn in_slot_mut(&mut self, slot: u32) -> &mut T {
+        &mut self.records[slot as usize]
+    }
+
     /// Removes the entries at the positions `gone` (strictly increasing) from the list, keeping
-    /// the others' order; their slots are reused by later [`Slots::push`]es.
+    /// the others' order; their slots are reused by later [`Slots::insert`]s.
     pub(crate) fn remove_sorted(&mut self, gone: &[usize]) {
         self.free.extend(gone.iter().map(|&i| self.order[i].0));
         self.order.remove_sorted(gone);
@@ -112,16 +123,23 @@ mod tests {
     #[test]
     fn positions_follow_the_list_and_slots_are_reused() {
         let mut s = Slots::default();
+        let push = |s: &mut Slots<u32, i32>, x: u32| {
+            let slot = s.insert(x);
+            s.list(slot, -(x as i32));
+        };
         for x in 0..6u32 {
-            s.push(x, -(x as i32));
+            push(&mut s, x);
         }
         s.remove_sorted(&[1, 4]);
         assert_eq!((0..s.len()).map(|i| s[i]).collect::<Vec<_>>(), vec![0, 2, 3, 5]);
-        s.push(10, -10);
-        s.push(11, -11);
-        s.push(12, -12);
-        assert_eq!(*s.in_slot(s.slot(4)), 10, "a slot finds its record");
-        assert_eq!((0..s.len()).map(|i| s[i]).collect::<Vec<_>>(), vec![0, 2, 3, 5, 10, 11, 12]);
+        let waiting = s.insert(10);
+        assert_eq!(s.len(), 4, "an inserted record is not listed");
+        *s.in_slot_mut(waiting) += 1;
+        s.list(waiting, -10);
+        push(&mut s, 11);
+        push(&mut s, 12);
+        assert_eq!(*s.in_slot(s.slot(4)), 11, "a slot finds its record");
+        assert_eq!((0..s.len()).map(|i| s[i]).collect::<Vec<_>>(), vec![0, 2, 3, 5, 11, 11, 12]);
         assert_eq!(s.besides().copied().collect::<Vec<_>>(), vec![0, -2, -3, -5, -10, -11, -12], "the values beside move with them");
         *s.beside_mut(1) = 1;
         assert_eq!(*s.beside(1), 1);

@@ -101,7 +101,9 @@ pub fn admission(admit: u32) -> Option<u32> {
 /// program).
 pub fn reserve_rigid(view: &View, out: &mut Decision) -> Reserved {
     let mut r = Reserved { left: view.cpus, open: 0, served: 0 };
-    // Beside the allocations, which are as many: no index to check per program.
+    // Beside the allocations, which are as many (the decision was reset for this view): no index
+    // to check per program.
+    debug_assert_eq!(out.allocations.len(), view.programs.len(), "the decision was reset for the view");
     for (p, a) in view.programs.iter().zip(&mut out.allocations) {
         match p.kind.rigid_procs() {
             Some(n) => {
