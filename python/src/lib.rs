@@ -129,7 +129,7 @@ impl PyPolicy {
         for p in view.programs {
             let d = PyDict::new(py);
             d.set_item("id", p.id.0)?;
-            d.set_item("name", &p.name)?;
+            d.set_item("name", p.name.as_str())?;
             d.set_item("wants", p.wants())?;
             d.set_item("now", p.request.now)?;
             d.set_item("min", p.request.min)?;

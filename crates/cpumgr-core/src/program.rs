@@ -91,13 +91,18 @@ impl SpeedupReport {
     }
 }
 
+/// A program's or job's name: a string kept in place up to 24 bytes (a command's name, a trace's
+/// job number, a generated job's `g123`) and on the heap beyond, so that the simulator's jobs,
+/// which each carry one through the view and into their records, allocate nothing for it.
+pub type Name = compact_str::CompactString;
+
 /// What the scheduler knows about one program at the start of a quantum.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Program {
     /// Identity, increasing with arrival.
     pub id: ProgramId,
     /// A human name (command or workload name).
-    pub name: String,
+    pub name: Name,
     /// How its parallelism can change.
     pub kind: Kind,
     /// What it wants.
@@ -121,7 +126,7 @@ pub struct Program {
 
 impl Program {
     /// A malleable program wanting `request` CPUs, with defaults for everything else.
-    pub fn new(id: u64, name: impl Into<String>, request: u32) -> Self {
+    pub fn new(id: u64, name: impl Into<Name>, request: u32) -> Self {
         Program {
             id: ProgramId(id),
             name: name.into(),

@@ -202,7 +202,7 @@ impl Entry {
     pub fn program(&self, ticks_per_sec: u64, managed: u32) -> Program {
         Program {
             id: self.id,
-            name: self.name.clone(),
+            name: self.name.as_str().into(),
             kind: self.kind,
             request: self.request,
             weight: self.weight,

@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use cpumgr_core::{Kind, Nanos};
+use cpumgr_core::{Kind, Name, Nanos};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, Gamma};
@@ -60,7 +60,7 @@ impl JobKind {
     }
 
     /// A job of `size` CPUs that runs `runtime` seconds alone on them.
-    pub fn job(self, name: String, class: Arc<str>, arrival: Nanos, size: u32, runtime: f64, speedup: &SpeedupModel) -> JobSpec {
+    pub fn job(self, name: Name, class: Arc<str>, arrival: Nanos, size: u32, runtime: f64, speedup: &SpeedupModel) -> JobSpec {
         let size = size.max(1);
         let work = runtime * speedup.speedup(size as f64);
         let kind = match self {
@@ -225,22 +225,24 @@ impl Iterator for Jobs {
 }
 
 /// `prefix` then `n` in decimal, as `format!("{prefix}{n}")` gives it, without the formatting
-/// machinery: a generated job's name is built for every job (a fifth of the generator's time).
-fn numbered(prefix: &str, mut n: u64) -> String {
-    let mut digits = [0u8; 20];
-    let mut i = digits.len();
+/// machinery: a generated job's name is built for every job. Written into a buffer and made a
+/// [`Name`] in one step (growing a `Name` a piece at a time checks its capacity at each).
+fn numbered(prefix: &str, mut n: u64) -> Name {
+    let mut buf = [0u8; 64];
+    let mut i = buf.len();
     loop {
         i -= 1;
-        digits[i] = b'0' + (n % 10) as u8;
+        buf[i] = b'0' + (n % 10) as u8;
         n /= 10;
         if n == 0 {
             break;
         }
     }
-    let mut s = String::with_capacity(prefix.len() + digits.len() - i);
-    s.push_str(prefix);
-    s.extend(digits[i..].iter().map(|&d| char::from(d)));
-    s
+    let Some(start) = i.checked_sub(prefix.len()) else {
+        return compact_str::format_compact!("{prefix}{}", std::str::from_utf8(&buf[i..]).expect("ASCII digits"));
+    };
+    buf[start..i].copy_from_slice(prefix.as_bytes());
+    Name::from(std::str::from_utf8(&buf[start..]).expect("a str then ASCII digits"))
 }
 
 #[cfg(test)]
@@ -252,6 +254,8 @@ mod tests {
         for n in [0, 7, 10, 99, 1234567, u64::MAX] {
             assert_eq!(numbered("g", n), format!("g{n}"));
         }
+        let long = "prefix-".repeat(8);
+        assert_eq!(numbered(&long, u64::MAX), format!("{long}{}", u64::MAX), "a prefix too long for the buffer");
     }
 
     #[test]

@@ -10,7 +10,7 @@
 use std::ops::Deref;
 use std::sync::Arc;
 
-use cpumgr_core::{Kind, Nanos, Request};
+use cpumgr_core::{Kind, Name, Nanos, Request};
 
 use crate::speedup::SpeedupModel;
 
@@ -111,7 +111,7 @@ impl std::fmt::Debug for Phases {
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobSpec {
     /// Its name (trace and per-job results).
-    pub name: String,
+    pub name: Name,
     /// Its class (benchmark name): the unit of the per-class CV and of paper tables. Shared:
     /// the jobs of a class (every job of a generator) hold one string.
     pub class: Arc<str>,
@@ -136,7 +136,7 @@ pub struct JobSpec {
 
 impl JobSpec {
     /// A malleable job of one parallel phase.
-    pub fn malleable(name: impl Into<String>, arrival: Nanos, request: u32, work: f64, speedup: SpeedupModel) -> JobSpec {
+    pub fn malleable(name: impl Into<Name>, arrival: Nanos, request: u32, work: f64, speedup: SpeedupModel) -> JobSpec {
         let name = name.into();
         JobSpec {
             class: name.as_str().into(),
@@ -153,7 +153,7 @@ impl JobSpec {
     }
 
     /// A rigid job of `procs` processes and one parallel phase.
-    pub fn rigid(name: impl Into<String>, arrival: Nanos, procs: u32, work: f64, speedup: SpeedupModel) -> JobSpec {
+    pub fn rigid(name: impl Into<Name>, arrival: Nanos, procs: u32, work: f64, speedup: SpeedupModel) -> JobSpec {
         JobSpec { kind: Kind::Rigid(procs), min: procs, ..JobSpec::malleable(name, arrival, procs, work, speedup) }
     }
 

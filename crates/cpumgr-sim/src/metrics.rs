@@ -26,7 +26,7 @@ pub struct JobRecord {
     /// Its id (arrival order).
     pub id: u64,
     /// Its name.
-    pub name: String,
+    pub name: cpumgr_core::Name,
     /// Its class.
     pub class: Arc<str>,
     /// Arrival, seconds.

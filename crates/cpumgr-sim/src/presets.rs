@@ -94,7 +94,7 @@ fn instances(jobs: &[JobSpec], copies: u32) -> Vec<JobSpec> {
         .flat_map(|k| {
             jobs.iter().map(move |j| {
                 let mut j = j.clone();
-                j.name = format!("{}#{}", j.name, k + 1);
+                j.name = compact_str::format_compact!("{}#{}", j.name, k + 1);
                 j
             })
         })
@@ -180,7 +180,7 @@ fn llpc_background() -> Workload {
     // The sequential load: runs 18 s, sleeps 5 s, for the whole experiment.
     for k in 0..36 {
         let mut b = JobSpec::rigid("background", k * 23 * S, 1, 18.0, SpeedupModel::SERIAL);
-        b.name = format!("background#{}", k + 1);
+        b.name = compact_str::format_compact!("background#{}", k + 1);
         b.sync = 0.0;
         b.reports_speedup = false;
         jobs.push(b);

@@ -356,7 +356,7 @@ impl<'a> Reader<'a> {
             }
             let exe = if r.executable >= 0.0 { r.executable as i64 } else { -1 };
             let class = classes.entry(exe).or_insert_with(|| if exe >= 0 { format!("exe{exe}").into() } else { "swf".into() }).clone();
-            let name = format!("job{}", r.number as i64);
+            let name = compact_str::format_compact!("job{}", r.number as i64);
             jobs.push(self.opts.kind.job(name, class, r.arrival, r.size, r.run, &self.opts.speedup));
         }
         jobs.sort_by_key(|j| j.arrival);

@@ -46,7 +46,7 @@ impl<I: Iterator<Item = JobSpec>> Pending<I> {
         self.next = self.jobs.next();
         match &self.next {
             Some(j) => {
-                j.check_arrival().map_err(|(field, message)| SimError::Job { name: j.name.clone(), field, message })?;
+                j.check_arrival().map_err(|(field, message)| SimError::Job { name: j.name.to_string(), field, message })?;
                 Ok(Some(j.arrival))
             }
             None => Ok(None),
@@ -174,14 +174,14 @@ impl<'o> Tally<'o> {
     /// after checking it fits the machine: numbers it, counts the event and traces it. Returns its
     /// id (the job is changed in place: it is large, and moved once, into its queue).
     pub fn arrive(&mut self, j: &mut JobSpec, now: Nanos) -> Result<ProgramId, SimError> {
-        j.check(self.cpus).map_err(|(field, message)| SimError::Job { name: j.name.clone(), field, message })?;
+        j.check(self.cpus).map_err(|(field, message)| SimError::Job { name: j.name.to_string(), field, message })?;
         j.arrival = j.arrival.max(now);
         self.first_arrival.get_or_insert(j.arrival);
         let id = ProgramId(self.next_id);
         self.next_id += 1;
         self.events += 1;
         if self.trace {
-            let kind = EventKind::Arrive { name: j.name.clone(), request: j.request_in(0).now };
+            let kind = EventKind::Arrive { name: j.name.to_string(), request: j.request_in(0).now };
             self.emit(now, Some(id), kind);
         }
         Ok(id)

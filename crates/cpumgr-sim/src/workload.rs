@@ -233,7 +233,7 @@ pub fn parse_sized(file: &str, text: &str, machine: impl FnOnce(Option<u32>) -> 
             let mut j = job.clone();
             j.arrival = limits::nanos(e.arrival + e.every * r as f64).map_err(|m| bad("every", m))?;
             if repeat > 1 {
-                j.name = format!("{}#{}", j.name, r + 1);
+                j.name = compact_str::format_compact!("{}#{}", j.name, r + 1);
             }
             jobs.push(j);
         }
@@ -328,7 +328,7 @@ fn job_of(e: &JobEntry) -> Result<JobSpec, (&'static str, String)> {
         (None, None, true) => return Err(("work", "the job has no work: give `work`, `phases` or a `pattern`".into())),
     };
     Ok(JobSpec {
-        name: e.name.clone(),
+        name: e.name.as_str().into(),
         class: e.class.as_deref().unwrap_or(&e.name).into(),
         arrival,
         kind: if e.pattern.is_some() && e.kind.is_none() { Kind::Evolving } else { kind },

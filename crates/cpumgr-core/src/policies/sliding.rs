@@ -128,7 +128,7 @@ pub(crate) mod tests {
                 let view = View { now: q as u64, quantum: 1, topology: &t, cpus, programs: progs };
                 d.reset(progs.len());
                 p.decide(&view, &mut d);
-                progs.iter().zip(&d.allocations).filter(|(_, a)| a.running).map(|(p, a)| (p.name.clone(), a.count)).collect()
+                progs.iter().zip(&d.allocations).filter(|(_, a)| a.running).map(|(p, a)| (p.name.to_string(), a.count)).collect()
             })
             .collect()
     }

@@ -304,7 +304,7 @@ fn static_part(spec: &str, cpus: u32) -> Option<u32> {
 /// smallest set can never start (the run would end starved after the machine drained). Refuse
 /// such a workload before running, naming the widest job and how many parts would fit it.
 fn check_static(w: &Workload, spec: &str, part: u32, cpus: u32) -> anyhow::Result<()> {
-    let mut widest: Option<(String, u32)> = None;
+    let mut widest: Option<(cpumgr_core::Name, u32)> = None;
     for j in w.jobs() {
         if let Some(n) = j.kind.rigid_procs().map(|n| n.min(cpus)).filter(|&n| n > part && widest.as_ref().is_none_or(|w| n > w.1)) {
             widest = Some((j.name, n));
