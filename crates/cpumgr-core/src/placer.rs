@@ -2,12 +2,27 @@
 //!
 //! Rules, in order of priority:
 //! 1. No CPU goes to two programs in the same quantum, and only managed CPUs are handed out.
-//! 2. A program keeps the CPUs it ran on (affinity: warm caches, no migration).
-//! 3. A program that grows takes free CPUs as near as possible to the ones it keeps: same core,
-//!    then same L3 domain, same NUMA node, same package.
+//! 2. A program keeps the CPUs it ran on (affinity: warm caches, no migration): as many of its
+//!    previous CPUs as it still gets and are free, lowest positions first; programs keep in
+//!    program order, so of two previous sets that share a CPU the earlier program's keeps it.
+//! 3. A program that grows takes free CPUs as near as possible to its first CPU (the lowest
+//!    position it keeps): same core, then same L3 domain, same NUMA node, same package, then
+//!    anywhere; in each, lowest positions first.
 //! 4. A program with no CPUs yet goes to the smallest domain that has room for all of it (best
-//!    fit), so programs do not straddle caches or nodes when they need not.
-//! 5. Programs placed in blocks (processor clustering) get whole topology-aligned blocks first.
+//!    fit), so programs do not straddle caches or nodes when they need not: of the domains with
+//!    at least as many free CPUs as it needs, those of the deepest level from core up to the
+//!    machine, of them the one with the fewest free CPUs, then the lowest. It grows as in rule 3
+//!    from that domain's first free CPU (so within it); when no domain has room (it needs more
+//!    CPUs than are free), from the machine's first free CPU.
+//! 5. Programs placed in blocks (processor clustering) get whole blocks first: free runs of
+//!    `block` positions that start at a multiple of `block`, the lowest anywhere on the machine
+//!    first, while they still need a whole block (aligned with the topology where the block size
+//!    divides the sizes of its domains). The rest grows as in rule 3 from their first CPU (the
+//!    lowest they keep, else their first block), with no best fit.
+//!
+//! Every program keeps (rule 2) before any grows; then they grow one at a time: those that keep
+//! CPUs first, then those that keep none; in each group the one that still needs the most CPUs
+//! first, then in program order.
 //!
 //! Everything works on CPU *positions* (see [`crate::topology`]), where every domain is a
 //! contiguous range, so "free CPUs in my L3" is a scan of one range of a bitset.
@@ -134,8 +149,9 @@ impl Placer {
 
     /// Places `decision` for `programs` (parallel slices) on the `managed` CPUs of `topology`.
     /// Each program's previous set is its [`Program::cpus`]. A program that does not run, or gets
-    /// a count of 0, gets an empty set. If the decision hands out more CPUs than are free, later
-    /// programs get fewer (the decision is invalid; [`validate`] reports it).
+    /// a count of 0, gets an empty set. If the decision hands out more CPUs than are free, the
+    /// programs that grow last (in the order of the module docs) get fewer (the decision is
+    /// invalid; [`validate`] reports it).
     pub fn place(
         &mut self,
         topology: &Topology,
@@ -174,7 +190,7 @@ impl Placer {
     /// free map holds exactly the managed CPUs programs hold now; every program not in `changed`
     /// runs on exactly the CPUs it holds (its count is its set's size), and every program in
     /// `changed` that held CPUs had them released before this call. Then the sets are those
-    /// [`Placer::place`] gives: an unchanged program keeps its whole set there too, and the
+    /// [`Placer::place`] gives on the managed CPUs of the last full placement: an unchanged program keeps its whole set there too, and the
     /// changed ones keep and grow in the same order on the same free CPUs. One exception, handled
     /// here: a changed program that wants back CPUs which an unchanged one with a later index
     /// holds now (a program resuming on its old CPUs) takes them first in [`Placer::place`]'s

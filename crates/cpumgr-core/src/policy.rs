@@ -42,8 +42,10 @@ pub struct Allocation {
     pub count: u32,
     /// Whether it runs this quantum (time-sharing policies stop the others).
     pub running: bool,
-    /// Placement block size: the placer hands this program CPUs in topology-aligned blocks of
-    /// this many CPUs (processor clustering); 1 means any CPUs.
+    /// Placement block size: the placer hands this program the CPUs it grows by in whole blocks
+    /// of this many CPUs, aligned in position order (processor clustering; see
+    /// [`crate::placer`]'s rule 5), as long as whole blocks are free and needed; 1 (or 0) means
+    /// any CPUs.
     pub block: u32,
 }
 
