@@ -9,10 +9,11 @@
 //! executable number (field 14) when known.
 //!
 //! The archive's files are read as they are:
-//! - *Lines* end with `\n` or `\r\n`, the last one may lack it; fields are split by any run of
-//!   spaces and tabs; blank lines are ignored; `;` lines are comments wherever they are. A UTF-8
-//!   byte-order mark is not part of the first line, and bytes that are not UTF-8 (a Latin-1 name
-//!   in a comment) are read as U+FFFD. [`read`] reads a trace line by line, never whole.
+//! - *Lines* end with `\n`, `\r\n` or a `\r` alone (old Mac files), the last one may lack it;
+//!   fields are split by any run of spaces and tabs; blank lines are ignored; `;` lines are
+//!   comments wherever they are. A UTF-8 byte-order mark is not part of the first line, and bytes
+//!   that are not UTF-8 (a Latin-1 name in a comment) are read as U+FFFD. [`read`] reads a trace
+//!   line by line, never whole.
 //! - *Numbers* may be written in any decimal form (`12`, `12.0`, `1e3`).
 //! - *The machine* is [`SwfOptions::cpus`] when given, else the header's `MaxProcs`, else its
 //!   `MaxNodes` (the first number after the colon; the key in any case; a value that is not a
@@ -244,11 +245,11 @@ pub fn parse(file: &str, text: &str, opts: &SwfOptions) -> Result<SwfTrace, Inpu
 pub fn read(file: &str, mut input: impl BufRead, opts: &SwfOptions) -> Result<SwfTrace, InputError> {
     let mut reader = Reader::new(file, opts);
     let mut buf = Vec::new();
+    let mut after_cr = false;
     for n in 1.. {
-        buf.clear();
-        match input.read_until(b'\n', &mut buf) {
-            Ok(0) => break,
-            Ok(_) => {}
+        match next_line(&mut input, &mut buf, &mut after_cr) {
+            Ok(false) => break,
+            Ok(true) => {}
             Err(e) => return Err(InputError::new(file, n, WHOLE_FILE, format!("cannot be read: {e}"))),
         }
         let bytes = if n == 1 { first_line(file, &buf)? } else { &buf };
@@ -257,6 +258,41 @@ pub fn read(file: &str, mut input: impl BufRead, opts: &SwfOptions) -> Result<Sw
         }
     }
     reader.finish()
+}
+
+/// Reads the next line of `input` into `buf`, without its end: `\n`, `\r\n` or a `\r` alone (old
+/// Mac files); false at the end of the input. `after_cr` says that the last line ended with a
+/// `\r`, whose `\n`, if it has one, may come in the next read.
+fn next_line(input: &mut impl BufRead, buf: &mut Vec<u8>, after_cr: &mut bool) -> std::io::Result<bool> {
+    buf.clear();
+    let mut read_any = false;
+    loop {
+        let chunk = match input.fill_buf() {
+            Ok(chunk) => chunk,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok(read_any);
+        }
+        // The `\n` of a `\r\n` split across two reads ends no line of its own.
+        let lf = usize::from(std::mem::take(after_cr) && chunk[0] == b'\n');
+        let rest = &chunk[lf..];
+        let end = rest.iter().position(|&b| b == b'\n' || b == b'\r');
+        buf.extend_from_slice(&rest[..end.unwrap_or(rest.len())]);
+        read_any |= !rest.is_empty();
+        let used = match end {
+            Some(i) => {
+                *after_cr = rest[i] == b'\r';
+                lf + i + 1
+            }
+            None => chunk.len(),
+        };
+        input.consume(used);
+        if end.is_some() {
+            return Ok(true);
+        }
+    }
 }
 
 /// The first line without its UTF-8 byte-order mark (editors on some systems write one); a
@@ -534,6 +570,8 @@ mod tests {
         let interleaved = TRACE.replace("\n1 ", "\n\n   \n; a comment\n\t\n1 ").replace("\n2 ", "\r\n; Note: mid-trace\n2 ");
         let variants = [
             ("CRLF", TRACE.replace('\n', "\r\n")),
+            ("CR alone (old Mac files)", TRACE.replace('\n', "\r")),
+            ("CR, LF and CRLF mixed", TRACE.replacen('\n', "\r", 2).replacen('\n', "\r\n", 2)),
             ("tabs, runs of spaces, trailing whitespace", spaced),
             ("blank lines and comments between jobs", interleaved),
             ("no final newline", TRACE.trim_end().to_string()),
@@ -544,6 +582,21 @@ mod tests {
         }
         let latin1 = [b"; Installation: Universit\xe4t\n".as_slice(), TRACE.as_bytes()].concat();
         assert_eq!(read("t.swf", latin1.as_slice(), &SwfOptions::default()), Ok(plain), "a Latin-1 comment");
+    }
+
+    #[test]
+    fn line_numbers_count_every_kind_of_line_end_across_reads() {
+        // The bad line is line 5 whatever ends the lines, and however the input splits them: a
+        // CRLF whose LF comes in the next read is still one line end.
+        let text = format!("{TRACE}1 0 -1 100 16\n");
+        for end in ["\n", "\r\n", "\r"] {
+            let text = text.replace('\n', end);
+            for capacity in 1..=4 {
+                let input = std::io::BufReader::with_capacity(capacity, text.as_bytes());
+                let e = read("t.swf", input, &SwfOptions::default()).unwrap_err();
+                assert_eq!((e.line, e.field.as_str()), (6, "line"), "{end:?}, reads of {capacity} bytes: {e}");
+            }
+        }
     }
 
     #[test]
