@@ -5,8 +5,9 @@
 //! A job arrives at its submit time (field 2) with its allocated processors (field 5, or the
 //! requested ones, field 8, when unknown) and runs for its run time (field 4) alone on them. Jobs
 //! are rigid by default; [`SwfOptions::kind`] makes them moldable or malleable with a speedup
-//! model (their work is then run time × speedup on their size). The class of a job is its
-//! executable number (field 14) when known.
+//! model (their work is then run time × speedup on their size). A job is named `job` and its job
+//! number (field 1) as written, in whole digits (`job7` for `7`, `007` or `7.0`; `job-1` when
+//! unknown), whatever its size. The class of a job is its executable number (field 14) when known.
 //!
 //! The archive's files are read as they are:
 //! - *Lines* end with `\n`, `\r\n` or a `\r` alone (old Mac files), the last one may lack it;
@@ -25,17 +26,19 @@
 //!   run time or size (allocated and requested processors both -1 or 0). Other jobs are
 //!   simulated whatever their status (0 failed, 1 completed, 5 with a run time: cancelled while
 //!   running), and so is a run time of 0: a job shorter than the trace's clock.
-//! - *Fields other than the submit time, run time and processor counts* (wait time, memory,
-//!   status, user, queue, ...) must be numbers, but their values are not checked: a negative
-//!   wait time does not stop a run.
+//! - *Fields other than the job number, submit time, run time and processor counts* (wait time,
+//!   memory, status, user, queue, ...) must be numbers, but their values are not checked: a
+//!   negative wait time does not stop a run.
 //! - *Errors* name file, line and field, or, with [`SwfOptions::skip_bad`], skip the line and
 //!   count it in [`SwfTrace::skipped`]: a line without 18 fields, a field that is not a number, a
-//!   submit time, run time or processor count that is negative but not -1, not finite, beyond
-//!   [`limits`], or (processors) not whole, and a job larger than the machine (the message says
-//!   where the machine's size comes from). A gzip-compressed file (the archive ships `.swf.gz`)
-//!   is an error at line 1 whatever the options.
+//!   job number, submit time, run time or processor count that is negative but not -1, not
+//!   finite, beyond [`limits`] (times and the processors used), or (job number and processors
+//!   used) not whole, and a job larger than the machine (the message says where the machine's
+//!   size comes from). A gzip-compressed file (the archive ships `.swf.gz`) is an error at line 1
+//!   whatever the options.
 //! - Jobs are simulated in submit order, ties in file order, however the file orders them.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::BufRead;
@@ -81,9 +84,9 @@ const REQUESTED: usize = 7;
 const STATUS: usize = 10;
 const EXECUTABLE: usize = 13;
 
-/// The fields read as times or processor counts: their values are checked, where the other
-/// fields need only be numbers.
-const CHECKED: [usize; 4] = [SUBMIT, RUN, ALLOCATED, REQUESTED];
+/// The fields read as the job's name, times or processor counts: their values are checked, where
+/// the other fields need only be numbers.
+const CHECKED: [usize; 5] = [JOB_NUMBER, SUBMIT, RUN, ALLOCATED, REQUESTED];
 
 /// The status (field 11) of a cancelled job.
 const CANCELLED: f64 = 5.0;
@@ -195,7 +198,8 @@ pub struct SwfTrace {
 /// What the simulator uses of a job line.
 struct Raw {
     line: usize,
-    number: f64,
+    /// `job` and the job number (field 1) as written.
+    name: String,
     arrival: Nanos,
     run: f64,
     size: u32,
@@ -392,8 +396,7 @@ impl<'a> Reader<'a> {
             }
             let exe = if r.executable >= 0.0 { r.executable as i64 } else { -1 };
             let class = classes.entry(exe).or_insert_with(|| if exe >= 0 { format!("exe{exe}").into() } else { "swf".into() }).clone();
-            let name = format!("job{}", r.number as i64);
-            jobs.push(self.opts.kind.job(name, class, r.arrival, r.size, r.run, &self.opts.speedup));
+            jobs.push(self.opts.kind.job(r.name, class, r.arrival, r.size, r.run, &self.opts.speedup));
         }
         jobs.sort_by_key(|j| j.arrival);
         let header = |h: Option<Header>| h.and_then(|h| u32::try_from(h.value).ok());
@@ -409,10 +412,43 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// `word` as a positive whole number (`256`, `256.0`, `2.56e2`), if it is one.
+/// `word` as a positive whole number (`256`, `256.0`, `2.56e2`), if it is one below 2^64.
 fn whole(word: &str) -> Option<u64> {
-    let v: f64 = word.parse().ok()?;
-    (v >= 1.0 && v.fract() == 0.0 && v < u64::MAX as f64).then_some(v as u64)
+    whole_digits(word)?.parse().ok().filter(|&v| v >= 1)
+}
+
+/// `word`, a number in any decimal form, as the digits of the whole non-negative number it is
+/// (`7`, `007`, `+7.0`, `0.7e1` are all `7`; `-0` is `0`), if it is one. Exact, from the text,
+/// where a float rounds 9007199254740993 to ...992 and 1.00000000000000000001 to 1. At most 309
+/// digits, as a finite float (`None` past them).
+fn whole_digits(word: &str) -> Option<Cow<'_, str>> {
+    let unsigned = word.strip_prefix('+').unwrap_or(word);
+    if !unsigned.is_empty() && unsigned.bytes().all(|b| b.is_ascii_digit()) {
+        let digits = unsigned.trim_start_matches('0');
+        return Some(if digits.is_empty() { "0".into() } else { digits.into() });
+    }
+    let (negative, unsigned) = match unsigned.strip_prefix('-') {
+        Some(u) => (true, u),
+        None => (false, unsigned),
+    };
+    let (mantissa, exponent) = unsigned.split_once(['e', 'E']).unwrap_or((unsigned, "0"));
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.len() + frac.len() == 0 || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let all = format!("{int}{frac}");
+    let significant = all.trim_start_matches('0');
+    let digits = significant.trim_end_matches('0');
+    if digits.is_empty() {
+        return Some("0".into());
+    }
+    if negative {
+        return None;
+    }
+    // Where the decimal point falls after the leading zeros, and so how many zeros follow `digits`.
+    let point = (int.len() as i64 - (all.len() - significant.len()) as i64).checked_add(exponent.parse().ok()?)?;
+    let zeros = usize::try_from(point - digits.len() as i64).ok()?;
+    (point <= 309).then(|| format!("{digits}{}", "0".repeat(zeros)).into())
 }
 
 /// Reads job line `n`: a job, a job left out, or an error naming the field.
@@ -423,8 +459,10 @@ fn parse_line(file: &str, n: usize, line: &str) -> Result<Entry, InputError> {
     if count != FIELDS.len() {
         return Err(InputError::new(file, n, "line", format!("{count} fields, an SWF line has 18")));
     }
+    let mut words = [""; 18];
     let mut fields = [0f64; 18];
     for (i, p) in line.split_whitespace().enumerate() {
+        words[i] = p;
         fields[i] = p.parse().map_err(|_| bad(i, format!("{p:?} is not a number")))?;
     }
     for i in CHECKED {
@@ -436,6 +474,14 @@ fn parse_line(file: &str, n: usize, line: &str) -> Result<Entry, InputError> {
             return Err(bad(i, format!("{v} is negative (only -1, unknown, may be)")));
         }
     }
+    // A count as the digits of the whole number it is; `None`: unknown (-1).
+    let count = |i: usize| {
+        if fields[i] == -1.0 {
+            return Ok(None);
+        }
+        whole_digits(words[i]).map(Some).ok_or_else(|| bad(i, format!("{} is not a whole number", words[i])))
+    };
+    let number = count(JOB_NUMBER)?;
     if let Some(reason) = omission(&fields) {
         return Ok(Entry::Omitted(reason));
     }
@@ -443,7 +489,8 @@ fn parse_line(file: &str, n: usize, line: &str) -> Result<Entry, InputError> {
     limits::nanos(fields[RUN]).map_err(|m| bad(RUN, m))?;
     let size_field = if fields[ALLOCATED] > 0.0 { ALLOCATED } else { REQUESTED };
     let size = processors(fields[size_field]).map_err(|m| bad(size_field, m))?;
-    Ok(Entry::Job(Raw { line: n, number: fields[JOB_NUMBER], arrival, run: fields[RUN], size, size_field, executable: fields[EXECUTABLE] }))
+    let name = format!("job{}", number.as_deref().unwrap_or("-1"));
+    Ok(Entry::Job(Raw { line: n, name, arrival, run: fields[RUN], size, size_field, executable: fields[EXECUTABLE] }))
 }
 
 /// Why the trace's own values leave the job out, if they do.
@@ -644,7 +691,47 @@ mod tests {
         let text = [job("3", "100", "1", "1", "-1", "1"), job("99999999999999", "5", "1", "1", "-1", "1"), job("1e30", "50", "1", "1", "-1", "1"), job("7", "5", "1", "1", "-1", "1")].concat();
         let t = parse("t.swf", &text, &SwfOptions::default()).unwrap();
         let names: Vec<&str> = t.jobs.iter().map(|j| j.name.as_str()).collect();
-        assert_eq!(names, ["job99999999999999", "job7", &format!("job{}", i64::MAX), "job3"], "ties in file order");
+        assert_eq!(names, ["job99999999999999", "job7", &format!("job1{}", "0".repeat(30)), "job3"], "ties in file order");
+    }
+
+    #[test]
+    fn a_job_is_named_by_its_number_as_written() {
+        let named = [
+            ("9223372036854775808", "job9223372036854775808"),
+            ("9223372036854775809", "job9223372036854775809"),
+            ("18446744073709551617", "job18446744073709551617"),
+            ("9007199254740993", "job9007199254740993"),
+            ("123456789012345678901234567890", "job123456789012345678901234567890"),
+            ("007", "job7"),
+            ("7.0", "job7"),
+            ("0.7e1", "job7"),
+            ("+700e-2", "job7"),
+            ("0", "job0"),
+            ("-0.0", "job0"),
+            ("0e99999999999999999999", "job0"),
+            ("-1", "job-1"),
+        ];
+        for (number, name) in named {
+            let t = parse("t.swf", &job(number, "0", "1", "1", "-1", "1"), &SwfOptions::default()).unwrap();
+            assert_eq!(t.jobs[0].name, name, "{number}");
+        }
+        let refused = [
+            ("1.5", "not a whole number"),
+            ("1.00000000000000000001", "not a whole number"),
+            ("1e-400", "not a whole number"),
+            ("-3", "negative"),
+            ("inf", "not a finite number"),
+            ("1e400", "not a finite number"),
+            ("x", "not a number"),
+        ];
+        for (number, message) in refused {
+            let text = format!("{}{}", job(number, "0", "1", "1", "-1", "1"), job("2", "0", "1", "1", "-1", "1"));
+            let e = parse("t.swf", &text, &SwfOptions::default()).unwrap_err();
+            assert_eq!((e.line, e.field.as_str()), (1, "job_number"), "{e}");
+            assert!(e.message.contains(message) && skippable(&e), "{number}: {e}");
+            let t = parse("t.swf", &text, &SwfOptions { skip_bad: true, ..Default::default() }).unwrap();
+            assert_eq!((t.skipped, t.jobs.len()), (1, 1), "{number}");
+        }
     }
 
     #[test]
