@@ -31,10 +31,11 @@
 //!   negative wait time does not stop a run.
 //! - *Errors* name file, line and field, or, with [`SwfOptions::skip_bad`], skip the line and
 //!   count it in [`SwfTrace::skipped`]: a line without 18 fields, a field that is not a number, a
-//!   job number, submit time, run time or processor count that is negative but not -1, not
-//!   finite, beyond [`limits`] (times and the processors used), or (job number and processors
-//!   used) not whole, and a job larger than the machine (the message says where the machine's
-//!   size comes from). A gzip-compressed file (the archive ships `.swf.gz`) is an error at line 1
+//!   job number, submit time, run time or processor count (allocated or requested, used or not,
+//!   in a job left out too) that is negative but not -1, not finite, or (the job number and the
+//!   processor counts) not whole; a submit or run time, or the processor count used, beyond
+//!   [`limits`] (the simulator's, not the format's); and a job larger than the machine (the
+//!   message says where the machine's size comes from). A gzip-compressed file (the archive ships `.swf.gz`) is an error at line 1
 //!   whatever the options.
 //! - Jobs are simulated in submit order, ties in file order, however the file orders them.
 
@@ -475,13 +476,15 @@ fn parse_line(file: &str, n: usize, line: &str) -> Result<Entry, InputError> {
         }
     }
     // A count as the digits of the whole number it is; `None`: unknown (-1).
-    let count = |i: usize| {
+    let whole_count = |i: usize| {
         if fields[i] == -1.0 {
             return Ok(None);
         }
         whole_digits(words[i]).map(Some).ok_or_else(|| bad(i, format!("{} is not a whole number", words[i])))
     };
-    let number = count(JOB_NUMBER)?;
+    let number = whole_count(JOB_NUMBER)?;
+    whole_count(ALLOCATED)?;
+    whole_count(REQUESTED)?;
     if let Some(reason) = omission(&fields) {
         return Ok(Entry::Omitted(reason));
     }
@@ -510,13 +513,10 @@ fn omission(fields: &[f64; 18]) -> Option<Omission> {
     }
 }
 
-/// A positive processor count as a job size. A fractional count such as `.6` used to fall
-/// through to an unknown (-1) requested count and wrap to a job of 4294967295 CPUs (found by
-/// fuzzing).
+/// A positive whole processor count as a job size, if a machine can have that many. (A
+/// fractional count such as `.6`, refused before, used to fall through to an unknown (-1)
+/// requested count and wrap to a job of 4294967295 CPUs: found by fuzzing.)
 fn processors(v: f64) -> Result<u32, String> {
-    if v.fract() != 0.0 {
-        return Err(format!("{v} is not a whole number of processors"));
-    }
     if v > limits::MAX_CPUS as f64 {
         return Err(format!("{v} processors: a simulated machine has at most {}", limits::MAX_CPUS));
     }
@@ -644,6 +644,22 @@ mod tests {
                 assert_eq!((e.line, e.field.as_str()), (6, "line"), "{end:?}, reads of {capacity} bytes: {e}");
             }
         }
+    }
+
+    #[test]
+    fn both_processor_counts_are_checked_whether_used_or_not() {
+        // Allocated processors given: the requested ones are not used, but a count that is no
+        // count is an error all the same, fractional or infinite alike, and so in a job left out.
+        for (alloc, req) in [("16", "2.5"), ("16", "inf"), ("2.5", "16"), ("inf", "16")] {
+            for status in ["1", "5"] {
+                let e = parse("t.swf", &job("1", "0", "0", alloc, req, status), &SwfOptions::default()).unwrap_err();
+                let field = if alloc == "16" { "requested_processors" } else { "allocated_processors" };
+                assert_eq!(e.field, field, "allocated {alloc}, requested {req}, status {status}: {e}");
+            }
+        }
+        // The machine's limit is the simulator's, not the format's: it bounds the count used.
+        let wide = job("1", "0", "10", "16", "5000000000", "1");
+        assert_eq!(parse("t.swf", &wide, &SwfOptions::default()).unwrap().jobs[0].request, 16);
     }
 
     #[test]
