@@ -18,7 +18,8 @@
 //! - *Numbers* may be written in any decimal form (`12`, `12.0`, `1e3`).
 //! - *The machine* is [`SwfOptions::cpus`] when given, else the header's `MaxProcs`, else its
 //!   `MaxNodes` (the first number after the colon; the key in any case; a value that is not a
-//!   positive whole number is ignored), else the largest job.
+//!   positive whole number is ignored, and named in [`SwfTrace::ignored_header`] with the machine
+//!   used instead), else the largest job.
 //! - *Jobs the trace says did not run, or cannot be known,* are left out and counted by reason
 //!   in [`SwfTrace::omitted`] ([`Omission`]): cancelled before they ran (status 5 with a run time
 //!   of 0 or -1), the lines of a checkpointed or swapped job's partial executions (status 2, 3
@@ -194,6 +195,10 @@ pub struct SwfTrace {
     /// The jobs left out because the trace says they did not run or are unknown, one entry per
     /// reason met, in the order first met.
     pub omitted: Vec<Omitted>,
+    /// The `MaxProcs` and `MaxNodes` header lines not used to size the machine, each naming
+    /// file, line and key, why, and the machine used instead: for the user to see, as the run
+    /// goes on without them.
+    pub ignored_header: Vec<InputError>,
 }
 
 /// What the simulator uses of a job line.
@@ -231,6 +236,8 @@ struct Reader<'a> {
     skipped: usize,
     first_skipped: Option<InputError>,
     omitted: Vec<Omitted>,
+    /// The header lines whose value cannot size the machine: line, key and why.
+    ignored_header: Vec<(usize, &'static str, String)>,
 }
 
 /// Whether `e` is about a job line, which [`SwfOptions::skip_bad`] skips; errors about the file
@@ -311,7 +318,17 @@ fn first_line<'b>(file: &str, bytes: &'b [u8]) -> Result<&'b [u8], InputError> {
 
 impl<'a> Reader<'a> {
     fn new(file: &'a str, opts: &'a SwfOptions) -> Self {
-        Reader { file, opts, max_procs: None, max_nodes: None, raws: Vec::new(), skipped: 0, first_skipped: None, omitted: Vec::new() }
+        Reader {
+            file,
+            opts,
+            max_procs: None,
+            max_nodes: None,
+            raws: Vec::new(),
+            skipped: 0,
+            first_skipped: None,
+            omitted: Vec::new(),
+            ignored_header: Vec::new(),
+        }
     }
 
     /// Takes line `n`, trimmed; breaks once [`SwfOptions::limit`] jobs are read.
@@ -331,19 +348,25 @@ impl<'a> Reader<'a> {
     }
 
     /// Keeps the machine's size from a `MaxProcs` or `MaxNodes` comment (see the module
-    /// documentation); a later one replaces an earlier one.
+    /// documentation), a later one replacing an earlier one, or notes why it cannot.
     fn header(&mut self, n: usize, comment: &str) {
         let Some((key, value)) = comment.split_once(':') else { return };
-        let Some(value) = value.split_whitespace().next().and_then(whole) else { return };
         let key = key.trim();
-        let slot = if key.eq_ignore_ascii_case("MaxProcs") {
-            &mut self.max_procs
+        let (slot, key) = if key.eq_ignore_ascii_case("MaxProcs") {
+            (&mut self.max_procs, "MaxProcs")
         } else if key.eq_ignore_ascii_case("MaxNodes") {
-            &mut self.max_nodes
+            (&mut self.max_nodes, "MaxNodes")
         } else {
             return;
         };
-        *slot = Some(Header { value, line: n });
+        let word = value.split_whitespace().next();
+        match word.and_then(whole) {
+            Some(value) => *slot = Some(Header { value, line: n }),
+            None => {
+                let why = word.map_or("no value".into(), |w| format!("{w:?} is not a number of processors (a positive whole number)"));
+                self.ignored_header.push((n, key, why));
+            }
+        }
     }
 
     /// Counts a job left out for `reason` at line `n`.
@@ -401,6 +424,7 @@ impl<'a> Reader<'a> {
         }
         jobs.sort_by_key(|j| j.arrival);
         let header = |h: Option<Header>| h.and_then(|h| u32::try_from(h.value).ok());
+        let ignored = |(line, key, why)| InputError::new(self.file, line, key, format!("{why}: ignored; the machine has {cpus} CPUs ({source})"));
         Ok(SwfTrace {
             jobs,
             cpus,
@@ -409,6 +433,7 @@ impl<'a> Reader<'a> {
             skipped: self.skipped,
             first_skipped: self.first_skipped,
             omitted: self.omitted,
+            ignored_header: self.ignored_header.into_iter().map(ignored).collect(),
         })
     }
 }
@@ -780,6 +805,31 @@ mod tests {
             let t = parse("t.swf", &text, &SwfOptions { skip_bad: true, ..Default::default() }).unwrap();
             assert_eq!((t.jobs.len(), t.skipped, t.first_skipped.unwrap().line), (0, 2, 3));
         }
+    }
+
+    #[test]
+    fn unusable_header_values_are_named_with_the_machine_used_instead() {
+        let jobs = job("1", "0", "10", "16", "-1", "1");
+        let cases = [
+            ("; MaxProcs: abc\n; MaxNodes: 0\n", 16, "the largest job", vec![(1, "MaxProcs", "\"abc\""), (2, "MaxNodes", "\"0\"")]),
+            ("; MaxProcs: 0\n; MaxNodes: 32\n", 32, "the header's MaxNodes at line 2", vec![(1, "MaxProcs", "\"0\"")]),
+            ("; MaxProcs:\n", 16, "the largest job", vec![(1, "MaxProcs", "no value")]),
+            ("; MaxProcs: 1e30\n", 16, "the largest job", vec![(1, "MaxProcs", "\"1e30\"")]),
+            ("; MaxProcs: 64\n; Note: MaxNodes unknown\n", 64, "", vec![]),
+        ];
+        for (header, cpus, source, want) in cases {
+            let t = parse("t.swf", &format!("{header}{jobs}"), &SwfOptions::default()).unwrap();
+            let got: Vec<_> = t.ignored_header.iter().map(|e| (e.file.as_str(), e.line, e.field.as_str())).collect();
+            let lines: Vec<_> = want.iter().map(|&(line, key, _)| ("t.swf", line, key)).collect();
+            assert_eq!((t.cpus, got), (cpus, lines), "{header:?}");
+            for (e, (_, _, what)) in t.ignored_header.iter().zip(want) {
+                assert!(e.message.starts_with(what), "{e}");
+                assert!(e.message.ends_with(&format!("ignored; the machine has {cpus} CPUs ({source})")), "{e}");
+            }
+        }
+        let o = SwfOptions { cpus: Some(8), ..Default::default() };
+        let t = parse("t.swf", &format!("; MaxProcs: abc\n{}", job("1", "0", "10", "4", "-1", "1")), &o).unwrap();
+        assert!(t.ignored_header[0].message.ends_with("the machine has 8 CPUs (the machine-size override)"), "{:?}", t.ignored_header);
     }
 
     #[test]

@@ -208,9 +208,13 @@ struct LeftOut {
     bad_lines: usize,
 }
 
-/// Says on stderr which jobs of a trace are not simulated, and why: those the trace says did not
-/// run or are unknown, and the bad lines `--skip-bad` skipped.
+/// Says on stderr what of a trace is not used, and why: the header values that cannot size the
+/// machine, the jobs the trace says did not run or are unknown, and the bad lines `--skip-bad`
+/// skipped.
 fn note_left_out(name: &str, t: &swf::SwfTrace) {
+    for ignored in &t.ignored_header {
+        eprintln!("cpumgr: {ignored}");
+    }
     if !t.omitted.is_empty() {
         let jobs: usize = t.omitted.iter().map(|o| o.jobs).sum();
         let why: Vec<String> = t.omitted.iter().map(ToString::to_string).collect();
