@@ -17,9 +17,12 @@
 //!   line by line, never whole.
 //! - *Numbers* may be written in any decimal form (`12`, `12.0`, `1e3`).
 //! - *The machine* is [`SwfOptions::cpus`] when given, else the header's `MaxProcs`, else its
-//!   `MaxNodes` (the first number after the colon; the key in any case; a value that is not a
-//!   positive whole number is ignored, and named in [`SwfTrace::ignored_header`] with the machine
-//!   used instead), else the largest job.
+//!   `MaxNodes` (the first number after the colon; the key in any case), else the largest job.
+//!   The header is the comment lines before the first job line, as the standard has it: a value
+//!   that is not a positive whole number, or a `MaxProcs` or `MaxNodes` line after the first job
+//!   line, is ignored and named in [`SwfTrace::ignored_header`] with the machine used instead.
+//!   So [`SwfOptions::limit`], which stops reading early, sizes the machine as a whole read does
+//!   (unless it is the largest job's: of the jobs read).
 //! - *Jobs the trace says did not run, or cannot be known,* are left out and counted by reason
 //!   in [`SwfTrace::omitted`] ([`Omission`]): cancelled before they ran (status 5 with a run time
 //!   of 0 or -1), the lines of a checkpointed or swapped job's partial executions (status 2, 3
@@ -238,6 +241,8 @@ struct Reader<'a> {
     omitted: Vec<Omitted>,
     /// The header lines whose value cannot size the machine: line, key and why.
     ignored_header: Vec<(usize, &'static str, String)>,
+    /// The first job line, where the header ends.
+    first_job: Option<usize>,
 }
 
 /// Whether `e` is about a job line, which [`SwfOptions::skip_bad`] skips; errors about the file
@@ -328,6 +333,7 @@ impl<'a> Reader<'a> {
             first_skipped: None,
             omitted: Vec::new(),
             ignored_header: Vec::new(),
+            first_job: None,
         }
     }
 
@@ -335,20 +341,25 @@ impl<'a> Reader<'a> {
     fn line(&mut self, n: usize, line: &str) -> Result<ControlFlow<()>, InputError> {
         if let Some(comment) = line.strip_prefix(';') {
             self.header(n, comment);
-        } else if self.opts.limit.is_some_and(|l| self.raws.len() >= l) {
+            return Ok(ControlFlow::Continue(()));
+        }
+        if line.is_empty() {
+            return Ok(ControlFlow::Continue(()));
+        }
+        self.first_job.get_or_insert(n);
+        if self.opts.limit.is_some_and(|l| self.raws.len() >= l) {
             return Ok(ControlFlow::Break(()));
-        } else if !line.is_empty() {
-            match parse_line(self.file, n, line) {
-                Ok(Entry::Job(r)) => self.raws.push(r),
-                Ok(Entry::Omitted(reason)) => self.omit(reason, n),
-                Err(e) => self.bad(e)?,
-            }
+        }
+        match parse_line(self.file, n, line) {
+            Ok(Entry::Job(r)) => self.raws.push(r),
+            Ok(Entry::Omitted(reason)) => self.omit(reason, n),
+            Err(e) => self.bad(e)?,
         }
         Ok(ControlFlow::Continue(()))
     }
 
-    /// Keeps the machine's size from a `MaxProcs` or `MaxNodes` comment (see the module
-    /// documentation), a later one replacing an earlier one, or notes why it cannot.
+    /// Keeps the machine's size from a `MaxProcs` or `MaxNodes` comment of the header (see the
+    /// module documentation), a later one replacing an earlier one, or notes why it cannot.
     fn header(&mut self, n: usize, comment: &str) {
         let Some((key, value)) = comment.split_once(':') else { return };
         let key = key.trim();
@@ -359,6 +370,11 @@ impl<'a> Reader<'a> {
         } else {
             return;
         };
+        if let Some(first) = self.first_job {
+            let why = format!("after the first job line ({first}), where the header has ended");
+            self.ignored_header.push((n, key, why));
+            return;
+        }
         let word = value.split_whitespace().next();
         match word.and_then(whole) {
             Some(value) => *slot = Some(Header { value, line: n }),
@@ -830,6 +846,25 @@ mod tests {
         let o = SwfOptions { cpus: Some(8), ..Default::default() };
         let t = parse("t.swf", &format!("; MaxProcs: abc\n{}", job("1", "0", "10", "4", "-1", "1")), &o).unwrap();
         assert!(t.ignored_header[0].message.ends_with("the machine has 8 CPUs (the machine-size override)"), "{:?}", t.ignored_header);
+    }
+
+    #[test]
+    fn the_header_ends_at_the_first_job_whatever_the_limit() {
+        let text = [job("1", "0", "10", "16", "-1", "1"), "; MaxProcs: 64\n".into(), job("2", "1", "10", "4", "-1", "1")].concat();
+        for limit in [None, Some(1)] {
+            let t = parse("t.swf", &text, &SwfOptions { limit, ..Default::default() }).unwrap();
+            assert_eq!((t.cpus, t.max_procs), (16, None), "limit {limit:?}: the largest job, not a late MaxProcs");
+            if limit.is_none() {
+                let e = &t.ignored_header[0];
+                assert_eq!((e.line, e.field.as_str()), (2, "MaxProcs"), "{e}");
+                assert!(e.message.starts_with("after the first job line (1), where the header has ended: ignored"), "{e}");
+            }
+        }
+        // The header sizes the machine whatever the limit, and however early it stops.
+        for limit in [None, Some(0), Some(1)] {
+            let t = parse("t.swf", TRACE, &SwfOptions { limit, ..Default::default() }).unwrap();
+            assert_eq!((t.cpus, t.ignored_header.len()), (64, 0), "limit {limit:?}");
+        }
     }
 
     #[test]
