@@ -122,7 +122,8 @@ pub struct SwfOptions {
     /// Machine size (1 to [`limits::MAX_CPUS`]); `None`: the header's MaxProcs, else MaxNodes,
     /// else the largest job.
     pub cpus: Option<u32>,
-    /// Read at most this many jobs.
+    /// Simulate at most this many jobs: reading stops after as many jobs to simulate (not those
+    /// left out, skipped or larger than the machine).
     pub limit: Option<usize>,
 }
 
@@ -243,6 +244,9 @@ struct Reader<'a> {
     ignored_header: Vec<(usize, &'static str, String)>,
     /// The first job line, where the header ends.
     first_job: Option<usize>,
+    /// The machine's size and where it comes from, once the header has ended, when the option
+    /// or the header gives it (`None`: the largest job's).
+    sized: Option<(u32, String)>,
 }
 
 /// Whether `e` is about a job line, which [`SwfOptions::skip_bad`] skips; errors about the file
@@ -334,10 +338,11 @@ impl<'a> Reader<'a> {
             omitted: Vec::new(),
             ignored_header: Vec::new(),
             first_job: None,
+            sized: None,
         }
     }
 
-    /// Takes line `n`, trimmed; breaks once [`SwfOptions::limit`] jobs are read.
+    /// Takes line `n`, trimmed; breaks once [`SwfOptions::limit`] jobs to simulate are read.
     fn line(&mut self, n: usize, line: &str) -> Result<ControlFlow<()>, InputError> {
         if let Some(comment) = line.strip_prefix(';') {
             self.header(n, comment);
@@ -346,12 +351,15 @@ impl<'a> Reader<'a> {
         if line.is_empty() {
             return Ok(ControlFlow::Continue(()));
         }
-        self.first_job.get_or_insert(n);
+        if self.first_job.is_none() {
+            self.first_job = Some(n);
+            self.sized = self.given_size()?;
+        }
         if self.opts.limit.is_some_and(|l| self.raws.len() >= l) {
             return Ok(ControlFlow::Break(()));
         }
         match parse_line(self.file, n, line) {
-            Ok(Entry::Job(r)) => self.raws.push(r),
+            Ok(Entry::Job(r)) => self.job(r)?,
             Ok(Entry::Omitted(reason)) => self.omit(reason, n),
             Err(e) => self.bad(e)?,
         }
@@ -385,6 +393,23 @@ impl<'a> Reader<'a> {
         }
     }
 
+    /// Keeps a job to simulate, or, if it is larger than the machine, makes it a bad line.
+    fn job(&mut self, r: Raw) -> Result<(), InputError> {
+        let too_large = self.sized.as_ref().filter(|(cpus, _)| r.size > *cpus).map(|(cpus, source)| {
+            // Nodes of several processors make a MaxNodes header too small: say how to size it.
+            let hint = if self.opts.cpus.is_none() { format!("; {CPUS_HINT}") } else { String::new() };
+            let m = format!("job of {} processors is larger than the machine ({cpus} CPUs, {source}){hint}", r.size);
+            InputError::new(self.file, r.line, FIELDS[r.size_field], m)
+        });
+        match too_large {
+            Some(e) => self.bad(e),
+            None => {
+                self.raws.push(r);
+                Ok(())
+            }
+        }
+    }
+
     /// Counts a job left out for `reason` at line `n`.
     fn omit(&mut self, reason: Omission, n: usize) {
         match self.omitted.iter_mut().find(|o| o.reason == reason) {
@@ -403,8 +428,9 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    /// The machine's size and where it comes from, for the message about a job larger than it.
-    fn machine(&self) -> Result<(u32, String), InputError> {
+    /// The machine's size and where it comes from (for the message about a job larger than it)
+    /// when the option or the header gives it; `None`: the largest job's.
+    fn given_size(&self) -> Result<Option<(u32, String)>, InputError> {
         let header = |h: &Header, key: &str| {
             let cpus = limits::cpus(h.value).map_err(|m| InputError::new(self.file, h.line, key, format!("{m} ({CPUS_HINT})")))?;
             Ok((cpus, format!("the header's {key} at line {}", h.line)))
@@ -412,28 +438,23 @@ impl<'a> Reader<'a> {
         match (self.opts.cpus, &self.max_procs, &self.max_nodes) {
             (Some(c), _, _) => {
                 let cpus = limits::cpus(c as u64).map_err(|m| InputError::new(self.file, 1, "cpus", format!("the machine-size override: {m}")))?;
-                Ok((cpus, "the machine-size override".into()))
+                Ok(Some((cpus, "the machine-size override".into())))
             }
-            (None, Some(h), _) => header(h, "MaxProcs"),
-            (None, None, Some(h)) => header(h, "MaxNodes"),
-            (None, None, None) => Ok((self.raws.iter().map(|r| r.size).max().unwrap_or(1), "the largest job".into())),
+            (None, Some(h), _) => header(h, "MaxProcs").map(Some),
+            (None, None, Some(h)) => header(h, "MaxNodes").map(Some),
+            (None, None, None) => Ok(None),
         }
     }
 
-    /// The jobs that fit the machine, in submit order.
+    /// The jobs, in submit order.
     fn finish(mut self) -> Result<SwfTrace, InputError> {
-        let (cpus, source) = self.machine()?;
+        // A trace without job lines has its header read only now.
+        let sized = if self.first_job.is_some() { self.sized.take() } else { self.given_size()? };
+        let (cpus, source) = sized.unwrap_or_else(|| (self.raws.iter().map(|r| r.size).max().unwrap_or(1), "the largest job".into()));
         let mut jobs = Vec::with_capacity(self.raws.len());
         // A class per executable number (field 14), one string for all its jobs.
         let mut classes: HashMap<i64, Arc<str>> = HashMap::new();
         for r in std::mem::take(&mut self.raws) {
-            if r.size > cpus {
-                // Nodes of several processors make a MaxNodes header too small: say how to size it.
-                let hint = if self.opts.cpus.is_none() { format!("; {CPUS_HINT}") } else { String::new() };
-                let m = format!("job of {} processors is larger than the machine ({cpus} CPUs, {source}){hint}", r.size);
-                self.bad(InputError::new(self.file, r.line, FIELDS[r.size_field], m))?;
-                continue;
-            }
             let exe = if r.executable >= 0.0 { r.executable as i64 } else { -1 };
             let class = classes.entry(exe).or_insert_with(|| if exe >= 0 { format!("exe{exe}").into() } else { "swf".into() }).clone();
             jobs.push(self.opts.kind.job(r.name, class, r.arrival, r.size, r.run, &self.opts.speedup));
@@ -865,6 +886,19 @@ mod tests {
             let t = parse("t.swf", TRACE, &SwfOptions { limit, ..Default::default() }).unwrap();
             assert_eq!((t.cpus, t.ignored_header.len()), (64, 0), "limit {limit:?}");
         }
+    }
+
+    #[test]
+    fn the_limit_counts_the_jobs_to_simulate() {
+        let jobs = [job("1", "0", "10", "16", "-1", "1"), job("2", "1", "10", "-1", "-1", "1"), job("3", "2", "10", "4", "-1", "1"), job("4", "3", "10", "4", "-1", "1")];
+        let text = format!("; MaxProcs: 8\n{}", jobs.concat());
+        let o = SwfOptions { skip_bad: true, limit: Some(2), ..Default::default() };
+        let t = parse("t.swf", &text, &o).unwrap();
+        let names: Vec<&str> = t.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!((names, t.skipped, t.omitted.len()), (vec!["job3", "job4"], 1, 1), "job 1 is too large, job 2 of unknown size");
+        // A job too large is an error at its line, before a bad line after it.
+        let e = parse("t.swf", &format!("{text}1 0 -1 100 16\n"), &SwfOptions::default()).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "allocated_processors"), "{e}");
     }
 
     #[test]

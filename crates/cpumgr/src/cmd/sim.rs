@@ -93,7 +93,7 @@ pub struct Args {
     /// Skip and count malformed SWF lines instead of failing.
     #[arg(long)]
     skip_bad: bool,
-    /// Read at most this many SWF jobs.
+    /// Simulate at most this many SWF jobs: the first ones, of those not left out or skipped.
     #[arg(long)]
     limit: Option<usize>,
     /// Print JSON.
