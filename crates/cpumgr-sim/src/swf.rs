@@ -5,18 +5,24 @@
 //! A job arrives at its submit time (field 2) with its allocated processors (field 5, or the
 //! requested ones, field 8, when unknown) and runs for its run time (field 4) alone on them. Jobs
 //! are rigid by default; [`SwfOptions::kind`] makes them moldable or malleable with a speedup
-//! model (their work is then run time × speedup on their size). The class of a job is its
-//! executable number (field 14) when known.
+//! model (their work is then run time × speedup on their size). A job is named `job` and its job
+//! number (field 1) as written, in whole digits (`job7` for `7`, `007` or `7.0`; `job-1` when
+//! unknown), whatever its size. The class of a job is its executable number (field 14) when known.
 //!
 //! The archive's files are read as they are:
-//! - *Lines* end with `\n` or `\r\n`, the last one may lack it; fields are split by any run of
-//!   spaces and tabs; blank lines are ignored; `;` lines are comments wherever they are. A UTF-8
-//!   byte-order mark is not part of the first line, and bytes that are not UTF-8 (a Latin-1 name
-//!   in a comment) are read as U+FFFD. [`read`] reads a trace line by line, never whole.
+//! - *Lines* end with `\n`, `\r\n` or a `\r` alone (old Mac files), the last one may lack it;
+//!   fields are split by any run of spaces and tabs; blank lines are ignored; `;` lines are
+//!   comments wherever they are. A UTF-8 byte-order mark is not part of the first line, and bytes
+//!   that are not UTF-8 (a Latin-1 name in a comment) are read as U+FFFD. [`read`] reads a trace
+//!   line by line, never whole.
 //! - *Numbers* may be written in any decimal form (`12`, `12.0`, `1e3`).
 //! - *The machine* is [`SwfOptions::cpus`] when given, else the header's `MaxProcs`, else its
-//!   `MaxNodes` (the first number after the colon; the key in any case; a value that is not a
-//!   positive whole number is ignored), else the largest job.
+//!   `MaxNodes` (the first number after the colon; the key in any case), else the largest job.
+//!   The header is the comment lines before the first job line, as the standard has it: a value
+//!   that is not a positive whole number, or a `MaxProcs` or `MaxNodes` line after the first job
+//!   line, is ignored and named in [`SwfTrace::ignored_header`] with the machine used instead.
+//!   So [`SwfOptions::limit`], which stops reading early, sizes the machine as a whole read does
+//!   (unless it is the largest job's: of the jobs read).
 //! - *Jobs the trace says did not run, or cannot be known,* are left out and counted by reason
 //!   in [`SwfTrace::omitted`] ([`Omission`]): cancelled before they ran (status 5 with a run time
 //!   of 0 or -1), the lines of a checkpointed or swapped job's partial executions (status 2, 3
@@ -24,17 +30,20 @@
 //!   run time or size (allocated and requested processors both -1 or 0). Other jobs are
 //!   simulated whatever their status (0 failed, 1 completed, 5 with a run time: cancelled while
 //!   running), and so is a run time of 0: a job shorter than the trace's clock.
-//! - *Fields other than the submit time, run time and processor counts* (wait time, memory,
-//!   status, user, queue, ...) must be numbers, but their values are not checked: a negative
-//!   wait time does not stop a run.
+//! - *Fields other than the job number, submit time, run time and processor counts* (wait time,
+//!   memory, status, user, queue, ...) must be numbers, but their values are not checked: a
+//!   negative wait time does not stop a run.
 //! - *Errors* name file, line and field, or, with [`SwfOptions::skip_bad`], skip the line and
 //!   count it in [`SwfTrace::skipped`]: a line without 18 fields, a field that is not a number, a
-//!   submit time, run time or processor count that is negative but not -1, not finite, beyond
-//!   [`limits`], or (processors) not whole, and a job larger than the machine (the message says
-//!   where the machine's size comes from). A gzip-compressed file (the archive ships `.swf.gz`)
-//!   is an error at line 1 whatever the options.
+//!   job number, submit time, run time or processor count (allocated or requested, used or not,
+//!   in a job left out too) that is negative but not -1, not finite, or (the job number and the
+//!   processor counts) not whole; a submit or run time, or the processor count used, beyond
+//!   [`limits`] (the simulator's, not the format's); and a job larger than the machine (the
+//!   message says where the machine's size comes from). A gzip-compressed file (the archive ships `.swf.gz`) is an error at line 1
+//!   whatever the options.
 //! - Jobs are simulated in submit order, ties in file order, however the file orders them.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::io::BufRead;
@@ -80,9 +89,9 @@ const REQUESTED: usize = 7;
 const STATUS: usize = 10;
 const EXECUTABLE: usize = 13;
 
-/// The fields read as times or processor counts: their values are checked, where the other
-/// fields need only be numbers.
-const CHECKED: [usize; 4] = [SUBMIT, RUN, ALLOCATED, REQUESTED];
+/// The fields read as the job's name, times or processor counts: their values are checked, where
+/// the other fields need only be numbers.
+const CHECKED: [usize; 5] = [JOB_NUMBER, SUBMIT, RUN, ALLOCATED, REQUESTED];
 
 /// The status (field 11) of a cancelled job.
 const CANCELLED: f64 = 5.0;
@@ -113,7 +122,8 @@ pub struct SwfOptions {
     /// Machine size (1 to [`limits::MAX_CPUS`]); `None`: the header's MaxProcs, else MaxNodes,
     /// else the largest job.
     pub cpus: Option<u32>,
-    /// Read at most this many jobs.
+    /// Simulate at most this many jobs: reading stops after as many jobs to simulate (not those
+    /// left out, skipped or larger than the machine).
     pub limit: Option<usize>,
 }
 
@@ -189,12 +199,17 @@ pub struct SwfTrace {
     /// The jobs left out because the trace says they did not run or are unknown, one entry per
     /// reason met, in the order first met.
     pub omitted: Vec<Omitted>,
+    /// The `MaxProcs` and `MaxNodes` header lines not used to size the machine, each naming
+    /// file, line and key, why, and the machine used instead: for the user to see, as the run
+    /// goes on without them.
+    pub ignored_header: Vec<InputError>,
 }
 
 /// What the simulator uses of a job line.
 struct Raw {
     line: usize,
-    number: f64,
+    /// `job` and the job number (field 1) as written.
+    name: cpumgr_core::Name,
     arrival: Nanos,
     run: f64,
     size: u32,
@@ -225,6 +240,13 @@ struct Reader<'a> {
     skipped: usize,
     first_skipped: Option<InputError>,
     omitted: Vec<Omitted>,
+    /// The header lines whose value cannot size the machine: line, key and why.
+    ignored_header: Vec<(usize, &'static str, String)>,
+    /// The first job line, where the header ends.
+    first_job: Option<usize>,
+    /// The machine's size and where it comes from, once the header has ended, when the option
+    /// or the header gives it (`None`: the largest job's).
+    sized: Option<(u32, String)>,
 }
 
 /// Whether `e` is about a job line, which [`SwfOptions::skip_bad`] skips; errors about the file
@@ -244,11 +266,11 @@ pub fn parse(file: &str, text: &str, opts: &SwfOptions) -> Result<SwfTrace, Inpu
 pub fn read(file: &str, mut input: impl BufRead, opts: &SwfOptions) -> Result<SwfTrace, InputError> {
     let mut reader = Reader::new(file, opts);
     let mut buf = Vec::new();
+    let mut after_cr = false;
     for n in 1.. {
-        buf.clear();
-        match input.read_until(b'\n', &mut buf) {
-            Ok(0) => break,
-            Ok(_) => {}
+        match next_line(&mut input, &mut buf, &mut after_cr) {
+            Ok(false) => break,
+            Ok(true) => {}
             Err(e) => return Err(InputError::new(file, n, WHOLE_FILE, format!("cannot be read: {e}"))),
         }
         let bytes = if n == 1 { first_line(file, &buf)? } else { &buf };
@@ -257,6 +279,41 @@ pub fn read(file: &str, mut input: impl BufRead, opts: &SwfOptions) -> Result<Sw
         }
     }
     reader.finish()
+}
+
+/// Reads the next line of `input` into `buf`, without its end: `\n`, `\r\n` or a `\r` alone (old
+/// Mac files); false at the end of the input. `after_cr` says that the last line ended with a
+/// `\r`, whose `\n`, if it has one, may come in the next read.
+fn next_line(input: &mut impl BufRead, buf: &mut Vec<u8>, after_cr: &mut bool) -> std::io::Result<bool> {
+    buf.clear();
+    let mut read_any = false;
+    loop {
+        let chunk = match input.fill_buf() {
+            Ok(chunk) => chunk,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if chunk.is_empty() {
+            return Ok(read_any);
+        }
+        // The `\n` of a `\r\n` split across two reads ends no line of its own.
+        let lf = usize::from(std::mem::take(after_cr) && chunk[0] == b'\n');
+        let rest = &chunk[lf..];
+        let end = rest.iter().position(|&b| b == b'\n' || b == b'\r');
+        buf.extend_from_slice(&rest[..end.unwrap_or(rest.len())]);
+        read_any |= !rest.is_empty();
+        let used = match end {
+            Some(i) => {
+                *after_cr = rest[i] == b'\r';
+                lf + i + 1
+            }
+            None => chunk.len(),
+        };
+        input.consume(used);
+        if end.is_some() {
+            return Ok(true);
+        }
+    }
 }
 
 /// The first line without its UTF-8 byte-order mark (editors on some systems write one); a
@@ -270,39 +327,87 @@ fn first_line<'b>(file: &str, bytes: &'b [u8]) -> Result<&'b [u8], InputError> {
 
 impl<'a> Reader<'a> {
     fn new(file: &'a str, opts: &'a SwfOptions) -> Self {
-        Reader { file, opts, max_procs: None, max_nodes: None, raws: Vec::new(), skipped: 0, first_skipped: None, omitted: Vec::new() }
+        Reader {
+            file,
+            opts,
+            max_procs: None,
+            max_nodes: None,
+            raws: Vec::new(),
+            skipped: 0,
+            first_skipped: None,
+            omitted: Vec::new(),
+            ignored_header: Vec::new(),
+            first_job: None,
+            sized: None,
+        }
     }
 
-    /// Takes line `n`, trimmed; breaks once [`SwfOptions::limit`] jobs are read.
+    /// Takes line `n`, trimmed; breaks once [`SwfOptions::limit`] jobs to simulate are read.
     fn line(&mut self, n: usize, line: &str) -> Result<ControlFlow<()>, InputError> {
         if let Some(comment) = line.strip_prefix(';') {
             self.header(n, comment);
-        } else if self.opts.limit.is_some_and(|l| self.raws.len() >= l) {
+            return Ok(ControlFlow::Continue(()));
+        }
+        if line.is_empty() {
+            return Ok(ControlFlow::Continue(()));
+        }
+        if self.first_job.is_none() {
+            self.first_job = Some(n);
+            self.sized = self.given_size()?;
+        }
+        if self.opts.limit.is_some_and(|l| self.raws.len() >= l) {
             return Ok(ControlFlow::Break(()));
-        } else if !line.is_empty() {
-            match parse_line(self.file, n, line) {
-                Ok(Entry::Job(r)) => self.raws.push(r),
-                Ok(Entry::Omitted(reason)) => self.omit(reason, n),
-                Err(e) => self.bad(e)?,
-            }
+        }
+        match parse_line(self.file, n, line) {
+            Ok(Entry::Job(r)) => self.job(r)?,
+            Ok(Entry::Omitted(reason)) => self.omit(reason, n),
+            Err(e) => self.bad(e)?,
         }
         Ok(ControlFlow::Continue(()))
     }
 
-    /// Keeps the machine's size from a `MaxProcs` or `MaxNodes` comment (see the module
-    /// documentation); a later one replaces an earlier one.
+    /// Keeps the machine's size from a `MaxProcs` or `MaxNodes` comment of the header (see the
+    /// module documentation), a later one replacing an earlier one, or notes why it cannot.
     fn header(&mut self, n: usize, comment: &str) {
         let Some((key, value)) = comment.split_once(':') else { return };
-        let Some(value) = value.split_whitespace().next().and_then(whole) else { return };
         let key = key.trim();
-        let slot = if key.eq_ignore_ascii_case("MaxProcs") {
-            &mut self.max_procs
+        let (slot, key) = if key.eq_ignore_ascii_case("MaxProcs") {
+            (&mut self.max_procs, "MaxProcs")
         } else if key.eq_ignore_ascii_case("MaxNodes") {
-            &mut self.max_nodes
+            (&mut self.max_nodes, "MaxNodes")
         } else {
             return;
         };
-        *slot = Some(Header { value, line: n });
+        if let Some(first) = self.first_job {
+            let why = format!("after the first job line ({first}), where the header has ended");
+            self.ignored_header.push((n, key, why));
+            return;
+        }
+        let word = value.split_whitespace().next();
+        match word.and_then(whole) {
+            Some(value) => *slot = Some(Header { value, line: n }),
+            None => {
+                let why = word.map_or("no value".into(), |w| format!("{w:?} is not a number of processors (a positive whole number)"));
+                self.ignored_header.push((n, key, why));
+            }
+        }
+    }
+
+    /// Keeps a job to simulate, or, if it is larger than the machine, makes it a bad line.
+    fn job(&mut self, r: Raw) -> Result<(), InputError> {
+        let too_large = self.sized.as_ref().filter(|(cpus, _)| r.size > *cpus).map(|(cpus, source)| {
+            // Nodes of several processors make a MaxNodes header too small: say how to size it.
+            let hint = if self.opts.cpus.is_none() { format!("; {CPUS_HINT}") } else { String::new() };
+            let m = format!("job of {} processors is larger than the machine ({cpus} CPUs, {source}){hint}", r.size);
+            InputError::new(self.file, r.line, FIELDS[r.size_field], m)
+        });
+        match too_large {
+            Some(e) => self.bad(e),
+            None => {
+                self.raws.push(r);
+                Ok(())
+            }
+        }
     }
 
     /// Counts a job left out for `reason` at line `n`.
@@ -323,8 +428,9 @@ impl<'a> Reader<'a> {
         Ok(())
     }
 
-    /// The machine's size and where it comes from, for the message about a job larger than it.
-    fn machine(&self) -> Result<(u32, String), InputError> {
+    /// The machine's size and where it comes from (for the message about a job larger than it)
+    /// when the option or the header gives it; `None`: the largest job's.
+    fn given_size(&self) -> Result<Option<(u32, String)>, InputError> {
         let header = |h: &Header, key: &str| {
             let cpus = limits::cpus(h.value).map_err(|m| InputError::new(self.file, h.line, key, format!("{m} ({CPUS_HINT})")))?;
             Ok((cpus, format!("the header's {key} at line {}", h.line)))
@@ -332,35 +438,30 @@ impl<'a> Reader<'a> {
         match (self.opts.cpus, &self.max_procs, &self.max_nodes) {
             (Some(c), _, _) => {
                 let cpus = limits::cpus(c as u64).map_err(|m| InputError::new(self.file, 1, "cpus", format!("the machine-size override: {m}")))?;
-                Ok((cpus, "the machine-size override".into()))
+                Ok(Some((cpus, "the machine-size override".into())))
             }
-            (None, Some(h), _) => header(h, "MaxProcs"),
-            (None, None, Some(h)) => header(h, "MaxNodes"),
-            (None, None, None) => Ok((self.raws.iter().map(|r| r.size).max().unwrap_or(1), "the largest job".into())),
+            (None, Some(h), _) => header(h, "MaxProcs").map(Some),
+            (None, None, Some(h)) => header(h, "MaxNodes").map(Some),
+            (None, None, None) => Ok(None),
         }
     }
 
-    /// The jobs that fit the machine, in submit order.
+    /// The jobs, in submit order.
     fn finish(mut self) -> Result<SwfTrace, InputError> {
-        let (cpus, source) = self.machine()?;
+        // A trace without job lines has its header read only now.
+        let sized = if self.first_job.is_some() { self.sized.take() } else { self.given_size()? };
+        let (cpus, source) = sized.unwrap_or_else(|| (self.raws.iter().map(|r| r.size).max().unwrap_or(1), "the largest job".into()));
         let mut jobs = Vec::with_capacity(self.raws.len());
         // A class per executable number (field 14), one string for all its jobs.
         let mut classes: HashMap<i64, Arc<str>> = HashMap::new();
         for r in std::mem::take(&mut self.raws) {
-            if r.size > cpus {
-                // Nodes of several processors make a MaxNodes header too small: say how to size it.
-                let hint = if self.opts.cpus.is_none() { format!("; {CPUS_HINT}") } else { String::new() };
-                let m = format!("job of {} processors is larger than the machine ({cpus} CPUs, {source}){hint}", r.size);
-                self.bad(InputError::new(self.file, r.line, FIELDS[r.size_field], m))?;
-                continue;
-            }
             let exe = if r.executable >= 0.0 { r.executable as i64 } else { -1 };
             let class = classes.entry(exe).or_insert_with(|| if exe >= 0 { format!("exe{exe}").into() } else { "swf".into() }).clone();
-            let name = compact_str::format_compact!("job{}", r.number as i64);
-            jobs.push(self.opts.kind.job(name, class, r.arrival, r.size, r.run, &self.opts.speedup));
+            jobs.push(self.opts.kind.job(r.name, class, r.arrival, r.size, r.run, &self.opts.speedup));
         }
         jobs.sort_by_key(|j| j.arrival);
         let header = |h: Option<Header>| h.and_then(|h| u32::try_from(h.value).ok());
+        let ignored = |(line, key, why)| InputError::new(self.file, line, key, format!("{why}: ignored; the machine has {cpus} CPUs ({source})"));
         Ok(SwfTrace {
             jobs,
             cpus,
@@ -369,14 +470,48 @@ impl<'a> Reader<'a> {
             skipped: self.skipped,
             first_skipped: self.first_skipped,
             omitted: self.omitted,
+            ignored_header: self.ignored_header.into_iter().map(ignored).collect(),
         })
     }
 }
 
-/// `word` as a positive whole number (`256`, `256.0`, `2.56e2`), if it is one.
+/// `word` as a positive whole number (`256`, `256.0`, `2.56e2`), if it is one below 2^64.
 fn whole(word: &str) -> Option<u64> {
-    let v: f64 = word.parse().ok()?;
-    (v >= 1.0 && v.fract() == 0.0 && v < u64::MAX as f64).then_some(v as u64)
+    whole_digits(word)?.parse().ok().filter(|&v| v >= 1)
+}
+
+/// `word`, a number in any decimal form, as the digits of the whole non-negative number it is
+/// (`7`, `007`, `+7.0`, `0.7e1` are all `7`; `-0` is `0`), if it is one. Exact, from the text,
+/// where a float rounds 9007199254740993 to ...992 and 1.00000000000000000001 to 1. At most 309
+/// digits, as a finite float (`None` past them).
+fn whole_digits(word: &str) -> Option<Cow<'_, str>> {
+    let unsigned = word.strip_prefix('+').unwrap_or(word);
+    if !unsigned.is_empty() && unsigned.bytes().all(|b| b.is_ascii_digit()) {
+        let digits = unsigned.trim_start_matches('0');
+        return Some(if digits.is_empty() { "0".into() } else { digits.into() });
+    }
+    let (negative, unsigned) = match unsigned.strip_prefix('-') {
+        Some(u) => (true, u),
+        None => (false, unsigned),
+    };
+    let (mantissa, exponent) = unsigned.split_once(['e', 'E']).unwrap_or((unsigned, "0"));
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.len() + frac.len() == 0 || !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let all = format!("{int}{frac}");
+    let significant = all.trim_start_matches('0');
+    let digits = significant.trim_end_matches('0');
+    if digits.is_empty() {
+        return Some("0".into());
+    }
+    if negative {
+        return None;
+    }
+    // Where the decimal point falls after the leading zeros, and so how many zeros follow `digits`.
+    let point = (int.len() as i64 - (all.len() - significant.len()) as i64).checked_add(exponent.parse().ok()?)?;
+    let zeros = usize::try_from(point - digits.len() as i64).ok()?;
+    (point <= 309).then(|| format!("{digits}{}", "0".repeat(zeros)).into())
 }
 
 /// Reads job line `n`: a job, a job left out, or an error naming the field.
@@ -387,8 +522,10 @@ fn parse_line(file: &str, n: usize, line: &str) -> Result<Entry, InputError> {
     if count != FIELDS.len() {
         return Err(InputError::new(file, n, "line", format!("{count} fields, an SWF line has 18")));
     }
+    let mut words = [""; 18];
     let mut fields = [0f64; 18];
     for (i, p) in line.split_whitespace().enumerate() {
+        words[i] = p;
         fields[i] = p.parse().map_err(|_| bad(i, format!("{p:?} is not a number")))?;
     }
     for i in CHECKED {
@@ -400,6 +537,16 @@ fn parse_line(file: &str, n: usize, line: &str) -> Result<Entry, InputError> {
             return Err(bad(i, format!("{v} is negative (only -1, unknown, may be)")));
         }
     }
+    // A count as the digits of the whole number it is; `None`: unknown (-1).
+    let whole_count = |i: usize| {
+        if fields[i] == -1.0 {
+            return Ok(None);
+        }
+        whole_digits(words[i]).map(Some).ok_or_else(|| bad(i, format!("{} is not a whole number", words[i])))
+    };
+    let number = whole_count(JOB_NUMBER)?;
+    whole_count(ALLOCATED)?;
+    whole_count(REQUESTED)?;
     if let Some(reason) = omission(&fields) {
         return Ok(Entry::Omitted(reason));
     }
@@ -407,7 +554,8 @@ fn parse_line(file: &str, n: usize, line: &str) -> Result<Entry, InputError> {
     limits::nanos(fields[RUN]).map_err(|m| bad(RUN, m))?;
     let size_field = if fields[ALLOCATED] > 0.0 { ALLOCATED } else { REQUESTED };
     let size = processors(fields[size_field]).map_err(|m| bad(size_field, m))?;
-    Ok(Entry::Job(Raw { line: n, number: fields[JOB_NUMBER], arrival, run: fields[RUN], size, size_field, executable: fields[EXECUTABLE] }))
+    let name = compact_str::format_compact!("job{}", number.as_deref().unwrap_or("-1"));
+    Ok(Entry::Job(Raw { line: n, name, arrival, run: fields[RUN], size, size_field, executable: fields[EXECUTABLE] }))
 }
 
 /// Why the trace's own values leave the job out, if they do.
@@ -427,13 +575,10 @@ fn omission(fields: &[f64; 18]) -> Option<Omission> {
     }
 }
 
-/// A positive processor count as a job size. A fractional count such as `.6` used to fall
-/// through to an unknown (-1) requested count and wrap to a job of 4294967295 CPUs (found by
-/// fuzzing).
+/// A positive whole processor count as a job size, if a machine can have that many. (A
+/// fractional count such as `.6`, refused before, used to fall through to an unknown (-1)
+/// requested count and wrap to a job of 4294967295 CPUs: found by fuzzing.)
 fn processors(v: f64) -> Result<u32, String> {
-    if v.fract() != 0.0 {
-        return Err(format!("{v} is not a whole number of processors"));
-    }
     if v > limits::MAX_CPUS as f64 {
         return Err(format!("{v} processors: a simulated machine has at most {}", limits::MAX_CPUS));
     }
@@ -534,6 +679,8 @@ mod tests {
         let interleaved = TRACE.replace("\n1 ", "\n\n   \n; a comment\n\t\n1 ").replace("\n2 ", "\r\n; Note: mid-trace\n2 ");
         let variants = [
             ("CRLF", TRACE.replace('\n', "\r\n")),
+            ("CR alone (old Mac files)", TRACE.replace('\n', "\r")),
+            ("CR, LF and CRLF mixed", TRACE.replacen('\n', "\r", 2).replacen('\n', "\r\n", 2)),
             ("tabs, runs of spaces, trailing whitespace", spaced),
             ("blank lines and comments between jobs", interleaved),
             ("no final newline", TRACE.trim_end().to_string()),
@@ -544,6 +691,37 @@ mod tests {
         }
         let latin1 = [b"; Installation: Universit\xe4t\n".as_slice(), TRACE.as_bytes()].concat();
         assert_eq!(read("t.swf", latin1.as_slice(), &SwfOptions::default()), Ok(plain), "a Latin-1 comment");
+    }
+
+    #[test]
+    fn line_numbers_count_every_kind_of_line_end_across_reads() {
+        // The bad line is line 5 whatever ends the lines, and however the input splits them: a
+        // CRLF whose LF comes in the next read is still one line end.
+        let text = format!("{TRACE}1 0 -1 100 16\n");
+        for end in ["\n", "\r\n", "\r"] {
+            let text = text.replace('\n', end);
+            for capacity in 1..=4 {
+                let input = std::io::BufReader::with_capacity(capacity, text.as_bytes());
+                let e = read("t.swf", input, &SwfOptions::default()).unwrap_err();
+                assert_eq!((e.line, e.field.as_str()), (6, "line"), "{end:?}, reads of {capacity} bytes: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn both_processor_counts_are_checked_whether_used_or_not() {
+        // Allocated processors given: the requested ones are not used, but a count that is no
+        // count is an error all the same, fractional or infinite alike, and so in a job left out.
+        for (alloc, req) in [("16", "2.5"), ("16", "inf"), ("2.5", "16"), ("inf", "16")] {
+            for status in ["1", "5"] {
+                let e = parse("t.swf", &job("1", "0", "0", alloc, req, status), &SwfOptions::default()).unwrap_err();
+                let field = if alloc == "16" { "requested_processors" } else { "allocated_processors" };
+                assert_eq!(e.field, field, "allocated {alloc}, requested {req}, status {status}: {e}");
+            }
+        }
+        // The machine's limit is the simulator's, not the format's: it bounds the count used.
+        let wide = job("1", "0", "10", "16", "5000000000", "1");
+        assert_eq!(parse("t.swf", &wide, &SwfOptions::default()).unwrap().jobs[0].request, 16);
     }
 
     #[test]
@@ -591,7 +769,47 @@ mod tests {
         let text = [job("3", "100", "1", "1", "-1", "1"), job("99999999999999", "5", "1", "1", "-1", "1"), job("1e30", "50", "1", "1", "-1", "1"), job("7", "5", "1", "1", "-1", "1")].concat();
         let t = parse("t.swf", &text, &SwfOptions::default()).unwrap();
         let names: Vec<&str> = t.jobs.iter().map(|j| j.name.as_str()).collect();
-        assert_eq!(names, ["job99999999999999", "job7", &format!("job{}", i64::MAX), "job3"], "ties in file order");
+        assert_eq!(names, ["job99999999999999", "job7", &format!("job1{}", "0".repeat(30)), "job3"], "ties in file order");
+    }
+
+    #[test]
+    fn a_job_is_named_by_its_number_as_written() {
+        let named = [
+            ("9223372036854775808", "job9223372036854775808"),
+            ("9223372036854775809", "job9223372036854775809"),
+            ("18446744073709551617", "job18446744073709551617"),
+            ("9007199254740993", "job9007199254740993"),
+            ("123456789012345678901234567890", "job123456789012345678901234567890"),
+            ("007", "job7"),
+            ("7.0", "job7"),
+            ("0.7e1", "job7"),
+            ("+700e-2", "job7"),
+            ("0", "job0"),
+            ("-0.0", "job0"),
+            ("0e99999999999999999999", "job0"),
+            ("-1", "job-1"),
+        ];
+        for (number, name) in named {
+            let t = parse("t.swf", &job(number, "0", "1", "1", "-1", "1"), &SwfOptions::default()).unwrap();
+            assert_eq!(t.jobs[0].name, name, "{number}");
+        }
+        let refused = [
+            ("1.5", "not a whole number"),
+            ("1.00000000000000000001", "not a whole number"),
+            ("1e-400", "not a whole number"),
+            ("-3", "negative"),
+            ("inf", "not a finite number"),
+            ("1e400", "not a finite number"),
+            ("x", "not a number"),
+        ];
+        for (number, message) in refused {
+            let text = format!("{}{}", job(number, "0", "1", "1", "-1", "1"), job("2", "0", "1", "1", "-1", "1"));
+            let e = parse("t.swf", &text, &SwfOptions::default()).unwrap_err();
+            assert_eq!((e.line, e.field.as_str()), (1, "job_number"), "{e}");
+            assert!(e.message.contains(message) && skippable(&e), "{number}: {e}");
+            let t = parse("t.swf", &text, &SwfOptions { skip_bad: true, ..Default::default() }).unwrap();
+            assert_eq!((t.skipped, t.jobs.len()), (1, 1), "{number}");
+        }
     }
 
     #[test]
@@ -624,6 +842,63 @@ mod tests {
             let t = parse("t.swf", &text, &SwfOptions { skip_bad: true, ..Default::default() }).unwrap();
             assert_eq!((t.jobs.len(), t.skipped, t.first_skipped.unwrap().line), (0, 2, 3));
         }
+    }
+
+    #[test]
+    fn unusable_header_values_are_named_with_the_machine_used_instead() {
+        let jobs = job("1", "0", "10", "16", "-1", "1");
+        let cases = [
+            ("; MaxProcs: abc\n; MaxNodes: 0\n", 16, "the largest job", vec![(1, "MaxProcs", "\"abc\""), (2, "MaxNodes", "\"0\"")]),
+            ("; MaxProcs: 0\n; MaxNodes: 32\n", 32, "the header's MaxNodes at line 2", vec![(1, "MaxProcs", "\"0\"")]),
+            ("; MaxProcs:\n", 16, "the largest job", vec![(1, "MaxProcs", "no value")]),
+            ("; MaxProcs: 1e30\n", 16, "the largest job", vec![(1, "MaxProcs", "\"1e30\"")]),
+            ("; MaxProcs: 64\n; Note: MaxNodes unknown\n", 64, "", vec![]),
+        ];
+        for (header, cpus, source, want) in cases {
+            let t = parse("t.swf", &format!("{header}{jobs}"), &SwfOptions::default()).unwrap();
+            let got: Vec<_> = t.ignored_header.iter().map(|e| (e.file.as_str(), e.line, e.field.as_str())).collect();
+            let lines: Vec<_> = want.iter().map(|&(line, key, _)| ("t.swf", line, key)).collect();
+            assert_eq!((t.cpus, got), (cpus, lines), "{header:?}");
+            for (e, (_, _, what)) in t.ignored_header.iter().zip(want) {
+                assert!(e.message.starts_with(what), "{e}");
+                assert!(e.message.ends_with(&format!("ignored; the machine has {cpus} CPUs ({source})")), "{e}");
+            }
+        }
+        let o = SwfOptions { cpus: Some(8), ..Default::default() };
+        let t = parse("t.swf", &format!("; MaxProcs: abc\n{}", job("1", "0", "10", "4", "-1", "1")), &o).unwrap();
+        assert!(t.ignored_header[0].message.ends_with("the machine has 8 CPUs (the machine-size override)"), "{:?}", t.ignored_header);
+    }
+
+    #[test]
+    fn the_header_ends_at_the_first_job_whatever_the_limit() {
+        let text = [job("1", "0", "10", "16", "-1", "1"), "; MaxProcs: 64\n".into(), job("2", "1", "10", "4", "-1", "1")].concat();
+        for limit in [None, Some(1)] {
+            let t = parse("t.swf", &text, &SwfOptions { limit, ..Default::default() }).unwrap();
+            assert_eq!((t.cpus, t.max_procs), (16, None), "limit {limit:?}: the largest job, not a late MaxProcs");
+            if limit.is_none() {
+                let e = &t.ignored_header[0];
+                assert_eq!((e.line, e.field.as_str()), (2, "MaxProcs"), "{e}");
+                assert!(e.message.starts_with("after the first job line (1), where the header has ended: ignored"), "{e}");
+            }
+        }
+        // The header sizes the machine whatever the limit, and however early it stops.
+        for limit in [None, Some(0), Some(1)] {
+            let t = parse("t.swf", TRACE, &SwfOptions { limit, ..Default::default() }).unwrap();
+            assert_eq!((t.cpus, t.ignored_header.len()), (64, 0), "limit {limit:?}");
+        }
+    }
+
+    #[test]
+    fn the_limit_counts_the_jobs_to_simulate() {
+        let jobs = [job("1", "0", "10", "16", "-1", "1"), job("2", "1", "10", "-1", "-1", "1"), job("3", "2", "10", "4", "-1", "1"), job("4", "3", "10", "4", "-1", "1")];
+        let text = format!("; MaxProcs: 8\n{}", jobs.concat());
+        let o = SwfOptions { skip_bad: true, limit: Some(2), ..Default::default() };
+        let t = parse("t.swf", &text, &o).unwrap();
+        let names: Vec<&str> = t.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!((names, t.skipped, t.omitted.len()), (vec!["job3", "job4"], 1, 1), "job 1 is too large, job 2 of unknown size");
+        // A job too large is an error at its line, before a bad line after it.
+        let e = parse("t.swf", &format!("{text}1 0 -1 100 16\n"), &SwfOptions::default()).unwrap_err();
+        assert_eq!((e.line, e.field.as_str()), (2, "allocated_processors"), "{e}");
     }
 
     #[test]

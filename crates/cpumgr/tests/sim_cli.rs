@@ -304,6 +304,20 @@ fn archive_traces_run_as_they_are() {
     assert!(e.contains("the first at line 4; 2 with an unknown run time, the first at line 5"), "{e}");
 }
 
+/// A header value that cannot size the machine is named on stderr with the machine used instead,
+/// and the run goes on.
+#[test]
+fn unusable_header_values_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = write(dir.path(), "t.swf", &format!("; MaxProcs: abc\n{}", swf_line(1, "0", "10", "4")));
+    let o = cpumgr(&["sim", "--swf", &f, "--policy", "fcfs", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["cpus"], 4, "{v}");
+    let want = "t.swf:1: field `MaxProcs`: \"abc\" is not a number of processors (a positive whole number): ignored; the machine has 4 CPUs (the largest job)";
+    assert!(stderr(&o).contains(want), "{}", stderr(&o));
+}
+
 /// A compressed or jobless trace is refused, saying why, and `--skip-bad` is not offered where
 /// it would not help.
 #[test]

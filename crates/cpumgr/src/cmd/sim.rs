@@ -93,7 +93,7 @@ pub struct Args {
     /// Skip and count malformed SWF lines instead of failing.
     #[arg(long)]
     skip_bad: bool,
-    /// Read at most this many SWF jobs.
+    /// Simulate at most this many SWF jobs: the first ones, of those not left out or skipped.
     #[arg(long)]
     limit: Option<usize>,
     /// Print JSON.
@@ -208,9 +208,13 @@ struct LeftOut {
     bad_lines: usize,
 }
 
-/// Says on stderr which jobs of a trace are not simulated, and why: those the trace says did not
-/// run or are unknown, and the bad lines `--skip-bad` skipped.
+/// Says on stderr what of a trace is not used, and why: the header values that cannot size the
+/// machine, the jobs the trace says did not run or are unknown, and the bad lines `--skip-bad`
+/// skipped.
 fn note_left_out(name: &str, t: &swf::SwfTrace) {
+    for ignored in &t.ignored_header {
+        eprintln!("cpumgr: {ignored}");
+    }
     if !t.omitted.is_empty() {
         let jobs: usize = t.omitted.iter().map(|o| o.jobs).sum();
         let why: Vec<String> = t.omitted.iter().map(ToString::to_string).collect();
