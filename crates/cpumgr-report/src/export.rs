@@ -136,7 +136,7 @@ fn row_name(name: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timeline::tests::sample;
+    use crate::timeline::tests::{moving, sample};
     use cpumgr_core::trace::{Event, EventKind};
     use cpumgr_core::{CpuSet, ProgramId};
 
@@ -156,6 +156,19 @@ mod tests {
         }
         let runs = events.iter().filter(|e| e["ph"] == "X" && e["pid"] == 1).count();
         assert_eq!(runs, 4, "a: 2 stretches, b: 2 stretches");
+    }
+
+    #[test]
+    fn perfetto_gives_each_cpu_to_both_programs_that_took_turns_on_it_in_a_repeated_span() {
+        let v = perfetto(&Timeline::from_events(&moving()));
+        let cpu_runs = |cpu: u64| -> Vec<(String, f64, f64)> {
+            let events = v["traceEvents"].as_array().unwrap().iter();
+            events.filter(|e| e["ph"] == "X" && e["pid"] == 2 && e["tid"] == cpu).map(|e| (e["name"].as_str().unwrap().to_string(), e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap())).collect()
+        };
+        for cpu in 0..4 {
+            let span: Vec<(String, f64, f64)> = cpu_runs(cpu).into_iter().filter(|r| r.1 >= 0.2 && r.1 < 1.2).collect();
+            assert_eq!(span, [("a".to_string(), 0.2, 0.5), ("b".to_string(), 0.7, 0.5)], "CPU {cpu}: half the span each, one after the other");
+        }
     }
 
     #[test]

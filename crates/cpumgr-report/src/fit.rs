@@ -122,7 +122,7 @@ fn summed<'a>(lanes: impl Iterator<Item = &'a Lane>) -> Lane {
             Some(last) => last.to = at,
             None => {}
         }
-        sum.segments.push(Segment { from: at, to: at, count, cpus: CpuSet::new(), running: count > 0, share });
+        sum.segments.push(Segment { from: at, to: at, count, cpus: CpuSet::new(), running: count > 0, share, repeated: false });
     }
     sum.segments.retain(|s| s.to > s.from);
     sum
@@ -228,10 +228,12 @@ pub(crate) fn owner_columns(spans: &[(Nanos, Nanos, usize)], scale: Scale) -> Ow
     out
 }
 
-/// The times the replay shows: every time a program's allocation changed, thinned so that
-/// consecutive frames are at least a pixel column apart (at most `columns + 1` frames).
-pub(crate) fn frame_times(t: &Timeline, scale: Scale) -> Vec<Nanos> {
-    let mut times: Vec<Nanos> = t.lanes.iter().flat_map(|l| l.segments.iter().map(|s| s.from)).collect();
+/// The times the replay shows: every time a CPU changed hands (a span of `owners`, from
+/// [`Timeline::cpu_owners`], began or ended: also the sharers' turns over a repeated span, which
+/// no allocation marks), thinned so that consecutive frames are at least a pixel column apart (at
+/// most `columns + 1` frames).
+pub(crate) fn frame_times(owners: &[(u32, Ownership)], scale: Scale) -> Vec<Nanos> {
+    let mut times: Vec<Nanos> = owners.iter().flat_map(|(_, spans)| spans.iter().flat_map(|s| [s.0, s.1])).collect();
     times.sort_unstable();
     let mut kept: Vec<Nanos> = Vec::new();
     for at in times {
@@ -269,7 +271,7 @@ mod tests {
     use crate::timeline::tests::sample;
 
     fn seg(from: Nanos, to: Nanos, count: u32, running: bool) -> Segment {
-        Segment { from, to, count, cpus: CpuSet::new(), running, share: 1.0 }
+        Segment { from, to, count, cpus: CpuSet::new(), running, share: 1.0, repeated: false }
     }
 
     #[test]
@@ -345,9 +347,10 @@ mod tests {
     #[test]
     fn replay_frames_are_a_pixel_apart_and_show_the_owners_then() {
         let t = Timeline::from_events(&sample());
-        assert_eq!(frame_times(&t, Scale::new(t.end, 800)), vec![0, 100, 300]);
-        assert_eq!(frame_times(&t, Scale::new(t.end, 2)), vec![0, 300]);
-        let owners = owners_at(&t.cpu_owners(1), &[0, 150, 300, 400]);
+        let owners = t.cpu_owners(1);
+        assert_eq!(frame_times(&owners, Scale::new(t.end, 800)), vec![0, 100, 300, 400], "the last shows the CPUs idle after the exits");
+        assert_eq!(frame_times(&owners, Scale::new(t.end, 2)), vec![0, 300]);
+        let owners = owners_at(&owners, &[0, 150, 300, 400]);
         assert_eq!(
             owners,
             vec![vec![Some(0), Some(0)], vec![Some(0), Some(1)], vec![Some(1), Some(1)], vec![None, None]]

@@ -202,7 +202,7 @@ fn allocation_chart(t: &Timeline, programs: &Programs) -> String {
 /// the names and colours of the programs that own a CPU in some frame, or -1 when idle.
 fn replay_data(t: &Timeline, owners: &[(u32, Ownership)], scale: Scale) -> String {
     let cpus: Vec<u32> = t.cpus.iter().collect();
-    let times = fit::frame_times(t, scale);
+    let times = fit::frame_times(owners, scale);
     let frames = fit::owners_at(owners, &times);
     let mut shown: Vec<usize> = frames.iter().flatten().flatten().copied().collect();
     shown.sort_unstable();
@@ -304,7 +304,8 @@ h2{{margin-top:36px}} svg{{display:block;margin:6px 0}}
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::timeline::tests::sample;
+    use crate::timeline::tests::{moving, sample};
+    use crate::timeline::CHART_TURNS;
     use cpumgr_core::trace::{Event, EventKind};
     use cpumgr_core::{CpuSet, ProgramId};
 
@@ -323,7 +324,32 @@ mod tests {
         assert_eq!(html.matches("<svg class=\"gantt\"").count(), 1);
         assert_eq!(html.matches("<title>a 2 CPUs (0-1)</title>").count(), 1, "a's first stretch is drawn");
         assert!(html.matches("<rect").count() >= 8, "4 Gantt bars and 5 CPU spans");
-        assert!(html.contains(r#""frames":[[0,[0,0]],[100,[0,1]],[300,[1,1]]]"#), "{html}");
+        assert!(html.contains(r#""frames":[[0,[0,0]],[100,[0,1]],[300,[1,1]],[400,[-1,-1]]]"#), "{html}");
+    }
+
+    #[test]
+    fn the_cpu_chart_and_the_replay_show_each_cpu_s_turns_in_a_repeated_span() {
+        // `a` and `b` each held two CPUs all the time, moving between sets every quantum: over
+        // the skipped span 200..1 200 every CPU is theirs in turns, not `a`'s throughout.
+        let t = Timeline::from_events(&moving());
+        let scale = Scale::new(t.end, PLOT as usize);
+        let owners = t.cpu_owners(CHART_TURNS);
+        let chart = cpu_chart(&t, &owners, scale);
+        for cpu in 0..4 {
+            let row = chart.split(&format!(">CPU {cpu}</text>")).nth(1).unwrap().split(">CPU ").next().unwrap();
+            for name in ["a", "b"] {
+                let drawn = row.matches(&format!("<title>{name}</title>")).count();
+                assert!(drawn > CHART_TURNS as usize, "CPU {cpu}: {drawn} stretches of {name}, a turn each: {row}");
+            }
+        }
+        let data: serde_json::Value = serde_json::from_str(&replay_data(&t, &owners, scale)).unwrap();
+        assert_eq!(data["names"], serde_json::json!(["a", "b"]));
+        let frames = data["frames"].as_array().unwrap();
+        let within: Vec<&serde_json::Value> = frames.iter().filter(|f| (200..1_200).contains(&f[0].as_u64().unwrap())).collect();
+        for cpu in 0..4 {
+            let shown: std::collections::BTreeSet<i64> = within.iter().map(|f| f[1][cpu].as_i64().unwrap()).collect();
+            assert_eq!(shown, [0, 1].into(), "CPU {cpu} shows both programs' turns in the replay");
+        }
     }
 
     /// A report of one run of `t`.

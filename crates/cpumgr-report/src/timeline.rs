@@ -45,11 +45,16 @@ pub struct Segment {
     pub cpus: CpuSet,
     /// Whether it ran.
     pub running: bool,
-    /// The share of the stretch it ran: 1 for a stretch its trace lists stop by stop; less over
-    /// a span the simulator skipped ([`EventKind::Repeat`]), where it ran on `count` of `cpus` at
-    /// a time for that share of the span (`cpus`: every CPU it ran on in the repeated period;
-    /// `count`: the most it held at once).
+    /// The share of the stretch it ran: 1 for a stretch its trace lists stop by stop; over a
+    /// repeated span (`repeated`), where it ran on `count` of `cpus` at a time, that share of the
+    /// span (1 when it held `count` CPUs all the time, less when it also waited).
     pub share: f64,
+    /// Whether the stretch folds a span the simulator skipped ([`EventKind::Repeat`]): `cpus`
+    /// are then every CPU it ran on in the repeated period and `count` the most it held at once,
+    /// so it held each CPU for a part of the time only, even at a share of 1 when it moved
+    /// between sets. A stretch its trace lists (the live manager's gives a program a set that
+    /// may be larger than its count) holds every CPU of `cpus` throughout.
+    pub repeated: bool,
 }
 
 impl Segment {
@@ -111,8 +116,8 @@ impl Lane {
         if let Some(open) = self.segments.last_mut() {
             open.to = at;
         }
-        self.segments.push(Segment { from: at, to: until, count, cpus, running: true, share });
-        self.segments.push(Segment { from: until, to: Nanos::MAX, ..last });
+        self.segments.push(Segment { from: at, to: until, count, cpus, running: true, share, repeated: true });
+        self.segments.push(Segment { from: until, to: Nanos::MAX, repeated: false, ..last });
     }
 
     /// What the lane ran over `from..to`. Within an earlier repeated span the period it repeats is
@@ -125,7 +130,7 @@ impl Lane {
             if y <= x || !s.running || s.count == 0 {
                 continue;
             }
-            match earlier.iter().find(|&&(start, _)| start == s.from).filter(|_| s.share < 1.0) {
+            match earlier.iter().find(|&&(start, _)| start == s.from).filter(|_| s.repeated) {
                 Some(&(start, p)) if p > 0 => {
                     // The span repeats `start - p..start`: whole periods, then the rest, which
                     // may wrap around the period's end.
@@ -226,7 +231,7 @@ impl Timeline {
                             }
                             last.to = e.t;
                         }
-                        lane.segments.push(Segment { from: e.t, to: Nanos::MAX, count: *count, cpus: cpus.clone(), running: *running, share: 1.0 });
+                        lane.segments.push(Segment { from: e.t, to: Nanos::MAX, count: *count, cpus: cpus.clone(), running: *running, share: 1.0, repeated: false });
                     }
                 }
                 (EventKind::Exit { status }, Some(id)) => {
@@ -270,17 +275,19 @@ impl Timeline {
     /// ([`EventKind::Repeat`]), where programs took turns on a CPU faster than the span can show,
     /// the span is cut into `turns` stripes ([`CHART_TURNS`] for a chart; 1 for an export, whose
     /// size should follow the trace's), and in each its sharers follow one another in lane
-    /// order, each for its share of the stripe (its share of the time, times the part of its
-    /// CPUs it held at once); what none of them used is idle.
+    /// order, each for its share of the stripe (its mean CPUs, [`Segment::mean_cpus`], over the
+    /// CPUs it ran on: a program that held all its CPUs all the time but moved between sets
+    /// shares each too); what none of them used is idle. A program that held each of its CPUs
+    /// throughout the span, and any stretch its trace lists, holds them whole.
     pub fn cpu_owners(&self, turns: u64) -> Vec<(u32, Ownership)> {
         let mut per_cpu: std::collections::BTreeMap<u32, Ownership> =
             self.cpus.iter().map(|c| (c, Vec::new())).collect();
         let mut shared: std::collections::BTreeMap<(u32, Nanos, Nanos), Vec<(usize, f64)>> = std::collections::BTreeMap::new();
         for (i, lane) in self.lanes.iter().enumerate() {
             for s in lane.segments.iter().filter(|s| s.running) {
-                let weight = s.share * f64::from(s.count) / s.cpus.len().max(1) as f64;
+                let weight = if s.repeated { s.mean_cpus() / s.cpus.len().max(1) as f64 } else { 1.0 };
                 for c in s.cpus.iter() {
-                    if s.share < 1.0 {
+                    if weight < 1.0 {
                         shared.entry((c, s.from, s.to)).or_default().push((i, weight));
                     } else {
                         per_cpu.entry(c).or_default().push((s.from, s.to, i));
@@ -333,6 +340,29 @@ pub(crate) mod tests {
             ev(300, Some(1), EventKind::Exit { status: Some(0) }),
             ev(300, Some(2), EventKind::Allocate { count: 2, cpus: cpus("0-1"), running: true }),
             ev(400, Some(2), EventKind::Exit { status: Some(3) }),
+        ]
+    }
+
+    /// Two programs on four CPUs under a repeating schedule: `a` moves between CPUs 0-1 and 2-3
+    /// every 100 ns and `b` holds the other two, so each holds two CPUs all the time; the period
+    /// 0..200 repeats from 200 to 1 200, and both exit at 1 300.
+    pub(crate) fn moving() -> Vec<Event> {
+        let cpus = |s: &str| CpuSet::parse(s).unwrap();
+        let ev = |t: u64, p: Option<u64>, kind: EventKind| Event { t, program: p.map(ProgramId), kind };
+        let run = |t: u64, p: u64, c: &str| ev(t, Some(p), EventKind::Allocate { count: 2, cpus: cpus(c), running: true });
+        vec![
+            ev(0, None, EventKind::Start { source: "sim".into(), cpus: cpus("0-3"), policy: "gang".into(), quantum: 100 }),
+            ev(0, Some(1), EventKind::Arrive { name: "a".into(), request: 2 }),
+            ev(0, Some(2), EventKind::Arrive { name: "b".into(), request: 2 }),
+            run(0, 1, "0-1"),
+            run(0, 2, "2-3"),
+            run(100, 1, "2-3"),
+            run(100, 2, "0-1"),
+            run(200, 1, "0-1"),
+            run(200, 2, "2-3"),
+            ev(200, None, EventKind::Repeat { period: 200, until: 1_200 }),
+            ev(1_300, Some(1), EventKind::Exit { status: Some(0) }),
+            ev(1_300, Some(2), EventKind::Exit { status: Some(0) }),
         ]
     }
 
@@ -394,6 +424,45 @@ pub(crate) mod tests {
         assert_eq!(blocks[1].1.iter().filter(|o| o.0 >= 200 && o.1 <= 1_200).copied().collect::<Vec<_>>(), vec![(200, 700, 0), (700, 1_200, 1)], "one turn each");
         assert_eq!(held(&within(0), 1), 0, "CPU 0 idle while `b` ran");
         assert_eq!(held(&within(0), 0), held(&turns, 0));
+    }
+
+    #[test]
+    fn a_program_that_moved_between_cpu_sets_in_a_repeated_period_shares_each_cpu_it_ran_on() {
+        let t = Timeline::from_events(&moving());
+        let s = &t.lanes[0].segments[2];
+        assert_eq!((s.from, s.to, s.count, s.cpus.to_string(), s.share), (200, 1_200, 2, "0-3".to_string(), 1.0), "two of the four CPUs all the time");
+        // Each CPU was `a`'s half the period and `b`'s the other half: so over the span, in
+        // turns in a chart, one turn each in an export; neither holds all four throughout.
+        let within = |owners: &[(u32, Ownership)], cpu: usize| owners[cpu].1.iter().filter(|o| o.0 >= 200 && o.1 <= 1_200).copied().collect::<Vec<_>>();
+        let held = |spans: &[(Nanos, Nanos, usize)], lane: usize| spans.iter().filter(|o| o.2 == lane).map(|o| o.1 - o.0).sum::<Nanos>();
+        let (chart, blocks) = (t.cpu_owners(CHART_TURNS), t.cpu_owners(1));
+        for cpu in 0..4 {
+            let turns = within(&chart, cpu);
+            assert_eq!(turns.len(), 2 * CHART_TURNS as usize, "CPU {cpu}: {turns:?}");
+            assert_eq!(held(&turns, 0) + held(&turns, 1), 1_000, "CPU {cpu}: no gap and no overlap");
+            assert!(held(&turns, 0).abs_diff(500) <= CHART_TURNS, "CPU {cpu}: half each: {turns:?}");
+            assert_eq!(within(&blocks, cpu), vec![(200, 700, 0), (700, 1_200, 1)], "CPU {cpu}: one turn each");
+        }
+        assert_eq!(chart[0].1.last(), Some(&(1_200, 1_300, 0)), "after the span, `a` back on 0-1");
+        assert_eq!(chart[3].1.last(), Some(&(1_200, 1_300, 1)), "and `b` on 2-3");
+    }
+
+    #[test]
+    fn a_launch_trace_s_program_holds_every_cpu_of_its_set() {
+        // The live manager gives a program a set of CPUs to run its threads on, which may be more
+        // CPUs than its count: each CPU of the set is its own while it runs, share or no share.
+        let cpus = CpuSet::parse("0-3").unwrap();
+        let ev = |t: u64, kind: EventKind| Event { t, program: Some(ProgramId(1)), kind };
+        let events = vec![
+            Event { t: 0, program: None, kind: EventKind::Start { source: "live".into(), cpus: cpus.clone(), policy: "equipartition".into(), quantum: 100 } },
+            ev(0, EventKind::Arrive { name: "a".into(), request: 4 }),
+            ev(0, EventKind::Allocate { count: 2, cpus: cpus.clone(), running: true }),
+            ev(400, EventKind::Exit { status: Some(0) }),
+        ];
+        let t = Timeline::from_events(&events);
+        for turns in [1, CHART_TURNS] {
+            assert!(t.cpu_owners(turns).iter().all(|(_, spans)| spans == &vec![(0, 400, 0)]), "{:?}", t.cpu_owners(turns));
+        }
     }
 
     #[test]
