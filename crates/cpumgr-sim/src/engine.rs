@@ -20,10 +20,13 @@
 //!
 //! **Records.** The program list the policy sees is in id order and loses the finished programs
 //! at every tick, closing the gaps from whichever side moves fewer programs (`list::List`: with
-//! a backlog the oldest programs finish, near the front); each program's job record stays in a
-//! stable slot (`slots::Slots`), found through the list and, from the heap of phase ends,
-//! through its slot number. What the tick's pass over the decision reads (the CPUs each job
-//! holds, whether it is idle) is kept in lists of the same kind beside it.
+//! a backlog the oldest programs finish, near the front); each job's record stays in a stable
+//! slot (`slots::Slots`), which it gets on arrival (the admission queue holds slots) and which is
+//! listed in program order on admission. A phase end carries its job's slot, to tell whether it
+//! still applies, and finds the job's position by a binary search of the id-ordered list:
+//! admission is first come, first served, so ids increase along the list. What the tick's pass
+//! over the decision reads (the CPUs each job holds, whether it is idle) is kept beside each slot
+//! number, in the one list that orders them.
 //!
 //! **Fast-forward.** Long traces span months at a 100 ms quantum. A lazy run (a policy that
 //! neither time-shares nor reads usage: every space-sharing policy but PDPA) skips the quanta in
@@ -624,6 +627,7 @@ impl Engine<'_, '_> {
             }
             // An alive job is listed, in id order.
             let i = self.position(end.id());
+            debug_assert_eq!(self.live.slot(i), end.slot, "the job found by its id is the end's");
             self.changed();
             let now = self.now;
             let l = &mut self.live[i];
@@ -691,7 +695,9 @@ impl Engine<'_, '_> {
     }
 
     /// Whether the phase end `end` still applies: the record in its slot is its job's (a slot is
-    /// reused once its job has left), still in the system and due at its time.
+    /// reused once its job has left), still in the system and due at its time. A job waiting for
+    /// admission has a record too, which no end applies to: its id is its own (ids are unique)
+    /// and it is due at no time (`done_at` is `Nanos::MAX` until admission).
     fn applies(&self, end: End) -> bool {
         let l = self.live.in_slot(end.slot);
         l.id == end.id() && l.alive && l.done_at == end.at()
@@ -754,6 +760,7 @@ impl Engine<'_, '_> {
             l.at = self.now;
             let spec = &mut l.spec;
             let id = ProgramId(l.id);
+            debug_assert!(self.programs.last().is_none_or(|p| p.id < id), "admitted in id order: the list stays sorted for `position`");
             // The program holds the name while the job is in the system ([`Engine::finish`]
             // hands it back for the job's record): moved, not copied.
             let p = Program {

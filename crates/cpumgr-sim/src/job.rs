@@ -54,8 +54,9 @@ impl Phase {
 }
 
 /// A job's phases, run in order. Most jobs (every generated or traced one) have a single phase:
-/// it is held in place, so building and dropping such a job allocates nothing for it. Reads go
-/// through the slice ([`Deref`]).
+/// it is held in place, so building and dropping such a job allocates nothing for it. Reads and
+/// changes of a phase go through the slice ([`Deref`], [`std::ops::DerefMut`]); a job's number of
+/// phases is set when it is built.
 #[derive(Clone)]
 pub struct Phases(Held);
 
@@ -74,6 +75,25 @@ impl Deref for Phases {
             Held::One(p) => std::slice::from_ref(p),
             Held::Many(v) => v,
         }
+    }
+}
+
+impl std::ops::DerefMut for Phases {
+    fn deref_mut(&mut self) -> &mut [Phase] {
+        match &mut self.0 {
+            Held::One(p) => std::slice::from_mut(p),
+            Held::Many(v) => v,
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Phases {
+    type Item = &'a Phase;
+    type IntoIter = std::slice::Iter<'a, Phase>;
+
+    /// The phases in order, as a `Vec`'s reference iterates (`for p in &job.phases`).
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
     }
 }
 
@@ -266,6 +286,19 @@ mod tests {
         let p = ltomcatv(32, 2, 0.5, 10.0, &SpeedupModel::LINEAR);
         assert_eq!(p.iter().map(|p| p.request).collect::<Vec<_>>(), vec![1, 32, 1, 32]);
         assert_eq!(p[0].speedup, SpeedupModel::SERIAL);
+    }
+
+    #[test]
+    fn phases_read_and_change_as_a_slice_whether_one_or_many() {
+        let mut one: Phases = Phase::serial(2.0).into();
+        let mut many: Phases = vec![Phase::serial(1.0), Phase::serial(3.0)].into();
+        for phases in [&mut one, &mut many] {
+            phases[0].work = 5.0;
+            assert_eq!((&*phases).into_iter().next().map(|p| p.work), Some(5.0));
+        }
+        assert_eq!((&many).into_iter().map(|p| p.work).collect::<Vec<_>>(), vec![5.0, 3.0]);
+        let again: Phases = vec![Phase::serial(5.0)].into();
+        assert_eq!(one, again, "equal phases compare equal however they are held");
     }
 
     #[test]

@@ -86,7 +86,8 @@ impl<T> List<T> {
     /// so the entries that move are those outside that gap, the fewest of any split.
     /// `moved(from, to)` is called with the old and new buffer places of every stretch of
     /// entries that moved: `from..from + len` went to `to..to + len` as the third argument
-    /// says.
+    /// says (the tests follow entries with it; [`List::remove_sorted`] passes a callback that
+    /// does nothing).
     pub(crate) fn remove_tracking(&mut self, gone: &[usize], mut moved: impl FnMut(usize, usize, usize)) {
         let len = self.len();
         assert!(gone.windows(2).all(|w| w[0] < w[1]) && gone.last().is_none_or(|&g| g < len), "indices not increasing or out of range");

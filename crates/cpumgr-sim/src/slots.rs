@@ -58,6 +58,7 @@ impl<T, B> Slots<T, B> {
     /// Appends the record in slot `slot` (from [`Slots::insert`], not listed yet), with `beside`
     /// beside it, at the end of the list.
     pub(crate) fn list(&mut self, slot: u32, beside: B) {
+        debug_assert!((slot as usize) < self.records.len() && !self.free.contains(&slot), "slot {slot} holds an inserted record");
         self.order.push((slot, beside));
     }
 

@@ -30,8 +30,10 @@ pub const INFO: PolicyInfo = PolicyInfo {
 #[derive(Debug, Clone, Default)]
 pub struct Scs {
     mpl: u32,
-    /// The jobs started (they run until they end).
-    started: Started<()>,
+    /// The jobs started (they run until they end), each with the initial allocation it started
+    /// with: it keeps up to that many CPUs whatever its request does later (an evolving job's
+    /// grows and shrinks), so the started jobs' initial allocations never sum past the machine.
+    started: Started<u32>,
 }
 
 /// Paper 002's equation (1): the CPUs a job of `procs` processes starts with.
@@ -49,16 +51,21 @@ impl Policy for Scs {
         let initial = |i: usize| initial_allocation(view.programs[i].wants(), mpl, view.cpus);
         let mut free = view.cpus;
         let mut running = Vec::new();
-        self.started.keep(view, |i, _| {
-            free -= initial(i);
-            running.push(i);
+        self.started.keep(view, |i, &mut start| {
+            // No more than it wants now (an evolving job in a serial phase gives CPUs back until
+            // it grows again), nor than is left: the machine may have shrunk since (the live
+            // manager's offered CPUs), and the decision must stay within it.
+            let init = start.min(view.programs[i].wants()).min(free);
+            free -= init;
+            running.push((i, init));
         });
         let mut waiting = false;
         self.started.admit(view, |i, _| {
-            if initial(i) <= free {
-                free -= initial(i);
-                running.push(i);
-                Waiting::Start(())
+            let init = initial(i);
+            if init <= free {
+                free -= init;
+                running.push((i, init));
+                Waiting::Start(init)
             } else {
                 waiting = true;
                 Waiting::Stop
@@ -68,11 +75,11 @@ impl Policy for Scs {
         let extra = if waiting {
             vec![0; running.len()]
         } else {
-            let room: Vec<u32> = running.iter().map(|&i| view.programs[i].wants().min(view.cpus) - initial(i)).collect();
+            let room: Vec<u32> = running.iter().map(|&(i, init)| view.programs[i].wants().min(view.cpus).saturating_sub(init)).collect();
             water_fill(free, &room)
         };
-        for (&i, e) in running.iter().zip(extra) {
-            out.give(i, initial(i) + e);
+        for (&(i, init), e) in running.iter().zip(extra) {
+            out.give(i, init + e);
         }
     }
 }
@@ -97,6 +104,31 @@ mod tests {
         assert_eq!(initial_allocation(64, 4, 64), 16);
         assert_eq!(initial_allocation(30, 4, 64), 7);
         assert_eq!(initial_allocation(2, 4, 64), 1, "at least one CPU");
+    }
+
+    #[test]
+    fn a_started_job_whose_request_grows_keeps_its_initial_allocation() {
+        // 8 CPUs, MPL 1: p1 starts wanting 2 (its initial allocation), p2 wanting 6. Then p1's
+        // request grows to 8 (an evolving job's parallel phase). Its initial allocation stays 2:
+        // recomputed from the request it was 8, so the started jobs held 14 of 8 CPUs (and the
+        // count of free CPUs underflowed).
+        let topology = crate::topology::Topology::flat(8);
+        let mut progs = crate::testing::programs(&[2, 6]);
+        let mut policy = crate::policies::build("scs:mpl=1").unwrap();
+        let mut out = Decision::default();
+        let mut decide = |progs: &[Program]| {
+            let view = View { now: 0, quantum: 100_000_000, topology: &topology, cpus: 8, programs: progs };
+            out.reset(progs.len());
+            policy.decide(&view, &mut out);
+            out.allocations.iter().map(|a| a.count).collect::<Vec<_>>()
+        };
+        assert_eq!(decide(&progs), vec![2, 6]);
+        progs[0].request = crate::program::Request::upto(8);
+        assert_eq!(decide(&progs), vec![2, 6], "nothing is free for p1 to grow into");
+        progs[1].request = crate::program::Request::upto(1);
+        assert_eq!(decide(&progs), vec![7, 1], "p2 keeps what it still wants of its start, p1 grows into the rest");
+        progs[1].request = crate::program::Request::upto(6);
+        assert_eq!(decide(&progs), vec![2, 6], "p2 gets its start back before anyone grows");
     }
 
     #[test]
