@@ -519,3 +519,60 @@ fn the_trace_of_a_running_manager_is_readable_and_survives_a_kill() {
     let events = parsed().expect("whole lines after the kill");
     assert!(allocated(&events));
 }
+
+/// Kills a process when dropped: a test's stray process ends even when an assertion fails.
+struct KillOnDrop(i32);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.0), nix::sys::signal::SIGKILL);
+    }
+}
+
+/// Starts program `a` beside a busy program `b` under equipartition: `a` starts a busy child that
+/// leaves its process group (`setsid`), then waits until `end` exists. Waits until the child
+/// runs on `a`'s one CPU, then (policy gang) until it is stopped with `a`, and returns the
+/// program's and the child's pids with the child's guard.
+fn program_with_a_setsid_child(d: &mut Daemon, dir: &Path, end: &Path) -> (i32, i32, KillOnDrop) {
+    let pidfile = dir.join("child");
+    let script = format!(
+        "setsid sh -c 'echo $$ > {p}.tmp && mv {p}.tmp {p}; {BUSY}' & while [ ! -e {e} ]; do sleep 0.05; done",
+        p = pidfile.display(),
+        e = end.display()
+    );
+    let a = d.run("a", &script);
+    d.run("b", BUSY);
+    wait_for("the child's pid", || pidfile.exists());
+    let child: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+    let guard = KillOnDrop(child);
+    assert_ne!(nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(child))).unwrap().as_raw(), a, "the child left the group");
+    wait_for("the child on the program's one CPU", || {
+        let (p, c) = (allowed(a), allowed(child));
+        p.as_ref().is_some_and(|p| p.len() == 1) && p == c
+    });
+    assert!(d.cpumgr(&["policy", "set", "gang"]).status().unwrap().success());
+    wait_for("the child stopped with its program", || stopped(a) && stopped(child));
+    (a, child, guard)
+}
+
+#[test]
+fn a_child_that_leaves_the_programs_group_is_managed_and_released_when_the_program_ends() {
+    let mut d = Daemon::start("equipartition");
+    let dir = tempfile::tempdir().unwrap();
+    let end = dir.path().join("end");
+    let (a, child, _guard) = program_with_a_setsid_child(&mut d, dir.path(), &end);
+    std::fs::write(&end, "").unwrap();
+    wait_for("the program to end", || gone(a) && d.status().programs.iter().all(|p| p.pid != a));
+    wait_for("its child released", || !stopped(child) && allowed(child) == Some(online()));
+    assert!(!gone(child), "the child outlives its program");
+}
+
+#[test]
+fn a_child_that_leaves_the_programs_group_is_released_when_the_manager_is_killed() {
+    let mut d = Daemon::start("equipartition");
+    let dir = tempfile::tempdir().unwrap();
+    let (_a, child, _guard) = program_with_a_setsid_child(&mut d, dir.path(), &dir.path().join("end"));
+    d.child.kill().unwrap(); // SIGKILL: the watchdog and the supervisor release what it held
+    d.child.wait().unwrap();
+    wait_for("the child released", || !stopped(child) && allowed(child) == Some(online()));
+}
