@@ -54,7 +54,7 @@ fn tick(c: &mut Criterion) {
             g.bench_function(format!("{mode} step, {n} programs"), |b| b.iter(|| state.tick(mode == "boundary")));
             state.release_all();
         }
-        let targets: Vec<(Target, Vec<procfs::Member>)> = kids.pids().into_iter().map(|p| (Target::of(p), Vec::new())).collect();
+        let targets: Vec<Target> = kids.pids().into_iter().map(Target::of).collect();
         g.bench_function(format!("the /proc walk alone, {n} programs"), |b| b.iter(|| procfs::scan(&targets)));
     }
     g.finish();

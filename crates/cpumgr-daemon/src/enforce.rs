@@ -1,8 +1,7 @@
 //! Making decisions true on real processes: confining a program to its CPUs through a
 //! [`Backend`] (the cgroup cpuset tree when the manager may write it, else CPU affinity of every
 //! thread, `sched_setaffinity`), and stopping or continuing a program (`SIGSTOP`/`SIGCONT` to its
-//! process group, and to each of its processes outside it: [`procfs::Member`]). [`release`] undoes
-//! both, and is what the manager runs for every program when it
+//! process group). [`release`] undoes both, and is what the manager runs for every program when it
 //! exits, and what `cpumgr run` runs as a supervisor when its manager disappears.
 
 use std::io;
@@ -13,7 +12,7 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 
 use crate::cpuset::{self, Cpusets};
-use crate::procfs::{self, Member, Sample, Target};
+use crate::procfs::{self, Sample, Target};
 
 /// Which backend the manager asks for (`backend` setting).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -101,15 +100,14 @@ impl Backend {
     /// continued, every thread's affinity back to `wide`. A program the manager never confined
     /// (`confined` false: it only waited, stopped, or was still in its start-up grace) is only
     /// continued: finding a process group's threads walks all of `/proc`, which under a churn of
-    /// short registrations was most of an unregistration's cost. `detached` are its processes
-    /// outside its target that the last walk found ([`Sample::detached`]).
-    pub fn release(&mut self, id: ProgramId, target: Target, wide: &CpuSet, confined: bool, detached: &[Member]) {
+    /// short registrations was most of an unregistration's cost.
+    pub fn release(&mut self, id: ProgramId, target: Target, wide: &CpuSet, confined: bool) {
         if let Backend::Cpuset(c) = self {
             c.release(id);
         }
         if confined {
-            release(target, wide, detached);
-        } else if let Err(e) = cont(target, detached) {
+            release(target, wide);
+        } else if let Err(e) = cont(target) {
             tracing::warn!(?target, "cannot continue: {e}");
         }
     }
@@ -167,42 +165,30 @@ pub fn signal(target: Target, sig: Signal) -> io::Result<()> {
     }
 }
 
-/// Sends `sig` to a program's target and to each of its `detached` processes that is still the
-/// one the walk found; the first error other than a process gone.
-fn signal_all(target: Target, detached: &[Member], sig: Signal) -> io::Result<()> {
-    let mut result = signal(target, sig);
-    for m in detached.iter().filter(|m| m.alive()) {
-        let r = signal(Target::Process(m.pid), sig);
-        result = result.and(r);
-    }
-    result
+/// Stops a program (every process of its group).
+pub fn stop(target: Target) -> io::Result<()> {
+    signal(target, Signal::SIGSTOP)
 }
 
-/// Stops a program: every process of its group (or its one process), and its `detached` ones.
-pub fn stop(target: Target, detached: &[Member]) -> io::Result<()> {
-    signal_all(target, detached, Signal::SIGSTOP)
-}
-
-/// Continues a program: its target and its `detached` processes.
-pub fn cont(target: Target, detached: &[Member]) -> io::Result<()> {
-    signal_all(target, detached, Signal::SIGCONT)
+/// Continues a program.
+pub fn cont(target: Target) -> io::Result<()> {
+    signal(target, Signal::SIGCONT)
 }
 
 /// Leaves a program as if no manager had touched it: continued, out of any manager's cpuset
 /// cgroup (one a manager that died left it in), and every thread's affinity set back to `wide`.
-/// Its processes are those a walk of `/proc` finds now from `target` and `detached` (the members
-/// outside its target an earlier walk found: they are found again while they live, re-parented
-/// or not). Safe to call on a program that is gone or was never touched.
-pub fn release(target: Target, wide: &CpuSet, detached: &[Member]) {
-    let s = procfs::scan(&[(target, detached.to_vec())]).remove(&target).unwrap_or_default();
-    if let Err(e) = cont(target, &s.detached) {
+/// Safe to call on a program that is gone or was never touched.
+pub fn release(target: Target, wide: &CpuSet) {
+    if let Err(e) = cont(target) {
         tracing::warn!(?target, "cannot continue: {e}");
     }
-    for &pid in &s.pids {
-        cpuset::escape(pid);
-    }
-    let failed = pin(&s.tids, wide);
-    if failed > 0 {
-        tracing::warn!(?target, failed, "cannot widen the affinity of some threads");
+    if let Some(s) = procfs::scan(&[target]).remove(&target) {
+        for &pid in &s.pids {
+            cpuset::escape(pid);
+        }
+        let failed = pin(&s.tids, wide);
+        if failed > 0 {
+            tracing::warn!(?target, failed, "cannot widen the affinity of some threads");
+        }
     }
 }

@@ -136,7 +136,7 @@ impl Manager {
         }
         let state = State::new(settings).map_err(StartError::Settings)?;
         let escape = state.cgroup_exit().and_then(|d| OpenOptions::new().write(true).open(d.join("cgroup.procs")).ok());
-        let watchdog = watchdog::Watchdog::spawn(BOARD_PER_PROGRAM * settings.max_programs, escape.map(OwnedFd::from))
+        let watchdog = watchdog::Watchdog::spawn(settings.max_programs, escape.map(OwnedFd::from))
             .inspect_err(|e| tracing::error!("no watchdog ({e}): if this manager is killed, programs without a supervisor stay as it left them"))
             .ok();
         let listener = Listener::bind(socket).map_err(io_err(socket))?;
@@ -221,10 +221,6 @@ impl Drop for Manager {
     }
 }
 
-/// Records on the watchdog's board per program the manager may have: its target, and room for
-/// as many processes of programs outside their groups ([`State::held`]).
-const BOARD_PER_PROGRAM: usize = 2;
-
 /// How many times the state was held for a kicked step must pass before the next kicked step.
 const KICK_SPACING: u32 = 4;
 
@@ -248,19 +244,18 @@ fn schedule(shared: Arc<Shared>) {
         let samples = survey.read();
         state = shared.lock();
         let locked = Instant::now();
-        state.take(samples);
-        // Listed before the step that may stop or pin them: at every boundary (with the
-        // processes outside their programs' groups this walk found) and whenever the list changed. A watchdog someone killed is started again before every step, since any
+        // Listed before the step that may stop or pin them: at every boundary and whenever the
+        // list changed. A watchdog someone killed is started again before every step, since any
         // step may stop or pin.
         if let Some(w) = &shared.watchdog {
             if boundary || published != Some(state.roster()) {
-                w.publish(state.held());
+                w.publish(state.originals());
                 published = Some(state.roster());
             } else {
                 w.revive();
             }
         }
-        state.step();
+        state.step(samples);
         let now = Instant::now();
         shared.tick_durations.observe(now - began);
         if let Some(chaos) = &shared.chaos {

@@ -3,12 +3,6 @@
 //!
 //! One scan per quantum walks `/proc` once and keeps only the processes of registered programs,
 //! reading their threads' states from `/proc/PID/task/TID/stat`.
-//!
-//! A program's processes are those its [`Target`] reaches (its process group, or its one
-//! process), every descendant of them by parent pid as of the walk, whatever its group or session
-//! (a child that called `setsid`), and every process counted in an earlier walk while it lives
-//! (a [`Member`] kept by pid and start time: a child that left the group stays the program's once
-//! its parent exited and it was re-parented). The manager's own process is never a descendant.
 
 use std::collections::HashMap;
 use std::fs;
@@ -51,13 +45,8 @@ impl Target {
 pub struct Stat {
     /// One-letter state: `R` running or runnable, `S` sleeping, `T` stopped, `Z` zombie, ...
     pub state: char,
-    /// Parent process.
-    pub ppid: i32,
     /// Process group.
     pub pgrp: i32,
-    /// Start time after boot, in clock ticks (field 22): tells a process from a later one with
-    /// the same pid.
-    pub start: u64,
     /// User plus system time, in clock ticks.
     pub ticks: u64,
     /// Threads in the process (field 20).
@@ -71,31 +60,11 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     let f: Vec<&str> = rest.split_ascii_whitespace().collect();
     // f[0] is field 3 (state); field n is f[n - 3].
     let state = f.first()?.chars().next()?;
-    let ppid = f.get(1)?.parse().ok()?;
     let pgrp = f.get(2)?.parse().ok()?;
     let utime: u64 = f.get(11)?.parse().ok()?;
     let stime: u64 = f.get(12)?.parse().ok()?;
     let threads = f.get(17)?.parse().ok()?;
-    let start = f.get(19)?.parse().ok()?;
-    Some(Stat { state, ppid, pgrp, ticks: utime + stime, threads, start })
-}
-
-/// A process of a program that a signal to the program's [`Target`] does not reach (it left the
-/// group, or descends from a single process): stopped, continued and released on its own.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Member {
-    /// Its pid.
-    pub pid: i32,
-    /// Its start time ([`Stat::start`]), so that a later process given the same pid is not taken
-    /// for it.
-    pub start: u64,
-}
-
-impl Member {
-    /// Whether the process is still this one (alive, and not a later process with its pid).
-    pub fn alive(&self) -> bool {
-        read_stat(self.pid).is_some_and(|s| s.start == self.start && s.state != 'Z')
-    }
+    Some(Stat { state, pgrp, ticks: utime + stime, threads })
 }
 
 /// One program's processes and threads at one moment.
@@ -111,67 +80,32 @@ pub struct Sample {
     pub stopped: u32,
     /// CPU time of its live processes, clock ticks.
     pub ticks: u64,
-    /// Its processes that a signal to its target does not reach (also in `pids`).
-    pub detached: Vec<Member>,
 }
 
-/// Scans `/proc` for the processes of `programs`: each one's target with the members found
-/// apart from it by earlier scans (its last [`Sample::detached`]). One walk reads every process's
-/// `stat` once; the descendants come from the parent pids read in the same walk.
-pub fn scan(programs: &[(Target, Vec<Member>)]) -> HashMap<Target, Sample> {
+/// Scans `/proc` for the processes of `targets`.
+pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
     let mut out: HashMap<Target, Sample> = HashMap::new();
-    if programs.is_empty() {
+    if targets.is_empty() {
         return out;
     }
-    let mut groups = HashMap::new();
-    let mut singles = HashMap::new();
-    let mut kept = HashMap::new();
-    for (target, members) in programs {
-        match *target {
-            Target::Group(g) => groups.insert(g, *target),
-            Target::Process(p) => singles.insert(p, *target),
+    let groups: HashMap<i32, Target> =
+        targets.iter().filter_map(|t| if let Target::Group(g) = t { Some((*g, *t)) } else { None }).collect();
+    let singles: HashMap<i32, Target> =
+        targets.iter().filter_map(|t| if let Target::Process(p) = t { Some((*p, *t)) } else { None }).collect();
+    // Single processes alone need no walk of all of /proc (releasing one is then a few reads).
+    let pids: Vec<i32> = if groups.is_empty() {
+        singles.keys().copied().collect()
+    } else {
+        let Ok(dir) = fs::read_dir("/proc") else { return out };
+        dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())).collect()
+    };
+    for pid in pids {
+        let Some(stat) = read_stat(pid) else { continue };
+        let target = match groups.get(&stat.pgrp).or_else(|| singles.get(&pid)) {
+            Some(t) if t.matches(pid, stat.pgrp) => *t,
+            _ => continue,
         };
-        kept.extend(members.iter().map(|m| (*m, *target)));
-    }
-    let Ok(dir) = fs::read_dir("/proc") else { return out };
-    let procs: Vec<(i32, Stat)> = dir
-        .flatten()
-        .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()))
-        .filter_map(|pid| Some((pid, read_stat(pid)?)))
-        .collect();
-    // Each process's program, and whether its target's signal misses it: first whom a target
-    // reaches or an earlier scan counted, then their descendants not already someone's.
-    let mut owner: Vec<Option<(Target, bool)>> = procs
-        .iter()
-        .map(|(pid, stat)| match groups.get(&stat.pgrp).or_else(|| singles.get(pid)) {
-            Some(t) if t.matches(*pid, stat.pgrp) => Some((*t, false)),
-            _ => kept.get(&Member { pid: *pid, start: stat.start }).map(|t| (*t, true)),
-        })
-        .collect();
-    let me = std::process::id() as i32;
-    let mut children: HashMap<i32, Vec<usize>> = HashMap::new();
-    for (i, (pid, stat)) in procs.iter().enumerate() {
-        if *pid != me {
-            children.entry(stat.ppid).or_default().push(i);
-        }
-    }
-    let mut queue: Vec<usize> = (0..procs.len()).filter(|&i| owner[i].is_some()).collect();
-    while let Some(i) = queue.pop() {
-        let Some((target, _)) = owner[i] else { continue };
-        for &c in children.get(&procs[i].0).map_or(&[][..], Vec::as_slice) {
-            if owner[c].is_none() {
-                owner[c] = Some((target, true));
-                queue.push(c);
-            }
-        }
-    }
-    for ((pid, stat), owner) in procs.iter().zip(owner) {
-        let Some((target, detached)) = owner else { continue };
-        let s = out.entry(target).or_default();
-        add_process(s, *pid, stat);
-        if detached {
-            s.detached.push(Member { pid: *pid, start: stat.start });
-        }
+        add_process(out.entry(target).or_default(), pid, &stat);
     }
     out
 }
@@ -179,9 +113,9 @@ pub fn scan(programs: &[(Target, Vec<Member>)]) -> HashMap<Target, Sample> {
 /// Samples only the leading process of each of `targets` (the group leader, or the process): a
 /// first look at programs that just registered, without walking all of `/proc`; the next full
 /// [`scan`] finds the rest of their groups.
-pub fn scan_leaders(targets: impl IntoIterator<Item = Target>) -> HashMap<Target, Sample> {
+pub fn scan_leaders(targets: &[Target]) -> HashMap<Target, Sample> {
     let mut out = HashMap::new();
-    for target in targets {
+    for &target in targets {
         let pid = match target {
             Target::Group(p) | Target::Process(p) => p,
         };
@@ -281,8 +215,7 @@ mod tests {
     #[test]
     fn stat_lines_with_odd_names_parse() {
         let line = "4242 (a (b) c) R 1 4242 4242 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 3 0 1 1 1";
-        let stat = Stat { state: 'R', ppid: 1, pgrp: 4242, ticks: 300, threads: 3, start: 1 };
-        assert_eq!(parse_stat(line), Some(stat));
+        assert_eq!(parse_stat(line), Some(Stat { state: 'R', pgrp: 4242, ticks: 300, threads: 3 }));
         assert_eq!(parse_stat("garbage"), None);
         assert_eq!(parse_stat("1 (x) S 1"), None);
     }
@@ -291,7 +224,7 @@ mod tests {
     fn a_leader_scan_reads_only_the_leaders() {
         let me = std::process::id() as i32;
         let target = Target::Group(me);
-        let s = scan_leaders([target, Target::Process(i32::MAX)]);
+        let s = scan_leaders(&[target, Target::Process(i32::MAX)]);
         assert_eq!(s.len(), 1, "a process that does not exist gives no sample");
         assert_eq!(s[&target].pids, vec![me]);
         assert!(s[&target].tids.contains(&me));
@@ -307,7 +240,7 @@ mod tests {
             (0..1000)
                 .map(|_| {
                     std::thread::sleep(std::time::Duration::from_millis(1));
-                    scan(&[(target, Vec::new())]).remove(&target).unwrap()
+                    scan(&[target]).remove(&target).unwrap()
                 })
                 .find(|s| cond(s))
         };
@@ -320,70 +253,12 @@ mod tests {
         assert_eq!(stopped.map(|s| (s.tids, s.runnable)), Some((vec![pid], 0)), "its one thread is seen stopped");
     }
 
-    /// A shell leading a process group of its own, and its child `sleep` once in a session of its
-    /// own.
-    fn leader_with_a_setsid_child() -> (std::process::Child, i32) {
-        use std::io::BufRead;
-        use std::os::unix::process::CommandExt;
-        let mut sh = std::process::Command::new("sh")
-            .args(["-c", "setsid sleep 600 & echo $!; wait"])
-            .process_group(0)
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .expect("spawn sh");
-        let mut line = String::new();
-        std::io::BufReader::new(sh.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        let child: i32 = line.trim().parse().unwrap();
-        let left = (0..10_000).any(|_| {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-            pgid_of(child) == Some(child)
-        });
-        assert!(left, "the child's setsid");
-        (sh, child)
-    }
-
-    #[test]
-    fn a_descendant_that_left_the_group_is_the_programs_and_stays_it_once_orphaned() {
-        let (mut sh, child) = leader_with_a_setsid_child();
-        let _ = sh.kill();
-        let _ = sh.wait();
-        let target = Target::Group(sh.id() as i32);
-        // Its parent is gone: only the member kept from an earlier scan finds it.
-        let start = read_stat(child).map(|s| s.start);
-        let kept = vec![Member { pid: child, start: start.unwrap_or(0) }];
-        let found = scan(&[(target, kept.clone())]).remove(&target);
-        let unkept = scan(&[(target, Vec::new())]).remove(&target);
-        let later = scan(&[(target, vec![Member { pid: child, start: start.unwrap_or(0) + 1 }])]).remove(&target);
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), nix::sys::signal::SIGKILL);
-        assert_eq!(found.map(|s| (s.pids, s.detached)), Some((vec![child], kept)));
-        assert_eq!(unkept, None, "an orphan not counted before is nobody's");
-        assert_eq!(later, None, "another process with the same pid is not the member");
-    }
-
-    #[test]
-    fn a_descendant_in_a_session_of_its_own_is_found_apart_from_its_group() {
-        let (mut sh, child) = leader_with_a_setsid_child();
-        let leader = sh.id() as i32;
-        let target = Target::Group(leader);
-        let found = scan(&[(target, Vec::new())]).remove(&target);
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child), nix::sys::signal::SIGKILL);
-        let _ = sh.kill();
-        let _ = sh.wait();
-        let found = found.expect("the program is sampled");
-        let mut pids = found.pids.clone();
-        pids.sort_unstable();
-        assert_eq!(pids, vec![leader.min(child), leader.max(child)]);
-        assert_eq!(found.detached.iter().map(|m| m.pid).collect::<Vec<_>>(), vec![child]);
-        assert!(!Target::Group(leader).includes(child), "the group's signal misses it");
-    }
-
     #[test]
     fn a_scan_finds_our_own_process_and_threads() {
         let me = std::process::id() as i32;
         let target = Target::Process(me);
-        let s = scan(&[(target, Vec::new())]).remove(&target).unwrap();
-        // With the children other tests run meanwhile, which are ours too.
-        assert!(s.pids.contains(&me), "{:?}", s.pids);
+        let s = scan(&[target]).remove(&target).unwrap();
+        assert_eq!(s.pids, vec![me]);
         assert!(s.tids.contains(&me));
         assert!(s.runnable >= 1, "the scanning thread itself is running");
         assert_eq!(uid_of(me), Some(nix::unistd::getuid().as_raw()));

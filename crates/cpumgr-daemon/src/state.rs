@@ -140,7 +140,7 @@ pub struct State {
 /// The programs a scheduler step reads from `/proc` ([`State::survey`]), listed under the state
 /// lock and read without it.
 pub struct Survey {
-    targets: Vec<(procfs::Target, Vec<procfs::Member>)>,
+    targets: Vec<procfs::Target>,
     walk: bool,
 }
 
@@ -148,11 +148,7 @@ impl Survey {
     /// Reads `/proc`: a walk over every process for every program's group, or each new
     /// program's leader alone.
     pub fn read(self) -> Samples {
-        let samples = if self.walk {
-            procfs::scan(&self.targets)
-        } else {
-            procfs::scan_leaders(self.targets.into_iter().map(|(t, _)| t))
-        };
+        let samples = if self.walk { procfs::scan(&self.targets) } else { procfs::scan_leaders(&self.targets) };
         Samples { samples, walk: self.walk }
     }
 }
@@ -573,7 +569,7 @@ impl State {
             }
         }
         self.exits.forget(e.pidfd.as_fd());
-        self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.sample.detached);
+        self.backend.release(e.id, e.target, &e.original, e.applied.is_some());
         tracing::info!(id = id.0, pid = e.pid, "program gone; CPUs {} reclaimed", e.cpus);
         self.policy.on_exit(id);
         self.worklist.remove(id);
@@ -592,19 +588,10 @@ impl State {
         self.roster
     }
 
-    /// Every program's process target and its affinity at registration: whom chaos mode may kill.
+    /// Every program's process target and its affinity at registration: what to release if the
+    /// manager dies (the watchdog's board), and whom chaos mode may kill.
     pub fn originals(&self) -> impl Iterator<Item = (procfs::Target, &CpuSet)> + '_ {
         self.entries.values().map(|e| (e.target, &e.original))
-    }
-
-    /// What to release if the manager dies (the watchdog's board): every program's target, and
-    /// each of its processes outside it that the last walk found, with the program's affinity at
-    /// registration.
-    pub fn held(&self) -> impl Iterator<Item = (procfs::Target, &CpuSet)> + '_ {
-        self.entries.values().flat_map(|e| {
-            let detached = e.sample.detached.iter().map(|m| (procfs::Target::Process(m.pid), &e.original));
-            std::iter::once((e.target, &e.original)).chain(detached)
-        })
     }
 
     /// Re-registers a program whose supervisor kept its slot (`slot`) after losing its manager
@@ -621,7 +608,7 @@ impl State {
             // A supervisor released its program before coming back, but a program's own client
             // (rejoin) may have sent this while a step stopped it: continue it, or no step would.
             if e.stopped {
-                let _ = enforce::cont(e.target, &e.sample.detached);
+                let _ = enforce::cont(e.target);
             }
             e.stopped = false;
             e.applied = None;
@@ -642,7 +629,7 @@ impl State {
     /// Releases every program: continued, affinity widened back. The manager's last act.
     pub fn release_all(&mut self) {
         for e in self.entries.values_mut() {
-            self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.sample.detached);
+            self.backend.release(e.id, e.target, &e.original, e.applied.is_some());
             e.stopped = false;
             e.applied = None;
             e.segment.slot().beat(monotonic_ns(), 0);
@@ -673,13 +660,11 @@ impl State {
         }
     }
 
-    /// One scheduler step, `/proc` read included: [`State::survey`], [`Survey::read`],
-    /// [`State::take`] and [`State::step`] in a row (the scheduler thread reads `/proc` without
-    /// holding the state, and publishes [`State::held`] between the last two).
+    /// One scheduler step, `/proc` read included: [`State::survey`], [`Survey::read`] and
+    /// [`State::step`] in a row (the scheduler thread reads `/proc` without holding the state).
     pub fn tick(&mut self, boundary: bool) {
         let samples = self.survey(boundary).read();
-        self.take(samples);
-        self.step();
+        self.step(samples);
     }
 
     /// What the next step needs read from `/proc`. The walk reads every process on the machine:
@@ -689,18 +674,15 @@ impl State {
     /// from their leaders alone (the next walk finds the rest of their groups).
     pub fn survey(&mut self, boundary: bool) -> Survey {
         self.kick = false;
-        let targets = self
-            .entries
-            .values()
-            .filter(|e| boundary || e.ticks_start.is_none())
-            .map(|e| (e.target, e.sample.detached.clone()))
-            .collect();
+        let targets = self.entries.values().filter(|e| boundary || e.ticks_start.is_none()).map(|e| e.target).collect();
         Survey { targets, walk: boundary }
     }
 
-    /// Takes in `samples`, read for [`State::survey`]'s list: programs that went meanwhile are not
-    /// in the state any more, and those that came have no sample yet.
-    pub fn take(&mut self, samples: Samples) {
+    /// The scheduler step on `samples`, read for [`State::survey`]'s list: programs that went
+    /// meanwhile are not in the state any more, and those that came have no sample yet.
+    pub fn step(&mut self, samples: Samples) {
+        let now = Instant::now();
+        self.ticks += 1;
         let n = self.managed.len() as u32;
         let Samples { mut samples, walk } = samples;
         let mono = monotonic_ns();
@@ -714,14 +696,6 @@ impl State {
         if walk {
             self.measure_outside(inside);
         }
-    }
-
-    /// The scheduler step on the samples last taken in ([`State::take`]): decides, publishes the
-    /// allocations, and makes them true.
-    pub fn step(&mut self) {
-        let now = Instant::now();
-        self.ticks += 1;
-        let mono = monotonic_ns();
         let programs = self.programs();
         let mut decision = std::mem::take(&mut self.decision);
         decision.reset(programs.len());
@@ -787,7 +761,7 @@ impl State {
         if oversubscribe {
             for e in self.entries.values_mut() {
                 if e.stopped || e.applied.is_some() {
-                    self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.sample.detached);
+                    self.backend.release(e.id, e.target, &e.original, e.applied.is_some());
                     e.stopped = false;
                     e.applied = None;
                 }
@@ -814,7 +788,7 @@ impl State {
         // A program that gave every CPU back itself (request 0: its runtime is idle) is not
         // stopped: it could never ask again. It keeps the CPUs it last had until it does.
         for e in self.entries.values_mut().filter(|e| !e.running && !e.stopped && e.request.now > 0) {
-            match enforce::stop(e.target, &e.sample.detached) {
+            match enforce::stop(e.target) {
                 Ok(()) => e.stopped = true,
                 Err(err) => tracing::warn!(id = e.id.0, "cannot stop: {err}"),
             }
@@ -845,7 +819,7 @@ impl State {
             e.applied = Some(set);
         }
         for e in self.entries.values_mut().filter(|e| e.running && e.stopped) {
-            match enforce::cont(e.target, &e.sample.detached) {
+            match enforce::cont(e.target) {
                 Ok(()) => e.stopped = false,
                 Err(err) => tracing::warn!(id = e.id.0, "cannot continue: {err}"),
             }

@@ -123,9 +123,8 @@ impl Watchdog {
     }
 
     /// Publishes the programs to release if the manager dies: each one's target and the
-    /// affinity to widen its threads back to (a process of a program outside its group is listed
-    /// as a single process). Records past the board's capacity are left out (with a warning): the
-    /// manager sizes it for twice the programs it accepts.
+    /// affinity to widen its threads back to. Programs past the board's capacity are left out
+    /// (with a warning): the manager refuses registrations past the same limit.
     pub fn publish<'a>(&self, programs: impl Iterator<Item = (Target, &'a CpuSet)>) {
         self.revive();
         let active = self.word(0).load(Ordering::Relaxed) as usize & 1;

@@ -90,7 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             let _ = enforce::signal(target, sig);
             // A program the manager holds stopped must see the signal now.
             session.unregister();
-            let _ = enforce::cont(target, &[]);
+            let _ = enforce::cont(target);
         }
         if let Some(st) = child.try_wait()? {
             break st;
