@@ -80,13 +80,20 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), nix::sys::signal::SIGTERM);
-        let _ = self.child.wait();
+        stop(&mut self.child);
         for r in &mut self.runs {
-            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(r.id() as i32), nix::sys::signal::SIGTERM);
-            let _ = r.wait();
+            stop(r);
         }
     }
+}
+
+/// Stops `child` with SIGTERM and reaps it. A child already reaped (a test waited for it) is
+/// not signalled: its pid may belong to another process by now.
+fn stop(child: &mut Child) {
+    if let Ok(None) = child.try_wait() {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::SIGTERM);
+    }
+    let _ = child.wait();
 }
 
 /// Runs `cpumgr daemon ARGS` on a private socket, expects it to refuse them with exit code 2
