@@ -1043,11 +1043,7 @@ impl Engine<'_, '_> {
         l.set_running(running);
         if running {
             // It has run: no longer idle.
-            let beside = self.live.beside_mut(i);
-            if beside.idle {
-                beside.idle = false;
-                self.active_stale = true;
-            }
+            self.set_idle(i);
         }
         self.set_placed_rate(i, count);
         if changed {

@@ -19,7 +19,7 @@ use crate::list::List;
 /// Records of type `T` in stable slots, indexed by position in an ordered list, with a value of
 /// type `B` beside each position.
 #[derive(Debug)]
-pub(crate) struct Slots<T, B = ()> {
+pub(crate) struct Slots<T, B> {
     /// The records, by slot; those in `free` are left over from removed entries.
     records: Vec<T>,
     /// Per position in the list, the slot of its record and the value beside it.
