@@ -88,7 +88,7 @@ pub fn paraver(t: &Timeline) -> Paraver {
             }
             let cpu = s.cpus.first().and_then(|c| cpu_index.get(&c)).copied().unwrap_or(0);
             let state = match (s.running, s.count) {
-                (true, n) if n > 0 && s.share < 1.0 => STATE_SHARED,
+                (true, n) if n > 0 && s.is_shared() => STATE_SHARED,
                 (true, n) if n > 0 => STATE_RUNNING,
                 _ => STATE_STOPPED,
             };

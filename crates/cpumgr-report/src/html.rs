@@ -94,7 +94,7 @@ fn axis(svg: &mut String, end: u64, y: f64) {
 /// What a Gantt bar of `lane` held, for its tooltip: one segment's CPUs, or the mean of merged ones.
 fn held(lane: &Lane, bar: &Bar) -> String {
     match bar.segment.map(|k| &lane.segments[k]) {
-        Some(s) if s.share < 1.0 => format!("{} CPUs ({}) {:.0} % of the time, a repeating schedule", s.count, s.cpus, 100.0 * s.share),
+        Some(s) if s.is_shared() => format!("{} CPUs ({}) {:.0} % of the time, a repeating schedule", s.count, s.cpus, 100.0 * s.share),
         Some(s) if s.cpus.is_empty() => format!("{} CPUs", s.count),
         Some(s) => format!("{} CPUs ({})", s.count, s.cpus),
         None => format!("{:.1} CPUs on average over {} stretches", bar.cpus(), bar.merged),

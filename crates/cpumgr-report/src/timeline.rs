@@ -68,6 +68,12 @@ impl Segment {
         self.mean_cpus() * to.saturating_sub(from) as f64
     }
 
+    /// Whether it held its CPUs for only part of the time (a repeated span's turn): the tooltip
+    /// and the Paraver export call it shared.
+    pub fn is_shared(&self) -> bool {
+        self.share < 1.0
+    }
+
     /// The CPUs it held on average: its count while it ran, times the share of the time it ran.
     pub fn mean_cpus(&self) -> f64 {
         if self.running {
