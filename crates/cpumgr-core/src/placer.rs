@@ -485,14 +485,9 @@ impl Placer {
     }
 }
 
-/// The CPUs program `i` gets: its count if it runs, else none.
+/// The CPUs program `i` gets ([`crate::Allocation::granted`]).
 fn want(decision: &Decision, i: usize) -> u32 {
-    let a = decision.allocations[i];
-    if a.running {
-        a.count
-    } else {
-        0
-    }
+    decision.allocations[i].granted()
 }
 
 /// Checks a placement: no CPU given twice, only managed CPUs, every running program's set as big
@@ -507,8 +502,7 @@ pub fn validate(managed: &CpuSet, decision: &Decision, sets: &[CpuSet]) -> Resul
     // large machines); the first holder of a CPU given twice is searched only then.
     let mut given = vec![0u64; managed.as_words().len()];
     for (i, set) in sets.iter().enumerate() {
-        let a = decision.allocations[i];
-        let count = if a.running { a.count } else { 0 };
+        let count = decision.allocations[i].granted();
         if set.len() != count as usize {
             return Err(PlacementError::WrongSize { program: i, count, got: set.len() });
         }

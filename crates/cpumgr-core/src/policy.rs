@@ -56,6 +56,15 @@ impl Allocation {
         self.count = count;
         self.running = count > 0;
     }
+
+    /// The CPUs it gets this quantum: its count if it runs, none if it is stopped.
+    pub fn granted(&self) -> u32 {
+        if self.running {
+            self.count
+        } else {
+            0
+        }
+    }
 }
 
 /// A policy's output for one quantum, parallel to [`View::programs`].
@@ -86,7 +95,7 @@ impl Decision {
 
     /// Total CPUs given to running programs.
     pub fn total(&self) -> u64 {
-        self.allocations.iter().filter(|a| a.running).map(|a| a.count as u64).sum()
+        self.allocations.iter().map(|a| u64::from(a.granted())).sum()
     }
 }
 

@@ -22,5 +22,5 @@ pub fn decide_once(spec: &str, cpus: u32, progs: &[Program]) -> Vec<u32> {
     let mut d = Decision::default();
     d.reset(progs.len());
     policy.decide(&view, &mut d);
-    d.allocations.iter().map(|a| if a.running { a.count } else { 0 }).collect()
+    d.allocations.iter().map(|a| a.granted()).collect()
 }

@@ -36,12 +36,7 @@ const NEAREST_FIRST: [Level; 5] = [Level::Core, Level::L3, Level::Numa, Level::P
 
 /// The CPUs program `i` gets: its count if it runs, none if it is stopped.
 fn want(d: &Decision, i: usize) -> usize {
-    let a = d.allocations[i];
-    if a.running {
-        a.count as usize
-    } else {
-        0
-    }
+    d.allocations[i].granted() as usize
 }
 
 /// The reference placer: the sets [`Placer::place`] documents for `programs` (whose previous sets

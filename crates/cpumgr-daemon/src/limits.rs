@@ -213,7 +213,7 @@ fn held(d: &Decision, i: usize) -> u32 {
 /// runs, its minimum to start, a rigid program all of them; `None` when it wants no more or that
 /// does not fit.
 fn step(p: &Program, a: &cpumgr_core::Allocation, room: u32) -> Option<u32> {
-    let held = if a.running { a.count } else { 0 };
+    let held = a.granted();
     let want = p.wants();
     if held >= want {
         return None;
@@ -243,7 +243,7 @@ mod tests {
             d.give(i, c);
         }
         share_between_users(cpus, programs, uids, &mut d);
-        d.allocations.iter().map(|a| if a.running { a.count } else { 0 }).collect()
+        d.allocations.iter().map(|a| a.granted()).collect()
     }
 
     #[test]

@@ -720,7 +720,7 @@ impl State {
         let mut sets = std::mem::take(&mut self.sets);
         // What the policy meant each program to have: a squeezed cooperative program runs as a
         // gang of its current team, but is told this count, to size its next region to.
-        let entitled: Vec<u32> = decision.allocations.iter().map(|a| if a.running { a.count } else { 0 }).collect();
+        let entitled: Vec<u32> = decision.allocations.iter().map(|a| a.granted()).collect();
         let mut squeezed = vec![false; programs.len()];
         if oversubscribe {
             sets.clear();

@@ -43,7 +43,7 @@ impl TeamGuard {
     pub fn apply(&mut self, programs: &[Program], teams: &[Option<u32>], cpus: u32, decision: &mut Decision) -> Vec<bool> {
         let n = programs.len();
         let entitled: Vec<u32> =
-            decision.allocations.iter().map(|a| if a.running { a.count } else { 0 }).collect();
+            decision.allocations.iter().map(|a| a.granted()).collect();
         let squeezed: Vec<bool> =
             (0..n).map(|i| entitled[i] > 0 && teams[i].is_some_and(|t| t > entitled[i])).collect();
         self.credit.retain(|id, _| programs.iter().any(|p| p.id == *id));
@@ -104,7 +104,7 @@ mod tests {
         let mut d = decision(counts);
         guard.apply(p, teams, cpus, &mut d);
         assert!(d.total() <= cpus as u64);
-        d.allocations.iter().map(|a| if a.running { a.count } else { 0 }).collect()
+        d.allocations.iter().map(|a| a.granted()).collect()
     }
 
     #[test]

@@ -926,7 +926,7 @@ impl Engine<'_, '_> {
         changed.clear();
         let mut holds = true;
         for (i, (a, b)) in self.decision.allocations.iter().zip(self.live.besides()).enumerate() {
-            let want = if a.running { a.count } else { 0 };
+            let want = a.granted();
             if want != b.held {
                 changed.push(i);
                 holds &= want == 0;
@@ -987,8 +987,7 @@ impl Engine<'_, '_> {
     /// placing only the changed programs, what remains to check (the placer took their CPUs from
     /// the free map, which holds none of the others'; a full placement is checked whole).
     fn check_size(&self, i: usize, placed: usize) -> Result<(), SimError> {
-        let a = self.decision.allocations[i];
-        let count = if a.running { a.count } else { 0 };
+        let count = self.decision.allocations[i].granted();
         if placed != count as usize {
             let error = PlacementError::WrongSize { program: i, count, got: placed };
             return Err(SimError::Placement { at: self.now as f64 / NS, error });

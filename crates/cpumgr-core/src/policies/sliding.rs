@@ -114,7 +114,7 @@ pub(crate) mod tests {
         let mut d = Decision::default();
         d.reset(progs.len());
         policy.decide(&view, &mut d);
-        d.allocations.iter().map(|a| if a.running { a.count } else { 0 }).collect()
+        d.allocations.iter().map(|a| a.granted()).collect()
     }
 
     /// Runs `quanta` quanta of `spec` and returns, per quantum, the names of the running
