@@ -49,9 +49,10 @@ pub struct Placer {
     /// Per domain, its free CPUs: best fit reads them for every domain of a level, once per
     /// program it grows, so they are kept up to date as CPUs are taken and freed (a counter per
     /// level, found with one lookup) rather than counted from `free` each time (4x slower on
-    /// 1024 CPUs and 1024 programs). Only the domains of [`Topology::splitting_levels`] are kept:
-    /// best fit searches no other level (a level that splits nothing finds what the level above
-    /// finds, and the machine's search finds the fallback's CPU), so a flat machine keeps none:
+    /// 1024 CPUs and 1024 programs). Only the domains of the [`counted`] levels are kept: best
+    /// fit searches no other level (a level that splits nothing finds what the level above finds,
+    /// a level of single CPUs the first free one, and the machine's search the fallback's CPU),
+    /// so a flat machine keeps none:
     /// the entries of the other domains are filled by [`Placer::place`] and then left as they
     /// are, and nothing reads them.
     free_in: Vec<u32>,
@@ -395,17 +396,18 @@ impl Placer {
         debug_assert_eq!(self.free.word(k) & mask, if free { 0 } else { mask }, "positions {mask:#x} of word {k} not all held");
         self.free.set(k, mask, free);
         // Kept apart: on a machine with no counted level (a flat one) marking is the word alone.
-        if let Some(&deepest) = topology.splitting_levels().first() {
-            self.count_bits(topology, deepest, k, mask, free);
+        let levels = counted(topology);
+        if !levels.is_empty() {
+            self.count_bits(topology, levels, k, mask, free);
         }
     }
 
-    /// Counts the positions of `mask` in word `k` in or out of every counted domain they meet,
-    /// `deepest` being the deepest counted level. Never inlined, so that [`Placer::set_bits`]
-    /// is small enough to be.
+    /// Counts the positions of `mask` in word `k` in or out of every domain of the counted
+    /// `levels` (deepest first, not empty) they meet. Never inlined, so that
+    /// [`Placer::set_bits`] is small enough to be.
     #[inline(never)]
-    fn count_bits(&mut self, topology: &Topology, deepest: Level, k: usize, mask: u64, free: bool) {
-        let levels = topology.splitting_levels();
+    fn count_bits(&mut self, topology: &Topology, levels: &[Level], k: usize, mask: u64, free: bool) {
+        let deepest = levels[0];
         let base = k as u32 * 64;
         let path = topology.domains_of(base + mask.trailing_zeros());
         if topology.domains()[path[deepest.depth()] as usize].end > base + 63 - mask.leading_zeros() {
@@ -466,6 +468,11 @@ impl Placer {
                 // for every wider request): its counters are not read.
                 continue;
             }
+            if topology.widest(level) == 1 {
+                // Single CPUs (cores without SMT), not counted ([`counted`]): the first with room
+                // is the first free CPU.
+                return self.free.first_free(0, topology.num_cpus() as u32);
+            }
             let mut best: Option<(u32, u32)> = None;
             for &d in topology.level_indices(level) {
                 let free = self.free_in[d];
@@ -488,6 +495,17 @@ impl Placer {
 /// The CPUs program `i` gets ([`crate::Allocation::granted`]).
 fn want(decision: &Decision, i: usize) -> u32 {
     decision.allocations[i].granted()
+}
+
+/// The levels whose domains' free CPUs the placer counts: the splitting levels
+/// ([`Topology::splitting_levels`]) but one of single CPUs (a machine without SMT describes a
+/// core per CPU), where best fit's answer is the first free CPU and a count per CPU would make
+/// marking a word cost a step per CPU.
+fn counted(topology: &Topology) -> &[Level] {
+    match topology.splitting_levels() {
+        [first, rest @ ..] if topology.widest(*first) == 1 => rest,
+        all => all,
+    }
 }
 
 /// Checks a placement: no CPU given twice, only managed CPUs, every running program's set as big
@@ -680,7 +698,7 @@ mod tests {
 
     /// Asserts that every counted domain's free count is its free positions in the map.
     fn assert_counts_follow_the_map(p: &Placer, t: &Topology, what: &str) {
-        for &level in t.splitting_levels() {
+        for &level in counted(t) {
             for &d in t.level_indices(level) {
                 let dom = &t.domains()[d];
                 let free = (dom.first..dom.end).filter(|&q| p.free.is_free(q)).count();
