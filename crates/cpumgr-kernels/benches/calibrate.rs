@@ -532,6 +532,7 @@ impl Harness {
             tick: Duration::from_millis(5),
             omp_adapter: None,
             yield_outside: false,
+            limit: None,
         };
         let r = cpumgr_launch::run(&workload, config, &opts, &STOP, &mut |_, _| {})
             .unwrap_or_else(|e| fail(&format!("launch: {e}")));

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::runner::RunResult;
+use crate::runner::{Outcome, RunResult};
 
 /// Mean and CV, shared with the report's figures read off traces.
 pub use cpumgr_report::summary::mean_cv;
@@ -41,8 +41,11 @@ pub struct Summary {
     pub utilization: f64,
     /// Per class, the coefficient of variation of run times (0 with one job).
     pub cv: BTreeMap<String, f64>,
-    /// Jobs that did not end with status 0.
+    /// Jobs that did not end with status 0, other than those the time limit stopped.
     pub failed: usize,
+    /// Jobs the run's time limit ended or kept from starting ([`Outcome::OverLimit`]): when
+    /// above zero, the makespan is a lower bound.
+    pub stopped: usize,
     /// Per job.
     pub jobs: Vec<JobSummary>,
 }
@@ -78,7 +81,8 @@ pub fn summarize(run: &RunResult, dedicated: &BTreeMap<String, f64>) -> Summary 
         mean_slowdown: mean_cv(&slowdowns).0,
         utilization: if available > 0.0 { (cpu / available).min(1.0) } else { 0.0 },
         cv: per_class.into_iter().map(|(c, v)| (c, mean_cv(&v).1)).collect(),
-        failed: run.jobs.iter().filter(|j| !j.outcome.ok()).count(),
+        failed: run.jobs.iter().filter(|j| !j.outcome.ok() && j.outcome != Outcome::OverLimit).count(),
+        stopped: run.jobs.iter().filter(|j| j.outcome == Outcome::OverLimit).count(),
         jobs,
     }
 }
@@ -89,7 +93,7 @@ mod tests {
 
     #[test]
     fn the_median_repeat_is_a_real_run() {
-        let run = |makespan: f64| Summary { config: "c".into(), makespan, mean_turnaround: 0.0, max_turnaround: 0.0, mean_slowdown: 0.0, utilization: 0.0, cv: BTreeMap::new(), failed: 0, jobs: Vec::new() };
+        let run = |makespan: f64| Summary { config: "c".into(), makespan, mean_turnaround: 0.0, max_turnaround: 0.0, mean_slowdown: 0.0, utilization: 0.0, cv: BTreeMap::new(), failed: 0, stopped: 0, jobs: Vec::new() };
         assert_eq!(median_repeat(&[run(3.0), run(1.0), run(2.0)]), Some(2));
         assert_eq!(median_repeat(&[run(3.0), run(1.0)]), Some(0), "the upper of two");
         assert_eq!(median_repeat(&[]), None);

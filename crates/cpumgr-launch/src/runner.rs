@@ -72,6 +72,9 @@ pub enum Outcome {
     NotStarted(String),
     /// Ended by the launcher because the run was interrupted.
     Interrupted,
+    /// Ended by the launcher at the run's time limit ([`RunOptions::limit`]), or never started
+    /// before it: not a failure of the job, but its run's makespan is then a lower bound.
+    OverLimit,
 }
 
 impl Outcome {
@@ -88,6 +91,7 @@ impl Outcome {
             Outcome::Signaled(s) => format!("failed: signal {s}"),
             Outcome::NotStarted(why) => format!("failed: not started: {why}"),
             Outcome::Interrupted => "interrupted".into(),
+            Outcome::OverLimit => "stopped at the time limit".into(),
         }
     }
 }
@@ -158,6 +162,10 @@ pub struct RunOptions {
     /// Whether policy runs' managers offer only the CPUs unmanaged processes leave
     /// (`cpumgr daemon --yield-outside`).
     pub yield_outside: bool,
+    /// How long a run may take: one still going then has its jobs ended
+    /// ([`Outcome::OverLimit`]), so that a configuration that makes the workload crawl (plain
+    /// OS with spinning teams on a large machine) bounds the comparison's time. `None`: no limit.
+    pub limit: Option<Duration>,
 }
 
 struct Running {
@@ -324,9 +332,10 @@ fn tail(path: &Path, lines: usize) -> String {
 }
 
 /// Ends every job still running: SIGTERM to its process group (and SIGCONT, so a stopped one
-/// can act on it), then SIGKILL after a grace period, and reaps them all. Processes of a group
-/// that outlive their job (a child that ignores SIGTERM) get SIGKILL once the job is reaped.
-fn end_all(running: &mut Vec<Running>, results: &mut [Option<JobResult>], jobs: &[Job], t0: Instant) {
+/// can act on it), then SIGKILL after a grace period, and reaps them all, each with `outcome`.
+/// Processes of a group that outlive their job (a child that ignores SIGTERM) get SIGKILL once
+/// the job is reaped.
+fn end_all(running: &mut Vec<Running>, results: &mut [Option<JobResult>], jobs: &[Job], t0: Instant, outcome: &Outcome) {
     let groups: Vec<i32> = running.iter().map(|r| r.pid).collect();
     for r in running.iter() {
         unsafe {
@@ -346,7 +355,7 @@ fn end_all(running: &mut Vec<Running>, results: &mut [Option<JobResult>], jobs: 
                     start: r.started,
                     end: now_s(t0),
                     cpu_seconds: cpu,
-                    outcome: Outcome::Interrupted,
+                    outcome: outcome.clone(),
                     stderr_tail: String::new(),
                 });
                 false
@@ -368,7 +377,8 @@ fn end_all(running: &mut Vec<Running>, results: &mut [Option<JobResult>], jobs: 
 
 /// Runs the workload once. `progress` is called with (jobs done, jobs total) whenever a job
 /// ends; `stop` ends the run early (Ctrl-C): running jobs are ended, waiting ones are reported
-/// as interrupted.
+/// as interrupted. At `opts.limit` the run ends the same way, its jobs reported as over the
+/// limit.
 pub fn run(
     workload: &Workload,
     config: &Config,
@@ -401,9 +411,16 @@ pub fn run(
     let mut done = 0;
     let t0 = Instant::now();
     let mut arrived = 0;
+    // Why the run ended before its jobs did, if it did: what the jobs it ended are reported as.
+    let mut cut = None;
     while done < jobs.len() {
         if stop.load(Ordering::Relaxed) {
-            end_all(&mut running, &mut results, jobs, t0);
+            cut = Some(Outcome::Interrupted);
+        } else if opts.limit.is_some_and(|l| t0.elapsed() >= l) {
+            cut = Some(Outcome::OverLimit);
+        }
+        if let Some(outcome) = &cut {
+            end_all(&mut running, &mut results, jobs, t0, outcome);
             break;
         }
         let now = now_s(t0);
@@ -492,7 +509,7 @@ pub fn run(
                 start: end,
                 end,
                 cpu_seconds: 0.0,
-                outcome: Outcome::Interrupted,
+                outcome: cut.clone().unwrap_or(Outcome::Interrupted),
                 stderr_tail: String::new(),
             })
         })

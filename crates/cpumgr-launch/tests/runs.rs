@@ -1,5 +1,6 @@
 //! The runner with real processes: FCFS and the multiprogramming level, failed and missing
-//! commands, processor sets under `static`, and an interrupted run that leaves nothing behind.
+//! commands, processor sets under `static`, and an interrupted run, or one at its time limit, that
+//! leaves nothing behind.
 
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -20,6 +21,7 @@ fn opts(dir: &Path) -> RunOptions {
         tick: Duration::from_millis(2),
         omp_adapter: None,
         yield_outside: false,
+        limit: None,
     }
 }
 
@@ -85,6 +87,25 @@ fn an_interrupted_run_ends_every_job() {
     });
     assert!(r.jobs.iter().all(|j| j.outcome == Outcome::Interrupted), "{:?}", r.jobs);
     assert!(r.makespan < 10.0);
+}
+
+#[test]
+fn a_run_at_its_time_limit_ends_its_jobs_and_keeps_those_that_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload(
+        "mpl = 1\n[[job]]\nname = \"quick\"\ncommand = [\"true\"]\n\
+         [[job]]\nname = \"long\"\ncommand = [\"sleep\", \"30\"]\nrepeat = 2\n\
+         [[job]]\nname = \"late\"\ncommand = [\"true\"]\nat = 60\n",
+    );
+    let o = RunOptions { limit: Some(Duration::from_millis(500)), ..opts(dir.path()) };
+    let r = run(&w, &Config::Os, &o, &AtomicBool::new(false), &mut |_, _| {}).unwrap();
+    let outcomes: Vec<&Outcome> = r.jobs.iter().map(|j| &j.outcome).collect();
+    // The quick job ended by itself; the long ones were ended (the second waited behind the
+    // multiprogramming level); the late one never arrived.
+    assert_eq!(outcomes, [&Outcome::Exited(0), &Outcome::OverLimit, &Outcome::OverLimit, &Outcome::OverLimit], "{:?}", r.jobs);
+    assert!(r.makespan < 10.0, "the sleeps were ended: {}", r.makespan);
+    let s = cpumgr_launch::metrics::summarize(&r, &Default::default());
+    assert_eq!((s.failed, s.stopped), (0, 3), "jobs the limit stopped are not failures");
 }
 
 #[test]

@@ -202,3 +202,35 @@ fn a_job_that_fails_fails_the_launch() {
     assert!(stderr.contains("2 of 4 job runs failed"), "{stderr}");
     assert!(stdout.contains("job gone failed: not started"), "{stdout}");
 }
+
+/// A run the time limit stops is a result, not a failure: the launcher exits 0, the table marks
+/// the makespan as a lower bound and the stopped job as such, and the job's process is gone.
+#[test]
+fn a_run_at_the_time_limit_is_a_lower_bound_not_a_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("w.toml");
+    let marker = dir.path().join("long.pid");
+    std::fs::write(
+        &workload,
+        format!(
+            "name = \"limited\"\n[[job]]\nname = \"quick\"\ncommand = [\"true\"]\n\
+             [[job]]\nname = \"long\"\ncommand = [\"sh\", \"-c\", \"echo $$ > {}; exec sleep 60\"]\n",
+            marker.display()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cpumgr"))
+        .arg("launch")
+        .arg(&workload)
+        .args(["--baseline", "os", "--policy", "", "--time-limit", "1s"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let row = stdout.lines().find(|l| l.trim_start().starts_with("os ")).expect("the os row");
+    assert!(row.contains('≥'), "the makespan is a lower bound: {row}");
+    assert!(stdout.contains("job long stopped at the time limit"), "{stdout}");
+    assert!(!stdout.contains("job quick"), "the quick job ended by itself: {stdout}");
+    let pid: i32 = std::fs::read_to_string(&marker).unwrap().trim().parse().unwrap();
+    assert_eq!(state(pid), None, "the stopped job's process is gone");
+}

@@ -37,6 +37,10 @@ pub struct Args {
     /// Policy runs leave unmanaged processes the CPUs they use (`cpumgr launch --yield-outside`).
     #[arg(long)]
     yield_outside: bool,
+    /// End a run still going after this long (`cpumgr launch --time-limit`): plain OS with
+    /// spinning teams can take minutes on a large machine; `none` for no limit.
+    #[arg(long, default_value = "2m")]
+    time_limit: String,
 }
 
 /// Runs the demo: the launcher builds the kernels its workload names, with `--cc`.
@@ -55,6 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         json: args.json,
         no_omp: false,
         yield_outside: args.yield_outside,
+        time_limit: Some(args.time_limit).filter(|t| t != "none"),
     };
     launch(&launch_args, WORKLOAD)
 }

@@ -65,6 +65,10 @@ pub struct Args {
     /// (`cpumgr daemon --yield-outside`): for a machine others use while the workload runs.
     #[arg(long)]
     pub yield_outside: bool,
+    /// End a run still going after this long (`90s`, `2m`): its jobs are reported as stopped,
+    /// not failed, and its makespan as a lower bound (`≥`). Default: no limit.
+    #[arg(long)]
+    pub time_limit: Option<String>,
 }
 
 /// The CPUs this process may run on.
@@ -182,7 +186,8 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     let logs = tempfile::Builder::new().prefix("cpumgr-launch-").tempdir()?;
     let quantum = super::control::parse_duration("--quantum", &args.quantum)?;
     let omp_adapter = if args.no_omp { None } else { omp_adapter(&args.policy) };
-    let opts = RunOptions { cpus: cpus.clone(), quantum, log_dir: logs.path().to_path_buf(), tick: Duration::from_millis(5), omp_adapter, yield_outside: args.yield_outside };
+    let limit = args.time_limit.as_deref().map(|t| super::control::parse_duration("--time-limit", t)).transpose()?;
+    let opts = RunOptions { cpus: cpus.clone(), quantum, log_dir: logs.path().to_path_buf(), tick: Duration::from_millis(5), omp_adapter, yield_outside: args.yield_outside, limit };
     let show_progress = !args.json && std::io::stdout().is_terminal();
 
     // Each class's dedicated run time: its first job alone on the machine, OpenMP defaults.
@@ -263,21 +268,26 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &B
         rows: Vec::new(),
     };
     let mut runs_json = Vec::new();
+    let limited = outcomes.iter().flat_map(|o| &o.summaries).any(|s| s.stopped > 0);
+    const LIMITED: &str = "≥: a run the time limit stopped (--time-limit); its makespan is a lower bound";
     for o in outcomes {
         let Some((k, m)) = o.median() else { continue };
         let makespans: Vec<f64> = o.summaries.iter().map(|s| s.makespan).collect();
         let (lo, hi) = (makespans.iter().copied().fold(f64::INFINITY, f64::min), makespans.iter().copied().fold(0.0, f64::max));
+        // A run the time limit stopped took at least its makespan: so do figures taken from it.
+        let at_least = if m.stopped > 0 { "≥" } else { "" };
+        let upper = if o.summaries.iter().any(|s| s.stopped > 0) { "≥" } else { "" };
         table.rows.push(vec![
             o.name.clone(),
-            format!("{:.2}", m.makespan),
-            format!("{lo:.2}–{hi:.2}"),
+            format!("{at_least}{:.2}", m.makespan),
+            format!("{lo:.2}–{upper}{hi:.2}"),
             format!("{:.2}", m.mean_turnaround),
             format!("{:.2}", m.max_turnaround),
             format!("{:.2}", m.mean_slowdown),
             format!("{:.0}%", 100.0 * m.utilization),
             cv_cell(&m.cv),
             m.failed.to_string(),
-            format!("{:.2}×", m.makespan / best_baseline.max(1e-9)),
+            format!("{at_least}{:.2}×", m.makespan / best_baseline.max(1e-9)),
         ]);
         runs_json.push(json!({
             "config": o.name,
@@ -290,6 +300,7 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &B
             "utilization": m.utilization,
             "cv": m.cv,
             "failed": m.failed,
+            "stopped": m.stopped,
             "jobs": m.jobs,
         }));
     }
@@ -298,6 +309,9 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &B
     } else {
         println!("workload {} on CPUs {} ({} jobs, mpl {}), {} repeat(s)", workload.name, cpus, workload.jobs.len(), workload.mpl, args.repeat);
         print_table(&table);
+        if limited {
+            println!("{LIMITED}");
+        }
         for o in outcomes {
             for (k, s) in o.summaries.iter().enumerate() {
                 for j in s.jobs.iter().filter(|j| j.outcome != "ok") {
@@ -313,12 +327,14 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &B
     if let Some(path) = &args.report {
         let report = Report {
             title: format!("cpumgr launch: {}", workload.name),
-            notes: vec![format!(
+            notes: std::iter::once(format!(
                 "CPUs {cpus}; {} jobs; mpl {}; {} repeat(s); each configuration's figures and charts are of its median repeat (by makespan), min–max over all",
                 workload.jobs.len(),
                 workload.mpl,
                 args.repeat
-            )],
+            ))
+            .chain(limited.then(|| LIMITED.to_string()))
+            .collect(),
             table,
             runs: outcomes.iter().filter_map(|o| o.median().map(|(k, _)| (o.name.clone(), Timeline::from_events(&o.traces[k])))).collect(),
         };
