@@ -75,6 +75,32 @@ fn every_kernel_agrees_across_team_sizes(bin: &Path) {
     }
 }
 
+/// The kernels with `-rows` (the demo's weak scaling): `-rows n` is the square grid, a taller
+/// grid's checksum does not depend on the team either, and fewer than 3 rows is refused.
+fn tall_grids_agree_across_team_sizes(bin: &Path) {
+    let checksum = |kernel: &str, args: &[&str], threads: usize| {
+        let mut cmd = command(bin, kernel, threads);
+        cmd.args(args);
+        checked(&run(cmd), kernel, threads).checksum
+    };
+    // ltomcatv's 400 boundary records wrap the whole edge of the 96-row mesh (316 points), so its
+    // bottom rows differ from the square mesh's.
+    for (kernel, size) in [("stencil", &["-n", "64", "-iters", "200"][..]), ("ltomcatv", &["-n", "64", "-outer", "3", "-sweeps", "20", "-io", "400"][..])] {
+        let with = |rows: &'static str| [size, &["-rows", rows][..]].concat();
+        let square = checksum(kernel, size, 1);
+        assert_eq!(checksum(kernel, &with("64"), 2), square, "{kernel}: -rows n is the square grid");
+        let tall = checksum(kernel, &with("96"), 1);
+        assert_ne!(tall, square, "{kernel}: -rows 96 is another grid");
+        assert_eq!(checksum(kernel, &with("96"), 2), tall, "{kernel}: a tall grid at 1 and 2 threads");
+        let mut cmd = command(bin, kernel, 1);
+        cmd.args(with("2"));
+        let out = run(cmd);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{kernel} -rows 2: {stderr}");
+        assert!(stderr.contains("-rows must be at least 3"), "{kernel}: {stderr}");
+    }
+}
+
 /// epd's requests follow the diamond, and OMP_THREAD_LIMIT caps the teams, not the requests.
 fn epd_requests_follow_the_diamond(bin: &Path) {
     let mut checksums = Vec::new();
@@ -137,6 +163,7 @@ fn bad_input_is_refused(bin: &Path) {
 
 fn all_checks(bin: &Path) {
     every_kernel_agrees_across_team_sizes(bin);
+    tall_grids_agree_across_team_sizes(bin);
     epd_requests_follow_the_diamond(bin);
     epd_diamond_shapes(bin);
     bad_input_is_refused(bin);
