@@ -150,8 +150,10 @@ pub enum SimError {
         error: PlacementError,
     },
     /// Simulated time passed [`crate::limits::HORIZON`]: some job's work is far too large for
-    /// the share it gets.
-    #[error("at t = {at:.3e} s the run passed the simulator's horizon with {jobs} jobs unfinished: a job's work is too large for its share of the machine")]
+    /// the share it gets, or the backlog grows faster than the machine drains it (`os` at a high
+    /// load: each job more it runs beside slows every other through the cost of
+    /// oversubscription).
+    #[error("at t = {at:.3e} s the run passed the simulator's horizon with {jobs} jobs unfinished: their work is too large for the shares they get (one job far too large for its share, or a backlog that grows faster than the machine drains it, as under os when oversubscription's cost outgrows the spare capacity)")]
     Horizon {
         /// Simulated time, seconds.
         at: f64,
