@@ -332,10 +332,11 @@ fn tail(path: &Path, lines: usize) -> String {
 }
 
 /// Ends every job still running: SIGTERM to its process group (and SIGCONT, so a stopped one
-/// can act on it), then SIGKILL after a grace period, and reaps them all, each with `outcome`.
+/// can act on it), then SIGKILL after a grace period, and reaps them all, each with `outcome`
+/// and an exit without status in `trace` (so that the run's timeline ends when they did).
 /// Processes of a group that outlive their job (a child that ignores SIGTERM) get SIGKILL once
 /// the job is reaped.
-fn end_all(running: &mut Vec<Running>, results: &mut [Option<JobResult>], jobs: &[Job], t0: Instant, outcome: &Outcome) {
+fn end_all(running: &mut Vec<Running>, results: &mut [Option<JobResult>], trace: &mut Vec<Event>, jobs: &[Job], t0: Instant, outcome: &Outcome) {
     let groups: Vec<i32> = running.iter().map(|r| r.pid).collect();
     for r in running.iter() {
         unsafe {
@@ -348,12 +349,14 @@ fn end_all(running: &mut Vec<Running>, results: &mut [Option<JobResult>], jobs: 
         running.retain(|r| match try_reap(r.pid) {
             Some((_, cpu)) => {
                 let job = &jobs[r.index];
+                let end = now_s(t0);
+                trace.push(Event { t: ns(end), program: Some(ProgramId(r.index as u64 + 1)), kind: EventKind::Exit { status: None } });
                 results[r.index] = Some(JobResult {
                     name: job.name.clone(),
                     class: job.class.clone(),
                     arrival: job.at,
                     start: r.started,
-                    end: now_s(t0),
+                    end,
                     cpu_seconds: cpu,
                     outcome: outcome.clone(),
                     stderr_tail: String::new(),
@@ -420,7 +423,7 @@ pub fn run(
             cut = Some(Outcome::OverLimit);
         }
         if let Some(outcome) = &cut {
-            end_all(&mut running, &mut results, jobs, t0, outcome);
+            end_all(&mut running, &mut results, &mut trace, jobs, t0, outcome);
             break;
         }
         let now = now_s(t0);

@@ -104,6 +104,10 @@ fn a_run_at_its_time_limit_ends_its_jobs_and_keeps_those_that_finished() {
     // multiprogramming level); the late one never arrived.
     assert_eq!(outcomes, [&Outcome::Exited(0), &Outcome::OverLimit, &Outcome::OverLimit, &Outcome::OverLimit], "{:?}", r.jobs);
     assert!(r.makespan < 10.0, "the sleeps were ended: {}", r.makespan);
+    // The ended job's exit is in the trace, at the limit or after: the run's timeline ends
+    // when the run did, not at the last job that ended by itself.
+    let exit = r.trace.iter().find(|e| e.program == Some(cpumgr_core::ProgramId(2)) && matches!(e.kind, cpumgr_core::trace::EventKind::Exit { status: None }));
+    assert!(exit.is_some_and(|e| e.t >= 500_000_000), "{:?}", r.trace);
     let s = cpumgr_launch::metrics::summarize(&r, &Default::default());
     assert_eq!((s.failed, s.stopped), (0, 3), "jobs the limit stopped are not failures");
 }
