@@ -136,9 +136,16 @@ pub fn trace_path(base: &std::path::Path, config: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Per-class CV of run times as one cell: `a 0.02, b 0.10`.
-fn cv_cell(cv: &BTreeMap<String, f64>) -> String {
-    cv.iter().map(|(class, v)| format!("{class} {v:.2}")).collect::<Vec<_>>().join(", ")
+/// Per-class CV of run times as one cell, `a 0.02, b 0.10`, for the classes of more than one job
+/// in `workload` (one job's CV is 0 by definition, and says nothing); `—` when none has more.
+fn cv_cell(cv: &BTreeMap<String, f64>, workload: &Workload) -> String {
+    let several = |class: &str| workload.jobs.iter().filter(|j| j.class == class).nth(1).is_some();
+    let cells: Vec<String> = cv.iter().filter(|(class, _)| several(class)).map(|(class, v)| format!("{class} {v:.2}")).collect();
+    if cells.is_empty() {
+        "—".into()
+    } else {
+        cells.join(", ")
+    }
 }
 
 /// Runs the launch and prints the results.
@@ -285,7 +292,7 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &B
             format!("{:.2}", m.max_turnaround),
             format!("{:.2}", m.mean_slowdown),
             format!("{:.0}%", 100.0 * m.utilization),
-            cv_cell(&m.cv),
+            cv_cell(&m.cv, workload),
             m.failed.to_string(),
             format!("{at_least}{:.2}×", m.makespan / best_baseline.max(1e-9)),
         ]);
