@@ -4,7 +4,9 @@
 //! - *boundary*: a step at a quantum boundary, which walks `/proc` (every process on the machine);
 //! - *kicked*: a step the work-list or a request triggers between boundaries, which reuses the
 //!   last walk's samples;
-//! - the `/proc` walk alone.
+//! - the `/proc` walk alone, and with 2 000 more processes on the machine that are no program's
+//!   (a server's daemons, containers and per-CPU kernel threads are thousands: the walk's part
+//!   that grows with the machine, not with the programs).
 //!
 //! `cargo bench -p cpumgr-daemon --bench tick`
 
@@ -56,6 +58,11 @@ fn tick(c: &mut Criterion) {
         }
         let targets: Vec<Target> = kids.pids().into_iter().map(Target::of).collect();
         g.bench_function(format!("the /proc walk alone, {n} programs"), |b| b.iter(|| procfs::scan(&targets)));
+        if n == 64 {
+            let others = Sleepers::spawn(2000);
+            g.bench_function(format!("the /proc walk alone, {n} programs, 2000 other processes"), |b| b.iter(|| procfs::scan(&targets)));
+            drop(others);
+        }
     }
     g.finish();
 }

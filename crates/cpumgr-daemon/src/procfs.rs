@@ -1,8 +1,9 @@
 //! What `/proc` says about the programs: which processes and threads each one has now, how many
 //! of its threads are runnable (a spinning team is all runnable), and how much CPU time it used.
 //!
-//! One scan per quantum walks `/proc` once and keeps only the processes of registered programs,
-//! reading their threads' states from `/proc/PID/task/TID/stat`.
+//! One scan per quantum walks `/proc` once and keeps only the processes of registered programs
+//! (a process of another group costs one `getpgid`), reading their threads' states from
+//! `/proc/PID/task/TID/stat`.
 
 use std::collections::HashMap;
 use std::fs;
@@ -100,6 +101,12 @@ pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
         dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())).collect()
     };
     for pid in pids {
+        // A process in no target's group is left after one system call, not a read of its
+        // `stat`: most of a server's processes (daemons, containers, per-CPU kernel threads, whose
+        // group is 0) are no program's. The group read from `stat` decides for those kept.
+        if !singles.contains_key(&pid) && !pgid_of(pid).is_some_and(|g| groups.contains_key(&g)) {
+            continue;
+        }
         let Some(stat) = read_stat(pid) else { continue };
         let target = match groups.get(&stat.pgrp).or_else(|| singles.get(&pid)) {
             Some(t) if t.matches(pid, stat.pgrp) => *t,
@@ -251,6 +258,30 @@ mod tests {
         let _ = child.wait();
         assert_eq!(sleeping.map(|s| (s.pids, s.tids)), Some((vec![pid], vec![pid])), "its one thread is seen asleep");
         assert_eq!(stopped.map(|s| (s.tids, s.runnable)), Some((vec![pid], 0)), "its one thread is seen stopped");
+    }
+
+    #[test]
+    fn a_group_scan_finds_the_groups_processes_and_no_others() {
+        use std::os::unix::process::CommandExt;
+        // A group of two (a shell leading it, and its sleeping child), and a process of another
+        // group beside it: the walk skips the latter after its group id alone.
+        let mut group = std::process::Command::new("sh").args(["-c", "sleep 600 & wait"]).process_group(0).spawn().unwrap();
+        let mut other = std::process::Command::new("sleep").arg("600").process_group(0).spawn().unwrap();
+        let leader = group.id() as i32;
+        let target = Target::Group(leader);
+        let mut pids = Vec::new();
+        for _ in 0..1000 {
+            pids = scan(&[target]).remove(&target).map(|s| s.pids).unwrap_or_default();
+            if pids.len() == 2 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(leader), nix::sys::signal::SIGKILL);
+        let _ = other.kill();
+        let (_, _) = (group.wait(), other.wait());
+        assert_eq!(pids.len(), 2, "the leader and its child: {pids:?}");
+        assert!(pids.contains(&leader) && !pids.contains(&(other.id() as i32)), "{pids:?}");
     }
 
     #[test]
