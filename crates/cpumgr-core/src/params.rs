@@ -241,13 +241,15 @@ impl<'a> Params<'a> {
     }
 }
 
-/// Parses `120`, `120ms`, `0.5s`, `500us` into milliseconds.
+/// Parses `120`, `120ms`, `0.5s`, `500us`, `2m` (minutes) into milliseconds.
 pub fn parse_millis(text: &str) -> Option<f64> {
     let t = text.trim();
     let (num, scale) = if let Some(n) = t.strip_suffix("ms") {
         (n, 1.0)
     } else if let Some(n) = t.strip_suffix("us") {
         (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60e3)
     } else if let Some(n) = t.strip_suffix('s') {
         (n, 1e3)
     } else {

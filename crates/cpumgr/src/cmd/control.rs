@@ -17,11 +17,11 @@ pub fn socket_path(arg: Option<&Path>) -> PathBuf {
 pub fn duration(text: &str) -> Result<Duration, String> {
     let ms = cpumgr_core::params::parse_millis(text)
         .filter(|ms| *ms > 0.0)
-        .ok_or_else(|| "not a duration (e.g. 100ms, 0.5s)".to_string())?;
+        .ok_or_else(|| "not a duration (e.g. 100ms, 0.5s, 2m)".to_string())?;
     Duration::try_from_secs_f64(ms / 1000.0).map_err(|_| format!("{ms} ms is too long a duration"))
 }
 
-/// Parses a duration like `100ms`, `0.5s` or `50` (milliseconds), for the flag `flag`.
+/// Parses a duration like `100ms`, `0.5s`, `2m` or `50` (milliseconds), for the flag `flag`.
 pub fn parse_duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
     duration(text).map_err(|e| InputError::new(format!("{flag} {text}: {e}")))
 }
@@ -52,6 +52,8 @@ mod tests {
     fn durations_too_long_for_the_clock_are_errors_not_panics() {
         assert_eq!(duration("100ms"), Ok(Duration::from_millis(100)));
         assert_eq!(duration("0.5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(duration("2m"), Ok(Duration::from_secs(120)), "minutes");
+        assert_eq!(duration("1.5m"), Ok(Duration::from_secs(90)));
         for text in ["1e20s", "1e30s", "18446744073709551616s", "0", "-1s", "soon"] {
             assert!(duration(text).is_err(), "{text}");
         }

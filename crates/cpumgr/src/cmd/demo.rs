@@ -63,3 +63,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     launch(&launch_args, WORKLOAD)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The defaults are valid input for the launcher they are handed to (a default the duration
+    /// parser refused once stopped every `cpumgr demo` before it ran).
+    #[test]
+    fn the_defaults_parse() {
+        let args = Args::try_parse_from(["demo"]).unwrap();
+        let limit = super::super::control::parse_duration("--time-limit", &args.time_limit).unwrap();
+        assert_eq!(limit, std::time::Duration::from_secs(120));
+        for p in super::super::launch::split_policies(&args.policy) {
+            cpumgr_core::policies::build(&p).unwrap();
+        }
+        for b in args.baseline.split(',') {
+            assert!(cpumgr_launch::Config::parse(b).is_some(), "{b}");
+        }
+    }
+}
