@@ -59,7 +59,7 @@ use cpumgr_core::{
 };
 
 use crate::cost::CostModel;
-use crate::job::JobSpec;
+use crate::job::{JobSpec, Phase};
 use crate::limits::HORIZON;
 use crate::metrics::{JobRecord, RunSummary};
 use crate::list::List;
@@ -1336,18 +1336,20 @@ impl PartialOrd for End {
 
 /// The run time of `spec` alone on a machine of `cpus` CPUs with its request.
 pub(crate) fn dedicated_time(cost: &CostModel, cpus: u32, spec: &JobSpec) -> f64 {
-    spec.phases
-        .iter()
-        .enumerate()
-        .map(|(k, ph)| {
-            let t = spec.natural_threads(k).min(cpus) as f64;
-            if ph.work <= 0.0 {
-                0.0
-            } else {
-                ph.simulated_work() / cost.rate(&ph.speedup, ph.request as f64, t, t, spec.sync, false)
-            }
-        })
-        .sum()
+    let phase = |(k, ph): (usize, &Phase)| {
+        let t = spec.natural_threads(k).min(cpus) as f64;
+        if ph.work <= 0.0 {
+            0.0
+        } else {
+            ph.simulated_work() / cost.rate(&ph.speedup, ph.request as f64, t, t, spec.sync, false)
+        }
+    };
+    match &spec.phases[..] {
+        // Every generated and traced job: its one phase's time, which is the sum's (no phase's
+        // time is -0, the one number that adding to the sum's start would change).
+        [one] => phase((0, one)),
+        phases => phases.iter().enumerate().map(phase).sum(),
+    }
 }
 
 /// Whether `spec` reports speedups in phase `phase`: it does, and the phase can use more than one

@@ -67,11 +67,7 @@ impl Moments {
     }
 
     fn mean(&self) -> f64 {
-        if self.n == 0 {
-            0.0
-        } else {
-            self.sum / self.n as f64
-        }
+        mean(self.sum, self.n)
     }
 
     fn cv(&self) -> f64 {
@@ -84,14 +80,30 @@ impl Moments {
     }
 }
 
-/// Folds finished jobs into a run's figures.
+/// The mean of `n` numbers that sum to `sum` (0 for none).
+fn mean(sum: f64, n: u64) -> f64 {
+    if n == 0 {
+        0.0
+    } else {
+        sum / n as f64
+    }
+}
+
+/// Folds finished jobs into a run's figures. The run-wide figures are means, but for the
+/// slowdowns' fairness index: one count and a sum each, and the slowdowns' sum of squares (a
+/// [`Moments`] per figure counted every job five times and squared figures whose squares
+/// nothing reads).
 #[derive(Debug, Clone, Default)]
 pub struct Accumulator {
-    turnaround: Moments,
-    slowdown: Moments,
-    bounded: Moments,
-    wait: Moments,
-    response: Moments,
+    /// Jobs added.
+    n: u64,
+    turnaround: f64,
+    slowdown: f64,
+    /// Σ slowdown², for the fairness index.
+    slowdown_sq: f64,
+    bounded: f64,
+    wait: f64,
+    response: f64,
     max_turnaround: f64,
     moves: u64,
     /// Per class, its run times, in the order the classes were first seen.
@@ -107,11 +119,13 @@ pub struct Accumulator {
 impl Accumulator {
     /// Adds one finished job.
     pub fn add(&mut self, r: &JobRecord) {
-        self.turnaround.add(r.turnaround);
-        self.slowdown.add(r.slowdown);
-        self.bounded.add(r.bounded_slowdown);
-        self.wait.add(r.wait);
-        self.response.add(r.response);
+        self.n += 1;
+        self.turnaround += r.turnaround;
+        self.slowdown += r.slowdown;
+        self.slowdown_sq += r.slowdown * r.slowdown;
+        self.bounded += r.bounded_slowdown;
+        self.wait += r.wait;
+        self.response += r.response;
         self.max_turnaround = self.max_turnaround.max(r.turnaround);
         self.moves += r.moves;
         let k = match self.classes.get(self.last) {
@@ -135,26 +149,25 @@ impl Accumulator {
 
     /// Jobs added so far.
     pub fn jobs(&self) -> u64 {
-        self.turnaround.n
+        self.n
     }
 
     /// The run's summary, given what the engine measured.
     pub fn finish(&self, run: RunTotals) -> RunSummary {
         let capacity = run.cpus as f64 * run.makespan;
-        let s = &self.slowdown;
-        let fairness = if s.sum_sq > 0.0 { s.sum * s.sum / (s.n as f64 * s.sum_sq) } else { 1.0 };
+        let fairness = if self.slowdown_sq > 0.0 { self.slowdown * self.slowdown / (self.n as f64 * self.slowdown_sq) } else { 1.0 };
         RunSummary {
             policy: run.policy,
             cpus: run.cpus,
             jobs: self.jobs(),
             events: run.events,
             makespan: run.makespan,
-            mean_wait: self.wait.mean(),
-            mean_response: self.response.mean(),
-            mean_turnaround: self.turnaround.mean(),
+            mean_wait: mean(self.wait, self.n),
+            mean_response: mean(self.response, self.n),
+            mean_turnaround: mean(self.turnaround, self.n),
             max_turnaround: self.max_turnaround,
-            mean_slowdown: s.mean(),
-            mean_bounded_slowdown: self.bounded.mean(),
+            mean_slowdown: mean(self.slowdown, self.n),
+            mean_bounded_slowdown: mean(self.bounded, self.n),
             utilization: if capacity > 0.0 { (run.busy_cpu_seconds / capacity).min(1.0) } else { 0.0 },
             fragmentation: if capacity > 0.0 { (run.fragmented_cpu_seconds / capacity).min(1.0) } else { 0.0 },
             fairness,

@@ -104,16 +104,23 @@ pub fn reserve_rigid(view: &View, out: &mut Decision) -> Reserved {
     // Beside the allocations, which are as many (the decision was reset for this view): no index
     // to check per program.
     debug_assert_eq!(out.allocations.len(), view.programs.len(), "the decision was reset for the view");
+    // A rigid program needs `min(procs, cpus)` CPUs and runs if that many (and at least one)
+    // are left. As `left <= cpus`, a program with 1 to `left` processes (the usual case, one
+    // comparison) needs them all, and one wider than `left` runs only if it is wider than the
+    // machine and the whole machine is left.
     for (p, a) in view.programs.iter().zip(&mut out.allocations) {
         match p.kind.rigid_procs() {
-            Some(n) => {
-                let need = n.min(view.cpus);
-                if need <= r.left && need > 0 {
-                    a.give(need);
-                    r.left -= need;
-                    r.served += 1;
-                }
+            Some(n) if n.wrapping_sub(1) < r.left => {
+                a.give(n);
+                r.left -= n;
+                r.served += 1;
             }
+            Some(n) if n > view.cpus && view.cpus <= r.left && view.cpus > 0 => {
+                a.give(view.cpus);
+                r.left -= view.cpus;
+                r.served += 1;
+            }
+            Some(_) => {}
             None => r.open += 1,
         }
     }
@@ -133,3 +140,51 @@ pub struct Reserved {
 
 #[cfg(test)]
 mod properties;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::{Kind, Program};
+    use crate::topology::Topology;
+
+    #[test]
+    fn rigid_programs_run_whole_in_arrival_order() {
+        // Every list of up to four programs of 0 to 5 processes (5 meaning an open program) on
+        // machines of 0 to 4 CPUs, against the rule as written: each rigid program in turn gets
+        // `min(procs, cpus)` CPUs if that many, and at least one, are left.
+        for cpus in 0..=4u32 {
+            let topology = Topology::flat(cpus.max(1));
+            for code in 0..6u32.pow(4) {
+                let programs: Vec<Program> = (0..4)
+                    .map(|k| {
+                        let procs = code / 6u32.pow(k) % 6;
+                        let kind = if procs == 5 { Kind::Malleable } else { Kind::Rigid(procs) };
+                        Program { kind, ..Program::new(u64::from(k), "p", procs.max(1)) }
+                    })
+                    .collect();
+                let view = View { now: 0, quantum: 1, topology: &topology, cpus, programs: &programs };
+                let mut out = Decision::default();
+                out.reset(programs.len());
+                let r = reserve_rigid(&view, &mut out);
+                let mut left = cpus;
+                let (mut open, mut served) = (0, 0);
+                for (p, a) in programs.iter().zip(&out.allocations) {
+                    let want = match p.kind.rigid_procs() {
+                        Some(n) if n.min(cpus) <= left && n.min(cpus) > 0 => {
+                            left -= n.min(cpus);
+                            served += 1;
+                            n.min(cpus)
+                        }
+                        Some(_) => 0,
+                        None => {
+                            open += 1;
+                            0
+                        }
+                    };
+                    assert_eq!((a.count, a.running), (want, want > 0), "{code} on {cpus} CPUs");
+                }
+                assert_eq!(r, Reserved { left, open, served }, "{code} on {cpus} CPUs");
+            }
+        }
+    }
+}
