@@ -27,8 +27,6 @@
 //! Everything works on CPU *positions* (see [`crate::topology`]), where every domain is a
 //! contiguous range, so "free CPUs in my L3" is a scan of one range of a bitset.
 
-use std::cmp::Reverse;
-
 use crate::cpuset::{span_mask, CpuSet};
 use crate::free_map::FreeMap;
 use crate::policy::Decision;
@@ -63,10 +61,9 @@ pub struct Placer {
     /// read for positions that are taken (a released one keeps its stale entry).
     owner: Vec<u64>,
     /// Scratch: a program's previous positions as a bitset ([`Topology::position_words`]), the
-    /// grow order (whether a program keeps nothing, the CPUs it still needs, largest first, and
-    /// its index), the programs a placement of the changed ones displaces.
+    /// grow order ([`GrowKey`]s), the programs a placement of the changed ones displaces.
     scratch: Vec<u64>,
-    order: Vec<(bool, Reverse<usize>, usize)>,
+    order: Vec<GrowKey>,
     displaced: Vec<usize>,
 }
 
@@ -310,12 +307,15 @@ impl Placer {
         let mut order = std::mem::take(&mut self.order);
         order.clear();
         order.extend(which.clone().filter_map(|i| {
-            let (kept, need) = (self.kept[i].len, want(decision, i) as usize);
-            (kept < need).then_some((kept == 0, Reverse(need - kept), i))
+            let (kept, want) = (self.kept[i].len, want(decision, i));
+            // Kept CPUs are some of the wanted ones: the rest fits a `u32` too.
+            (kept < want as usize).then(|| GrowKey::new(kept == 0, want - kept as u32, i))
         }));
-        // The keys are distinct (the index is the last part): an unstable sort gives the one order.
+        // The keys are distinct (the index is their last part): an unstable sort gives the one
+        // order.
         order.sort_unstable();
-        for &(_, Reverse(mut need), i) in &order {
+        for key in &order {
+            let (mut need, i) = (key.need() as usize, key.index());
             let mut kept = std::mem::take(&mut self.kept[i]);
             let block = decision.allocations[i].block.max(1) as usize;
             if block > 1 {
@@ -497,6 +497,31 @@ fn want(decision: &Decision, i: usize) -> u32 {
     decision.allocations[i].granted()
 }
 
+/// A program's place in the grow order, as one integer that sorts as the order goes: those that
+/// keep CPUs first (the top bit clear), then the one that still needs the most CPUs (the next 32
+/// bits hold the complement of its need), then program order (the low 64 bits, its index).
+/// Sorting the grow order compares these with one integer comparison each, where a tuple of the
+/// three took a branch per field (the sort was 2 % of the events workload's time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct GrowKey(u128);
+
+impl GrowKey {
+    /// The key of program `index`, which keeps no CPU if `keeps_none`, still needing `need`.
+    fn new(keeps_none: bool, need: u32, index: usize) -> Self {
+        GrowKey(u128::from(keeps_none) << 127 | u128::from(u32::MAX - need) << 64 | index as u128)
+    }
+
+    /// The CPUs the program still needs.
+    fn need(self) -> u32 {
+        u32::MAX - (self.0 >> 64) as u32
+    }
+
+    /// The program's index.
+    fn index(self) -> usize {
+        self.0 as u64 as usize
+    }
+}
+
 /// The levels whose domains' free CPUs the placer counts: the splitting levels
 /// ([`Topology::splitting_levels`]) but one of single CPUs (a machine without SMT describes a
 /// core per CPU), where best fit's answer is the first free CPU and a count per CPU would make
@@ -543,6 +568,18 @@ pub fn validate(managed: &CpuSet, decision: &Decision, sets: &[CpuSet]) -> Resul
 mod tests {
     use super::*;
     use crate::topology::CpuInfo;
+
+    #[test]
+    fn grow_keys_sort_as_the_grow_order_goes() {
+        use std::cmp::Reverse;
+        let parts = [(false, 3, 7), (true, u32::MAX, 0), (false, 3, 2), (true, 1, 1), (false, 0, usize::MAX), (false, 9, 5)];
+        let mut keys: Vec<GrowKey> = parts.iter().map(|&(none, need, i)| GrowKey::new(none, need, i)).collect();
+        keys.sort_unstable();
+        let mut tuples: Vec<(bool, Reverse<u32>, usize)> = parts.iter().map(|&(none, need, i)| (none, Reverse(need), i)).collect();
+        tuples.sort_unstable();
+        let decoded: Vec<(bool, Reverse<u32>, usize)> = keys.iter().map(|k| (k.0 >> 127 == 1, Reverse(k.need()), k.index())).collect();
+        assert_eq!(decoded, tuples);
+    }
 
     /// 2 packages × 2 L3 × 2 cores × 2 SMT = 16 CPUs, ids numbered like Linux (siblings +8).
     fn server() -> Topology {
