@@ -56,10 +56,12 @@ pub struct Placer {
     free_in: Vec<u32>,
     /// Per program, the positions it keeps or takes (scratch, cleared per placement).
     kept: Vec<Runs>,
-    /// Per position, the id of the program a placement last gave it to ([`NOBODY`] if none
-    /// since the last full placement): who holds a CPU that a changed program wants back. Only
-    /// read for positions that are taken (a released one keeps its stale entry).
-    owner: Vec<u64>,
+    /// Per position, the index of the program that holds it: who holds a CPU that a changed
+    /// program wants back. Recorded by [`Placer::record_owners`] only when a placement of the
+    /// changed programs needs it (a stopped program resuming where another runs now), from the
+    /// sets of the programs that keep running, and read right after for taken positions only;
+    /// the other entries are stale. Keeping it up to date instead cost a store per CPU placed.
+    owner: Vec<usize>,
     /// Scratch: a program's previous positions as a bitset ([`Topology::position_words`]), the
     /// grow order ([`GrowKey`]s), the programs a placement of the changed ones displaces.
     scratch: Vec<u64>,
@@ -68,7 +70,7 @@ pub struct Placer {
 }
 
 /// [`Placer::owner`] of a position nobody holds.
-const NOBODY: u64 = u64::MAX;
+const NOBODY: usize = usize::MAX;
 
 /// Positions as runs `first..end`, in the order they were taken, and how many: a placement
 /// takes CPUs in runs of neighbours, and marks, records and writes them a run at a time.
@@ -170,8 +172,6 @@ impl Placer {
             self.free_in.resize(topology.domains().len(), 0);
             self.release(topology, managed);
         }
-        self.owner.clear();
-        self.owner.resize(n, NOBODY);
         // Every set is cleared and written: those kept from the last placement keep their
         // storage.
         sets.resize(programs.len(), CpuSet::new());
@@ -212,26 +212,30 @@ impl Placer {
         let mut displaced = std::mem::take(&mut self.displaced);
         displaced.clear();
         let mut scratch = std::mem::take(&mut self.scratch);
+        let mut owners_recorded = false;
         for &i in changed.iter() {
             if want(decision, i) == 0 || programs[i].cpus.is_empty() {
                 continue;
             }
-            // Its previous CPUs that another program holds now, each holder looked up once for a
+            // Its previous CPUs that another program holds now, each holder looked at once for a
             // run of neighbours.
             let words = topology.position_words(&programs[i].cpus, &mut scratch);
             let mut last = NOBODY;
             for (k, &w) in words.iter().enumerate() {
                 let mut taken = w & !self.free.word(k);
+                if taken != 0 && !owners_recorded {
+                    self.record_owners(topology, programs, decision, changed);
+                    owners_recorded = true;
+                }
                 while taken != 0 {
-                    let owner = self.owner[k * 64 + taken.trailing_zeros() as usize];
+                    let h = self.owner[k * 64 + taken.trailing_zeros() as usize];
                     taken &= taken - 1;
-                    if owner == last {
+                    if h == last {
                         continue;
                     }
-                    last = owner;
-                    match programs.binary_search_by_key(&owner, |q| q.id.0) {
-                        Ok(h) if h > i => displaced.push(h),
-                        _ => {}
+                    last = h;
+                    if h > i && h < programs.len() {
+                        displaced.push(h);
                     }
                 }
             }
@@ -250,6 +254,28 @@ impl Placer {
         self.displaced = displaced;
         self.assign(topology, programs, decision, changed.iter().copied(), sets);
         true
+    }
+
+    /// Records in [`Placer::owner`], for every position a program holds, that program's index:
+    /// by [`Placer::place_changed`]'s contract, the programs not in `changed` (increasing) that
+    /// are given CPUs hold exactly their sets, and the others hold none.
+    fn record_owners(&mut self, topology: &Topology, programs: &[Program], decision: &Decision, changed: &[usize]) {
+        self.owner.resize(topology.num_cpus(), NOBODY);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        let mut next_changed = changed.iter().copied().peekable();
+        for (h, p) in programs.iter().enumerate() {
+            if next_changed.next_if_eq(&h).is_some() || want(decision, h) == 0 {
+                continue;
+            }
+            for (k, &w) in topology.position_words(&p.cpus, &mut scratch).iter().enumerate() {
+                let mut bits = w;
+                while bits != 0 {
+                    self.owner[k * 64 + bits.trailing_zeros() as usize] = h;
+                    bits &= bits - 1;
+                }
+            }
+        }
+        self.scratch = scratch;
     }
 
     /// Marks `cpus` free again: a program gave them up since the last placement (it stopped or
@@ -344,7 +370,6 @@ impl Placer {
             set.clear();
             for &(first, end) in &self.kept[i].spans {
                 topology.insert_cpus_at(first, end, set);
-                self.owner[first as usize..end as usize].fill(programs[i].id.0);
             }
         }
     }
