@@ -256,6 +256,14 @@ impl Placer {
         true
     }
 
+    /// How many CPUs the last placement gave program `i`, one it placed (every program for
+    /// [`Placer::place`], the changed ones for [`Placer::place_changed`]): the size of its set,
+    /// without counting the set's bits (a word at a time, without a `popcnt` instruction on the
+    /// baseline x86-64 target, over every word up to its highest CPU).
+    pub fn placed(&self, i: usize) -> usize {
+        self.kept[i].len
+    }
+
     /// Records in [`Placer::owner`], for every position a program holds, that program's index:
     /// by [`Placer::place_changed`]'s contract, the programs not in `changed` (increasing) that
     /// are given CPUs hold exactly their sets, and the others hold none.

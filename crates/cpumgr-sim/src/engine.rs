@@ -963,7 +963,8 @@ impl Engine<'_, '_> {
                     .map_err(|error| SimError::Placement { at: self.now as f64 / NS, error })?;
             }
             for &i in &changed {
-                let placed = self.sets[i].len();
+                let placed = self.placer.placed(i);
+                debug_assert_eq!(placed, self.sets[i].len(), "the placer's count of program {i}'s set");
                 if self.cfg.check_placement && only_changed {
                     self.check_size(i, placed)?;
                 }
@@ -983,9 +984,10 @@ impl Engine<'_, '_> {
         Ok(())
     }
 
-    /// Checks that program `i`'s new set, of `placed` CPUs, is as large as its count: after
-    /// placing only the changed programs, what remains to check (the placer took their CPUs from
-    /// the free map, which holds none of the others'; a full placement is checked whole).
+    /// Checks that program `i`'s new set, of `placed` CPUs ([`Placer::placed`]), is as large as
+    /// its count: after placing only the changed programs, what remains to check (the placer took
+    /// their CPUs from the free map, which holds none of the others'; a full placement is checked
+    /// whole).
     fn check_size(&self, i: usize, placed: usize) -> Result<(), SimError> {
         let count = self.decision.allocations[i].granted();
         if placed != count as usize {
