@@ -55,7 +55,7 @@ pub struct Placer {
     /// are, and nothing reads them.
     free_in: Vec<u32>,
     /// Per program, the positions it keeps or takes (scratch, cleared per placement).
-    kept: Vec<Runs>,
+    kept: Vec<Taken>,
     /// Per position, the index of the program that holds it: who holds a CPU that a changed
     /// program wants back. Recorded by [`Placer::record_owners`] only when a placement of the
     /// changed programs needs it (a stopped program resuming where another runs now), from the
@@ -72,31 +72,30 @@ pub struct Placer {
 /// [`Placer::owner`] of a position nobody holds.
 const NOBODY: usize = usize::MAX;
 
-/// Positions as runs `first..end`, in the order they were taken, and how many: a placement
-/// takes CPUs in runs of neighbours, and marks, records and writes them a run at a time.
+/// Positions taken, as (word index, bits) pairs in the order they were taken, and how many: a
+/// placement takes CPUs a word at a time, and marks, records and writes them so (one OR per word
+/// into a set whose CPU ids are positions, where a run of neighbours cost a range insertion).
 #[derive(Debug, Default, Clone)]
-struct Runs {
-    spans: Vec<(u32, u32)>,
+struct Taken {
+    words: Vec<(u32, u64)>,
     len: usize,
 }
 
-impl Runs {
+impl Taken {
     fn clear(&mut self) {
-        self.spans.clear();
+        self.words.clear();
         self.len = 0;
     }
 
-    /// Adds the positions `first..end`, joining the last run if it ends at `first`.
-    fn push(&mut self, first: u32, end: u32) {
-        match self.spans.last_mut() {
-            Some(last) if last.1 == first => last.1 = end,
-            _ => self.spans.push((first, end)),
-        }
-        self.len += (end - first) as usize;
+    /// Adds the positions `bits` (not empty, `n` of them) of word `k`.
+    fn push(&mut self, k: usize, bits: u64, n: usize) {
+        self.words.push((k as u32, bits));
+        self.len += n;
     }
 
+    /// The first position taken (a word's positions are taken lowest first).
     fn first(&self) -> Option<u32> {
-        self.spans.first().map(|s| s.0)
+        self.words.first().map(|&(k, bits)| k * 64 + bits.trailing_zeros())
     }
 }
 
@@ -313,7 +312,7 @@ impl Placer {
         sets: &mut [CpuSet],
     ) {
         if self.kept.len() < programs.len() {
-            self.kept.resize_with(programs.len(), Runs::default);
+            self.kept.resize_with(programs.len(), Taken::default);
         }
         // Keep: each program holds on to as many of its previous CPUs as it still gets, lowest
         // positions first so a shrinking program stays compact.
@@ -376,14 +375,14 @@ impl Placer {
         for i in which {
             let set = &mut sets[i];
             set.clear();
-            for &(first, end) in &self.kept[i].spans {
-                topology.insert_cpus_at(first, end, set);
+            for &(k, bits) in &self.kept[i].words {
+                topology.insert_cpus_at(k as usize, bits, set);
             }
         }
     }
 
     /// Takes up to `need` free CPUs with positions in `first..end`, lowest first.
-    fn take_range(&mut self, topology: &Topology, first: u32, end: u32, need: usize, into: &mut Runs) -> usize {
+    fn take_range(&mut self, topology: &Topology, first: u32, end: u32, need: usize, into: &mut Taken) -> usize {
         let mut taken = 0;
         // The words with a free position only (a range of a word or two, a core or a block, is
         // walked as it is).
@@ -401,21 +400,21 @@ impl Placer {
         taken
     }
 
-    /// Takes the lowest `limit` (or fewer) of `bits`, free positions of word `k`: into `into` a
-    /// run at a time, and out of the free map at once. Returns how many it took.
-    fn take_word(&mut self, topology: &Topology, k: usize, mut bits: u64, limit: usize, into: &mut Runs) -> usize {
-        let base = k as u32 * 64;
+    /// Takes the lowest `limit` (or fewer) of `bits`, free positions of word `k`, a run of
+    /// neighbours at a time: into `into` and out of the free map at once. Returns how many it
+    /// took.
+    fn take_word(&mut self, topology: &Topology, k: usize, mut bits: u64, limit: usize, into: &mut Taken) -> usize {
         let (mut taken, mut took) = (0, 0);
         while bits != 0 && taken < limit {
             let at = bits.trailing_zeros();
             let len = (bits >> at).trailing_ones().min((limit - taken) as u32);
-            into.push(base + at, base + at + len);
             let run = span_mask(at, at + len);
             took |= run;
             bits &= !run;
             taken += len as usize;
         }
         if took != 0 {
+            into.push(k, took, taken);
             self.set_bits(topology, k, took, false);
         }
         taken
@@ -477,7 +476,7 @@ impl Placer {
 
     /// Takes whole free blocks of `block` positions aligned to multiples of `block`, up to `need`
     /// CPUs. Returns how many CPUs it took.
-    fn take_blocks(&mut self, topology: &Topology, block: usize, need: usize, into: &mut Runs) -> usize {
+    fn take_blocks(&mut self, topology: &Topology, block: usize, need: usize, into: &mut Taken) -> usize {
         let n = topology.num_cpus();
         let mut taken = 0;
         let mut start = 0;
@@ -849,11 +848,12 @@ mod tests {
         // Part of the machine managed: its CPUs are marked free a word at a time.
         p.place(&t, &CpuSet::parse("1-3,8,12-15").unwrap(), &[], &Decision::default(), &mut Vec::new());
         assert_counts_follow_the_map(&p, &t, "managed 1-3,8,12-15");
-        let mut runs = super::Runs::default();
-        for (first, end) in [(2, 4), (4, 5), (7, 8), (9, 10), (10, 11), (0, 1)] {
-            runs.push(first, end);
+        let mut taken = super::Taken::default();
+        assert_eq!(taken.first(), None);
+        for (k, bits, n) in [(1, 0b1100, 2), (0, 0b1001_0000, 2), (1, 1, 1)] {
+            taken.push(k, bits, n);
         }
-        assert_eq!((runs.spans, runs.len), (vec![(2, 5), (7, 8), (9, 11), (0, 1)], 7), "neighbours join, in taking order");
+        assert_eq!((taken.first(), taken.len), (Some(66), 5), "the first taken, and how many");
     }
 
     #[test]

@@ -302,13 +302,18 @@ impl Topology {
         scratch
     }
 
-    /// Adds the CPUs at positions `first..end` to `into`: a word at a time where positions are
-    /// ids.
-    pub fn insert_cpus_at(&self, first: u32, end: u32, into: &mut CpuSet) {
+    /// Adds the CPUs at the positions `bits` of word `k` (positions `64 k` to `64 k + 63`) to
+    /// `into`: the word at once where positions are ids.
+    pub fn insert_cpus_at(&self, k: usize, bits: u64, into: &mut CpuSet) {
         if self.identity {
-            into.insert_range(first, end);
+            into.insert_word(k, bits);
         } else {
-            into.extend(self.order[first as usize..end as usize].iter().copied());
+            let mut left = bits;
+            into.extend(std::iter::from_fn(|| {
+                let b = (left != 0).then(|| left.trailing_zeros())?;
+                left &= left - 1;
+                Some(self.order[k * 64 + b as usize])
+            }));
         }
     }
 
