@@ -703,6 +703,10 @@ impl Engine<'_, '_> {
         l.id == end.id() && l.alive && l.done_at == end.at()
     }
 
+    /// Queues job `i`'s end, if it has one. Always inlined, as are the other steps a job's
+    /// arrival, placement and end each take once ([`Engine::set_rate`], [`Engine::reschedule`],
+    /// ...): the compiler kept them out of line, a call each per job.
+    #[inline(always)]
     fn push_end(&mut self, i: usize) {
         let d = self.live[i].done_at;
         if d != Nanos::MAX {
@@ -790,7 +794,8 @@ impl Engine<'_, '_> {
 
     /// Sets job `i`'s rate for holding `share` CPUs with `threads` threads.
     /// A finished job's rate is zero. The counts of CPUs held and of jobs served and
-    /// progressing follow.
+    /// progressing follow. Always inlined (see [`Engine::push_end`]).
+    #[inline(always)]
     fn set_rate(&mut self, i: usize, share: f64, threads: f64) {
         let l = &mut self.live[i];
         let (old_share, old_rate) = (l.share, l.rate);
@@ -1070,7 +1075,9 @@ impl Engine<'_, '_> {
     }
 
     /// Sets job `i`'s rate for `count` placed CPUs (its threads follow its kind), shows its
-    /// allocation in its program's view fields and reschedules its end.
+    /// allocation in its program's view fields and reschedules its end. Always inlined (see
+    /// [`Engine::push_end`]).
+    #[inline(always)]
     fn set_placed_rate(&mut self, i: usize, count: u32) {
         let l = &self.live[i];
         let threads = match l.kind {
@@ -1085,7 +1092,8 @@ impl Engine<'_, '_> {
 
     /// Writes the view fields that change only with job `i`'s allocation: whether it runs, and
     /// its threads (a rigid job's processes, a moldable job's team once formed, else its CPUs
-    /// once it has run).
+    /// once it has run). Always inlined (see [`Engine::push_end`]).
+    #[inline(always)]
     fn show(&mut self, i: usize) {
         let (p, l) = (&mut self.programs[i], &self.live[i]);
         p.running = l.ran_last;
@@ -1096,7 +1104,9 @@ impl Engine<'_, '_> {
         };
     }
 
-    /// Recomputes job `i`'s end from its progress and rate now, queueing it if it moved.
+    /// Recomputes job `i`'s end from its progress and rate now, queueing it if it moved. Always
+    /// inlined (see [`Engine::push_end`]).
+    #[inline(always)]
     fn reschedule(&mut self, i: usize) {
         let l = &mut self.live[i];
         let before = l.done_at;
