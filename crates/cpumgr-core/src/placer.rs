@@ -56,21 +56,27 @@ pub struct Placer {
     free_in: Vec<u32>,
     /// Per program, the positions it keeps or takes (scratch, cleared per placement).
     kept: Vec<Taken>,
-    /// Per position, the index of the program that holds it: who holds a CPU that a changed
-    /// program wants back. Recorded by [`Placer::record_owners`] only when a placement of the
-    /// changed programs needs it (a stopped program resuming where another runs now), from the
-    /// sets of the programs that keep running, and read right after for taken positions only;
-    /// the other entries are stale. Keeping it up to date instead cost a store per CPU placed.
-    owner: Vec<usize>,
+    /// Per position, who holds it: who holds a CPU that a changed program wants back, as the
+    /// holder's index (the low 32 bits) and the number of the recording that wrote it (the high
+    /// 32, [`Placer::recording`]). Recorded by [`Placer::record_owners`] only when a placement of
+    /// the changed programs needs it (a stopped program resuming where another runs now), for
+    /// the positions they want back, from the sets of the programs that keep running, and read
+    /// right after; an entry of an earlier recording is stale. Keeping it up to date instead
+    /// cost a store per CPU placed.
+    owner: Vec<u64>,
+    /// The number of the last recording of [`Placer::owner`].
+    recording: u32,
     /// Scratch: a program's previous positions as a bitset ([`Topology::position_words`]), the
     /// grow order ([`GrowKey`]s), the programs a placement of the changed ones displaces.
     scratch: Vec<u64>,
     order: Vec<GrowKey>,
     displaced: Vec<usize>,
+    /// Scratch: the positions whose holders [`Placer::record_owners`] records, a bitset.
+    wanted: Vec<u64>,
 }
 
-/// [`Placer::owner`] of a position nobody holds.
-const NOBODY: usize = usize::MAX;
+/// No [`Placer::owner`] entry: a recording's number and index are below `u32::MAX`.
+const NOBODY: u64 = u64::MAX;
 
 /// Positions taken, as (word index, bits) pairs in the order they were taken, and how many: a
 /// placement takes CPUs a word at a time, and marks, records and writes them so (one OR per word
@@ -211,34 +217,52 @@ impl Placer {
         let mut displaced = std::mem::take(&mut self.displaced);
         displaced.clear();
         let mut scratch = std::mem::take(&mut self.scratch);
-        let mut owners_recorded = false;
+        // The previous CPUs of the changed programs that another program holds now (a program
+        // resuming where another runs): their holders are recorded before they are looked up.
+        let mut wanted = std::mem::take(&mut self.wanted);
+        let mut words_wanted = 0;
         for &i in changed.iter() {
             if want(decision, i) == 0 || programs[i].cpus.is_empty() {
                 continue;
             }
-            // Its previous CPUs that another program holds now, each holder looked at once for a
-            // run of neighbours.
-            let words = topology.position_words(&programs[i].cpus, &mut scratch);
-            let mut last = NOBODY;
-            for (k, &w) in words.iter().enumerate() {
-                let mut taken = w & !self.free.word(k);
-                if taken != 0 && !owners_recorded {
-                    self.record_owners(topology, programs, decision, changed);
-                    owners_recorded = true;
+            if wanted.len() != self.free.len() || words_wanted == 0 {
+                wanted.clear();
+                wanted.resize(self.free.len(), 0);
+            }
+            for (k, &w) in topology.position_words(&programs[i].cpus, &mut scratch).iter().enumerate() {
+                let taken = w & !self.free.word(k);
+                words_wanted += usize::from(wanted[k] == 0 && taken != 0);
+                wanted[k] |= taken;
+            }
+        }
+        if words_wanted > 0 {
+            self.record_owners(topology, programs, decision, changed, &mut wanted, words_wanted);
+            for &i in changed.iter() {
+                if want(decision, i) == 0 || programs[i].cpus.is_empty() {
+                    continue;
                 }
-                while taken != 0 {
-                    let h = self.owner[k * 64 + taken.trailing_zeros() as usize];
-                    taken &= taken - 1;
-                    if h == last {
-                        continue;
-                    }
-                    last = h;
-                    if h > i && h < programs.len() {
-                        displaced.push(h);
+                // Each holder looked at once for a run of neighbours.
+                let mut last = NOBODY;
+                for (k, &w) in topology.position_words(&programs[i].cpus, &mut scratch).iter().enumerate() {
+                    let mut taken = w & !self.free.word(k);
+                    while taken != 0 {
+                        let owner = self.owner[k * 64 + taken.trailing_zeros() as usize];
+                        taken &= taken - 1;
+                        if owner == last {
+                            continue;
+                        }
+                        last = owner;
+                        // Every taken position wanted has a holder recorded (checked in case
+                        // the contract is broken: an entry of an earlier recording is stale).
+                        let h = owner as u32 as usize;
+                        if owner >> 32 == u64::from(self.recording) && h > i {
+                            displaced.push(h);
+                        }
                     }
                 }
             }
         }
+        self.wanted = wanted;
         self.scratch = scratch;
         if !displaced.is_empty() {
             displaced.sort_unstable();
@@ -263,11 +287,30 @@ impl Placer {
         self.kept[i].len
     }
 
-    /// Records in [`Placer::owner`], for every position a program holds, that program's index:
-    /// by [`Placer::place_changed`]'s contract, the programs not in `changed` (increasing) that
-    /// are given CPUs hold exactly their sets, and the others hold none.
-    fn record_owners(&mut self, topology: &Topology, programs: &[Program], decision: &Decision, changed: &[usize]) {
-        self.owner.resize(topology.num_cpus(), NOBODY);
+    /// Records in [`Placer::owner`], as a new recording, for every position of `wanted` (a
+    /// bitset of positions that programs hold, with `words` words not empty), the index of the
+    /// program that holds it: by [`Placer::place_changed`]'s contract, the programs not in
+    /// `changed` (increasing) that are given CPUs hold exactly their sets, and the others hold
+    /// none. The walk over the programs stops at the last holder (a long backlog waiting behind
+    /// the programs that run is not walked); `wanted` is left empty once each has its holder.
+    fn record_owners(
+        &mut self,
+        topology: &Topology,
+        programs: &[Program],
+        decision: &Decision,
+        changed: &[usize],
+        wanted: &mut [u64],
+        mut words: usize,
+    ) {
+        assert!(programs.len() < u32::MAX as usize, "an index fits the low half of an owner entry");
+        if self.recording == u32::MAX - 1 {
+            // Numbers would repeat: every entry is made stale at once.
+            self.owner.fill(0);
+            self.recording = 0;
+        }
+        self.recording += 1;
+        self.owner.resize(topology.num_cpus(), 0);
+        let stamp = u64::from(self.recording) << 32;
         let mut scratch = std::mem::take(&mut self.scratch);
         let mut next_changed = changed.iter().copied().peekable();
         for (h, p) in programs.iter().enumerate() {
@@ -275,11 +318,19 @@ impl Placer {
                 continue;
             }
             for (k, &w) in topology.position_words(&p.cpus, &mut scratch).iter().enumerate() {
-                let mut bits = w;
+                let mut bits = w & wanted[k];
+                if bits == 0 {
+                    continue;
+                }
+                wanted[k] &= !bits;
+                words -= usize::from(wanted[k] == 0);
                 while bits != 0 {
-                    self.owner[k * 64 + bits.trailing_zeros() as usize] = h;
+                    self.owner[k * 64 + bits.trailing_zeros() as usize] = stamp | h as u64;
                     bits &= bits - 1;
                 }
+            }
+            if words == 0 {
+                break;
             }
         }
         self.scratch = scratch;
@@ -293,8 +344,6 @@ impl Placer {
     #[inline(always)]
     pub fn release(&mut self, topology: &Topology, cpus: &CpuSet) {
         let mut scratch = std::mem::take(&mut self.scratch);
-        // Their owners stay recorded: an owner is only read for a position that is taken, and
-        // taking one records its new owner.
         for (k, &w) in topology.position_words(cpus, &mut scratch).iter().enumerate() {
             if w != 0 {
                 self.set_bits(topology, k, w, true);
