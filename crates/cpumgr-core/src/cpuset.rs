@@ -123,6 +123,18 @@ impl CpuSet {
         !was
     }
 
+    /// Adds the CPUs `bits` of word `k` (CPUs `64 k` to `64 k + 63`, as [`CpuSet::as_words`]
+    /// lays them out): what the placer writes a placement with, a word at a time.
+    pub fn insert_word(&mut self, k: usize, bits: u64) {
+        if bits == 0 {
+            return;
+        }
+        if k >= self.words.len() {
+            self.words.resize(k + 1, 0);
+        }
+        self.words[k] |= bits;
+    }
+
     /// Adds every CPU in `lo..hi`, a word at a time.
     pub fn insert_range(&mut self, lo: u32, hi: u32) {
         if lo >= hi {

@@ -286,12 +286,21 @@ impl Topology {
     /// The positions of the CPUs of `cpus` that the machine has, as a bitset over positions (bit
     /// `p % 64` of word `p / 64`): what the placer works on. Where every CPU's position is its id
     /// it is the set's own words, with no per-CPU work; otherwise it is built in `scratch`.
+    /// Always inlined, that case being a few instructions (the placer asks for every set it
+    /// keeps or frees), the other one not ([`Topology::positions_of`]).
+    #[inline(always)]
     pub fn position_words<'a>(&self, cpus: &'a CpuSet, scratch: &'a mut Vec<u64>) -> &'a [u64] {
-        let n = self.order.len();
         // A CPU past the last position (one the machine lacks) would be taken for a position.
-        if self.identity && cpus.last().is_none_or(|cpu| (cpu as usize) < n) {
+        if self.identity && cpus.last().is_none_or(|cpu| (cpu as usize) < self.order.len()) {
             return cpus.as_words();
         }
+        self.positions_of(cpus, scratch)
+    }
+
+    /// [`Topology::position_words`] built in `scratch`, a CPU at a time.
+    #[inline(never)]
+    fn positions_of<'a>(&self, cpus: &CpuSet, scratch: &'a mut Vec<u64>) -> &'a [u64] {
+        let n = self.order.len();
         scratch.clear();
         scratch.resize(n.div_ceil(64), 0);
         for cpu in cpus.iter() {
@@ -302,13 +311,20 @@ impl Topology {
         scratch
     }
 
-    /// Adds the CPUs at positions `first..end` to `into`: a word at a time where positions are
-    /// ids.
-    pub fn insert_cpus_at(&self, first: u32, end: u32, into: &mut CpuSet) {
+    /// Adds the CPUs at the positions `bits` of word `k` (positions `64 k` to `64 k + 63`) to
+    /// `into`: the word at once where positions are ids. Always inlined into the placer, which
+    /// writes every placed set a word at a time with it (the compiler left it out of line).
+    #[inline(always)]
+    pub fn insert_cpus_at(&self, k: usize, bits: u64, into: &mut CpuSet) {
         if self.identity {
-            into.insert_range(first, end);
+            into.insert_word(k, bits);
         } else {
-            into.extend(self.order[first as usize..end as usize].iter().copied());
+            let mut left = bits;
+            into.extend(std::iter::from_fn(|| {
+                let b = (left != 0).then(|| left.trailing_zeros())?;
+                left &= left - 1;
+                Some(self.order[k * 64 + b as usize])
+            }));
         }
     }
 

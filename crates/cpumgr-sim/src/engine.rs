@@ -705,6 +705,10 @@ impl Engine<'_, '_> {
         l.id == end.id() && l.alive && l.done_at == end.at()
     }
 
+    /// Queues job `i`'s end, if it has one. Always inlined, as are the other steps a job's
+    /// arrival, placement and end each take once ([`Engine::set_rate`], [`Engine::reschedule`],
+    /// ...): the compiler kept them out of line, a call each per job.
+    #[inline(always)]
     fn push_end(&mut self, i: usize) {
         let d = self.live[i].done_at;
         if d != Nanos::MAX {
@@ -792,7 +796,8 @@ impl Engine<'_, '_> {
 
     /// Sets job `i`'s rate for holding `share` CPUs with `threads` threads.
     /// A finished job's rate is zero. The counts of CPUs held and of jobs served and
-    /// progressing follow.
+    /// progressing follow. Always inlined (see [`Engine::push_end`]).
+    #[inline(always)]
     fn set_rate(&mut self, i: usize, share: f64, threads: f64) {
         let l = &mut self.live[i];
         let (old_share, old_rate) = (l.share, l.rate);
@@ -965,7 +970,8 @@ impl Engine<'_, '_> {
                     .map_err(|error| SimError::Placement { at: self.now as f64 / NS, error })?;
             }
             for &i in &changed {
-                let placed = self.sets[i].len();
+                let placed = self.placer.placed(i);
+                debug_assert_eq!(placed, self.sets[i].len(), "the placer's count of program {i}'s set");
                 if self.cfg.check_placement && only_changed {
                     self.check_size(i, placed)?;
                 }
@@ -985,9 +991,10 @@ impl Engine<'_, '_> {
         Ok(())
     }
 
-    /// Checks that program `i`'s new set, of `placed` CPUs, is as large as its count: after
-    /// placing only the changed programs, what remains to check (the placer took their CPUs from
-    /// the free map, which holds none of the others'; a full placement is checked whole).
+    /// Checks that program `i`'s new set, of `placed` CPUs ([`Placer::placed`]), is as large as
+    /// its count: after placing only the changed programs, what remains to check (the placer took
+    /// their CPUs from the free map, which holds none of the others'; a full placement is checked
+    /// whole).
     fn check_size(&self, i: usize, placed: usize) -> Result<(), SimError> {
         let count = self.decision.allocations[i].granted();
         if placed != count as usize {
@@ -1017,12 +1024,16 @@ impl Engine<'_, '_> {
             let moved: u32 = if p.cpus.is_empty() {
                 0
             } else {
+                // Counted only in the words with a new CPU (no `popcnt` on the baseline target: a
+                // count is a dozen instructions).
                 let old = p.cpus.as_words();
                 self.sets[i]
                     .as_words()
                     .iter()
                     .enumerate()
-                    .map(|(k, w)| (w & !old.get(k).copied().unwrap_or(0)).count_ones())
+                    .map(|(k, w)| w & !old.get(k).copied().unwrap_or(0))
+                    .filter(|&new| new != 0)
+                    .map(u64::count_ones)
                     .sum()
             };
             l.moves += moved as u64;
@@ -1070,7 +1081,9 @@ impl Engine<'_, '_> {
     }
 
     /// Sets job `i`'s rate for `count` placed CPUs (its threads follow its kind), shows its
-    /// allocation in its program's view fields and reschedules its end.
+    /// allocation in its program's view fields and reschedules its end. Always inlined (see
+    /// [`Engine::push_end`]).
+    #[inline(always)]
     fn set_placed_rate(&mut self, i: usize, count: u32) {
         let l = &self.live[i];
         let threads = match l.kind {
@@ -1085,7 +1098,8 @@ impl Engine<'_, '_> {
 
     /// Writes the view fields that change only with job `i`'s allocation: whether it runs, and
     /// its threads (a rigid job's processes, a moldable job's team once formed, else its CPUs
-    /// once it has run).
+    /// once it has run). Always inlined (see [`Engine::push_end`]).
+    #[inline(always)]
     fn show(&mut self, i: usize) {
         let (p, l) = (&mut self.programs[i], &self.live[i]);
         p.running = l.ran_last;
@@ -1096,7 +1110,9 @@ impl Engine<'_, '_> {
         };
     }
 
-    /// Recomputes job `i`'s end from its progress and rate now, queueing it if it moved.
+    /// Recomputes job `i`'s end from its progress and rate now, queueing it if it moved. Always
+    /// inlined (see [`Engine::push_end`]).
+    #[inline(always)]
     fn reschedule(&mut self, i: usize) {
         let l = &mut self.live[i];
         let before = l.done_at;
