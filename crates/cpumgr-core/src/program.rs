@@ -72,14 +72,7 @@ impl Request {
 
 /// One speedup measurement: running on `cpus` CPUs, the program ran `speedup` times as fast as on
 /// one (paper 000's SelfAnalyzer reports these; PDPA uses them).
-///
-/// Packed to a 4-byte alignment (12 bytes, not 16 with padding): [`Program`]'s optional report
-/// then takes 16 bytes instead of 24, and a `Program` 128 instead of 136, which the compiler
-/// copies inline instead of calling `memcpy`, and which the simulator moves fewer bytes of when
-/// it compacts its program list (a `memmove` per stretch of survivors at every tick). Its fields
-/// are read and written by value (a reference to a packed field is not allowed).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[repr(C, packed(4))]
 pub struct SpeedupReport {
     /// CPUs the measurement was taken on.
     pub cpus: u32,
