@@ -16,10 +16,12 @@ pub use cpumgr_report::summary::mean_cv;
 pub struct JobSummary {
     /// Its name.
     pub name: String,
-    /// End minus arrival, seconds.
-    pub turnaround: f64,
-    /// Turnaround over its class's dedicated run time.
-    pub slowdown: f64,
+    /// End minus arrival, seconds; `None` for a job that did not arrive before the run's time
+    /// limit.
+    pub turnaround: Option<f64>,
+    /// Turnaround over its class's dedicated run time; `None` without either (a class whose run
+    /// alone did not finish has no dedicated time).
+    pub slowdown: Option<f64>,
     /// `ok`, or why it failed.
     pub outcome: String,
 }
@@ -31,11 +33,11 @@ pub struct Summary {
     pub config: String,
     /// First arrival to last end, seconds.
     pub makespan: f64,
-    /// Mean turnaround, seconds.
+    /// Mean turnaround of the jobs that arrived, seconds.
     pub mean_turnaround: f64,
     /// Largest turnaround, seconds.
     pub max_turnaround: f64,
-    /// Mean slowdown.
+    /// Mean slowdown of the jobs that have one; NaN (JSON `null`) when none has.
     pub mean_slowdown: f64,
     /// CPU seconds used over CPU seconds available during the makespan.
     pub utilization: f64,
@@ -43,8 +45,8 @@ pub struct Summary {
     pub cv: BTreeMap<String, f64>,
     /// Jobs that did not end with status 0, other than those the time limit stopped.
     pub failed: usize,
-    /// Jobs the run's time limit ended or kept from starting ([`Outcome::OverLimit`]): when
-    /// above zero, the makespan is a lower bound.
+    /// Jobs the run's time limit ended, kept from starting or from arriving
+    /// ([`Outcome::cut_by_limit`]): when above zero, the makespan is a lower bound.
     pub stopped: usize,
     /// Per job.
     pub jobs: Vec<JobSummary>,
@@ -59,18 +61,24 @@ pub fn median_repeat(runs: &[Summary]) -> Option<usize> {
     order.get(order.len() / 2).copied()
 }
 
-/// Summarises a run; `dedicated` maps a class to its run time alone on the machine (classes
-/// missing from it get slowdown 1 relative to their own run time).
+/// Summarises a run; `dedicated` maps a class to its run time alone on the machine (the jobs of
+/// a class missing from it have no slowdown). Jobs that did not arrive before the run's time
+/// limit count in no mean.
 pub fn summarize(run: &RunResult, dedicated: &BTreeMap<String, f64>) -> Summary {
     let mut jobs = Vec::new();
     let mut per_class: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for j in &run.jobs {
-        let alone = dedicated.get(&j.class).copied().filter(|d| *d > 0.0).unwrap_or(j.run_time().max(1e-9));
-        jobs.push(JobSummary { name: j.name.clone(), turnaround: j.turnaround(), slowdown: j.turnaround() / alone, outcome: j.outcome.describe() });
-        per_class.entry(j.class.clone()).or_default().push(j.run_time());
+        let arrived = j.outcome != Outcome::NotArrived;
+        let turnaround = arrived.then(|| j.turnaround());
+        let alone = dedicated.get(&j.class).copied().filter(|d| *d > 0.0);
+        let slowdown = turnaround.zip(alone).map(|(t, a)| t / a);
+        jobs.push(JobSummary { name: j.name.clone(), turnaround, slowdown, outcome: j.outcome.describe() });
+        if arrived {
+            per_class.entry(j.class.clone()).or_default().push(j.run_time());
+        }
     }
-    let turnarounds: Vec<f64> = jobs.iter().map(|j| j.turnaround).collect();
-    let slowdowns: Vec<f64> = jobs.iter().map(|j| j.slowdown).collect();
+    let turnarounds: Vec<f64> = jobs.iter().filter_map(|j| j.turnaround).collect();
+    let slowdowns: Vec<f64> = jobs.iter().filter_map(|j| j.slowdown).collect();
     let cpu: f64 = run.jobs.iter().map(|j| j.cpu_seconds).sum();
     let available = run.makespan * run.cpus.len().max(1) as f64;
     Summary {
@@ -78,11 +86,11 @@ pub fn summarize(run: &RunResult, dedicated: &BTreeMap<String, f64>) -> Summary 
         makespan: run.makespan,
         mean_turnaround: mean_cv(&turnarounds).0,
         max_turnaround: turnarounds.iter().copied().fold(0.0, f64::max),
-        mean_slowdown: mean_cv(&slowdowns).0,
+        mean_slowdown: if slowdowns.is_empty() { f64::NAN } else { mean_cv(&slowdowns).0 },
         utilization: if available > 0.0 { (cpu / available).min(1.0) } else { 0.0 },
         cv: per_class.into_iter().map(|(c, v)| (c, mean_cv(&v).1)).collect(),
-        failed: run.jobs.iter().filter(|j| !j.outcome.ok() && j.outcome != Outcome::OverLimit).count(),
-        stopped: run.jobs.iter().filter(|j| j.outcome == Outcome::OverLimit).count(),
+        failed: run.jobs.iter().filter(|j| !j.outcome.ok() && !j.outcome.cut_by_limit()).count(),
+        stopped: run.jobs.iter().filter(|j| j.outcome.cut_by_limit()).count(),
         jobs,
     }
 }

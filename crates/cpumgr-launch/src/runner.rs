@@ -75,6 +75,16 @@ pub enum Outcome {
     /// Ended by the launcher at the run's time limit ([`RunOptions::limit`]), or never started
     /// before it: not a failure of the job, but its run's makespan is then a lower bound.
     OverLimit,
+    /// Its arrival time came after the run's time limit: it has no turnaround.
+    NotArrived,
+}
+
+impl Outcome {
+    /// Whether the run's time limit cut the job short ([`Outcome::OverLimit`],
+    /// [`Outcome::NotArrived`]): not a failure, but what its figures say is a bound.
+    pub fn cut_by_limit(&self) -> bool {
+        matches!(self, Outcome::OverLimit | Outcome::NotArrived)
+    }
 }
 
 impl Outcome {
@@ -92,6 +102,7 @@ impl Outcome {
             Outcome::NotStarted(why) => format!("failed: not started: {why}"),
             Outcome::Interrupted => "interrupted".into(),
             Outcome::OverLimit => "stopped at the time limit".into(),
+            Outcome::NotArrived => "not arrived by the time limit".into(),
         }
     }
 }
@@ -512,7 +523,10 @@ pub fn run(
                 start: end,
                 end,
                 cpu_seconds: 0.0,
-                outcome: cut.clone().unwrap_or(Outcome::Interrupted),
+                outcome: match &cut {
+                    Some(Outcome::OverLimit) if jobs[i].at > end => Outcome::NotArrived,
+                    c => c.clone().unwrap_or(Outcome::Interrupted),
+                },
                 stderr_tail: String::new(),
             })
         })
@@ -520,7 +534,8 @@ pub fn run(
     if let Some(m) = manager {
         trace = m.finish()?;
     }
-    let first = jobs_out.iter().map(|j| j.arrival).fold(f64::INFINITY, f64::min);
+    // A job that never arrived is not part of the run's span.
+    let first = jobs_out.iter().filter(|j| j.outcome != Outcome::NotArrived).map(|j| j.arrival).fold(f64::INFINITY, f64::min);
     let last = jobs_out.iter().map(|j| j.end).fold(0.0, f64::max);
     trace.sort_by_key(|e| e.t);
     Ok(RunResult { config: config.name().into(), cpus: opts.cpus.clone(), makespan: (last - first).max(0.0), jobs: jobs_out, trace })

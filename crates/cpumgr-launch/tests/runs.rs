@@ -102,7 +102,7 @@ fn a_run_at_its_time_limit_ends_its_jobs_and_keeps_those_that_finished() {
     let outcomes: Vec<&Outcome> = r.jobs.iter().map(|j| &j.outcome).collect();
     // The quick job ended by itself; the long ones were ended (the second waited behind the
     // multiprogramming level); the late one never arrived.
-    assert_eq!(outcomes, [&Outcome::Exited(0), &Outcome::OverLimit, &Outcome::OverLimit, &Outcome::OverLimit], "{:?}", r.jobs);
+    assert_eq!(outcomes, [&Outcome::Exited(0), &Outcome::OverLimit, &Outcome::OverLimit, &Outcome::NotArrived], "{:?}", r.jobs);
     assert!(r.makespan < 10.0, "the sleeps were ended: {}", r.makespan);
     // The ended job's exit is in the trace, at the limit or after: the run's timeline ends
     // when the run did, not at the last job that ended by itself.
@@ -110,6 +110,11 @@ fn a_run_at_its_time_limit_ends_its_jobs_and_keeps_those_that_finished() {
     assert!(exit.is_some_and(|e| e.t >= 500_000_000), "{:?}", r.trace);
     let s = cpumgr_launch::metrics::summarize(&r, &Default::default());
     assert_eq!((s.failed, s.stopped), (0, 3), "jobs the limit stopped are not failures");
+    // The late job has no turnaround (it would be negative: it ends before it arrives) and
+    // counts in no mean; with no dedicated times, nobody has a slowdown.
+    assert_eq!(s.jobs[3].turnaround, None);
+    assert!(s.jobs[..3].iter().all(|j| j.turnaround.is_some_and(|t| t >= 0.0)), "{:?}", s.jobs);
+    assert!(s.mean_turnaround >= 0.0 && s.mean_slowdown.is_nan(), "{s:?}");
 }
 
 #[test]

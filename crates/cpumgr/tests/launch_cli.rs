@@ -233,4 +233,9 @@ fn a_run_at_the_time_limit_is_a_lower_bound_not_a_failure() {
     assert!(!stdout.contains("job quick"), "the quick job ended by itself: {stdout}");
     let pid: i32 = std::fs::read_to_string(&marker).unwrap().trim().parse().unwrap();
     assert_eq!(state(pid), None, "the stopped job's process is gone");
+    assert!(stdout.contains("no slowdown for long: alone, it outlasted the time limit"), "{stdout}");
+    // A policy run the limit stops is an error, a baseline's is not.
+    let out = Command::new(env!("CARGO_BIN_EXE_cpumgr")).arg("launch").arg(&workload).args(["--baseline", "", "--policy", "equipartition", "--time-limit", "1s"]).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && stderr.contains("policy runs stopped at the time limit: equipartition"), "{stderr}");
 }

@@ -59,7 +59,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         json: args.json,
         no_omp: false,
         yield_outside: args.yield_outside,
-        time_limit: Some(args.time_limit).filter(|t| t != "none"),
+        time_limit: Some(args.time_limit),
     };
     launch(&launch_args, WORKLOAD)
 }
@@ -73,8 +73,8 @@ mod tests {
     #[test]
     fn the_defaults_parse() {
         let args = Args::try_parse_from(["demo"]).unwrap();
-        let limit = super::super::control::parse_duration("--time-limit", &args.time_limit).unwrap();
-        assert_eq!(limit, std::time::Duration::from_secs(120));
+        let limit = super::super::launch::time_limit(Some(&args.time_limit)).unwrap();
+        assert_eq!(limit, Some(std::time::Duration::from_secs(120)));
         for p in super::super::launch::split_policies(&args.policy) {
             cpumgr_core::policies::build(&p).unwrap();
         }

@@ -65,8 +65,9 @@ pub struct Args {
     /// (`cpumgr daemon --yield-outside`): for a machine others use while the workload runs.
     #[arg(long)]
     pub yield_outside: bool,
-    /// End a run still going after this long (`90s`, `2m`): its jobs are reported as stopped,
-    /// not failed, and its makespan as a lower bound (`≥`). Default: no limit.
+    /// End a run still going after this long (`90s`, `2m`; a unit is required, `none` for no
+    /// limit): its jobs are reported as stopped, not failed, and its makespan as a lower bound
+    /// (`≥`); a policy run stopped so is an error. Default: no limit.
     #[arg(long)]
     pub time_limit: Option<String>,
 }
@@ -154,8 +155,22 @@ pub fn run_launch(args: Args) -> anyhow::Result<()> {
     launch(&args, &text)
 }
 
+/// Parses `--time-limit`: a duration with its unit (a bare number would be milliseconds to the
+/// duration parser, where a user writing `120` means seconds), or `none`.
+pub fn time_limit(text: Option<&str>) -> anyhow::Result<Option<Duration>> {
+    match text.map(str::trim) {
+        None | Some("none") => Ok(None),
+        Some(t) if t.parse::<f64>().is_ok() => Err(InputError::new(format!("--time-limit {t}: give a unit (e.g. {t}s, 2m) or none"))),
+        Some(t) => super::control::parse_duration("--time-limit", t).map(Some),
+    }
+}
+
+
 /// Runs a workload given as text (a file's, or the demo's built-in one).
 pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
+    // Flags first: a bad one is reported before the kernels are built.
+    let quantum = super::control::parse_duration("--quantum", &args.quantum)?;
+    let limit = time_limit(args.time_limit.as_deref())?;
     let cpus = match &args.cpus {
         Some(list) => CpuSet::parse(list).map_err(|e| InputError::new(format!("--cpus: {e}")))?,
         None => allowed_cpus(),
@@ -191,21 +206,25 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGINT, Arc::clone(&stop))?;
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
     let logs = tempfile::Builder::new().prefix("cpumgr-launch-").tempdir()?;
-    let quantum = super::control::parse_duration("--quantum", &args.quantum)?;
     let omp_adapter = if args.no_omp { None } else { omp_adapter(&args.policy) };
-    let limit = args.time_limit.as_deref().map(|t| super::control::parse_duration("--time-limit", t)).transpose()?;
     let opts = RunOptions { cpus: cpus.clone(), quantum, log_dir: logs.path().to_path_buf(), tick: Duration::from_millis(5), omp_adapter, yield_outside: args.yield_outside, limit };
     let show_progress = !args.json && std::io::stdout().is_terminal();
 
-    // Each class's dedicated run time: its first job alone on the machine, OpenMP defaults.
+    // Each class's dedicated run time: its first job alone on the machine, OpenMP defaults. A
+    // class whose run alone the time limit stopped has none (its jobs get no slowdown).
     let mut dedicated = BTreeMap::new();
+    let mut unmeasured: Vec<String> = Vec::new();
     for job in &workload.jobs {
-        if dedicated.contains_key(&job.class) || stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if dedicated.contains_key(&job.class) || unmeasured.contains(&job.class) || stop.load(std::sync::atomic::Ordering::Relaxed) {
             continue;
         }
         let alone = Workload { name: job.class.clone(), mpl: 1, jobs: vec![cpumgr_launch::workload::Job { at: 0.0, ..job.clone() }] };
         let r = run(&alone, &Config::Os, &opts, &stop, &mut |_, _| {})?;
-        dedicated.insert(job.class.clone(), r.makespan);
+        if r.jobs.iter().any(|j| j.outcome.cut_by_limit()) {
+            unmeasured.push(job.class.clone());
+        } else {
+            dedicated.insert(job.class.clone(), r.makespan);
+        }
     }
 
     let bar = show_progress.then(|| {
@@ -244,7 +263,7 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
             }
         }
     }
-    report_results(args, &workload, &cpus, &dedicated, &outcomes)?;
+    report_results(args, &workload, &cpus, (&dedicated, &unmeasured), &outcomes)?;
     if stop.load(std::sync::atomic::Ordering::Relaxed) {
         anyhow::bail!("interrupted: every job was ended; the results above cover what ran");
     }
@@ -253,6 +272,12 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     if failed > 0 {
         let runs: usize = outcomes.iter().flat_map(|o| &o.summaries).map(|s| s.jobs.len()).sum();
         anyhow::bail!("{failed} of {runs} job runs failed (listed above; the `failed` column counts them per configuration)");
+    }
+    // A baseline may crawl past the limit (that is what it shows); a policy that does is a
+    // finding to look at, not a result.
+    let cut: Vec<&str> = outcomes.iter().filter(|o| !o.baseline && o.summaries.iter().any(|s| s.stopped > 0)).map(|o| o.name.as_str()).collect();
+    if !cut.is_empty() {
+        anyhow::bail!("policy runs stopped at the time limit: {} (listed above)", cut.join(", "));
     }
     Ok(())
 }
@@ -268,15 +293,30 @@ fn write_trace(path: &std::path::Path, events: &[Event]) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &BTreeMap<String, f64>, outcomes: &[Outcomes]) -> anyhow::Result<()> {
-    let best_baseline = outcomes.iter().filter(|o| o.baseline).filter_map(|o| o.median()).map(|(_, m)| m.makespan).fold(f64::INFINITY, f64::min);
+/// How a makespan ratio reads when either side may be a lower bound (a run the time limit
+/// stopped): `≥` when only the row's is, `≤` when only the baseline's is, `?` when both are.
+fn ratio_mark(row_stopped: bool, base_stopped: bool) -> &'static str {
+    match (row_stopped, base_stopped) {
+        (false, false) => "",
+        (true, false) => "≥",
+        (false, true) => "≤",
+        (true, true) => "?",
+    }
+}
+
+/// The results: `dedicated` is each class's run time alone, beside the classes whose run alone
+/// the time limit stopped.
+fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, (dedicated, unmeasured): (&BTreeMap<String, f64>, &[String]), outcomes: &[Outcomes]) -> anyhow::Result<()> {
+    let best = outcomes.iter().filter(|o| o.baseline).filter_map(|o| o.median()).map(|(_, m)| m).min_by(|a, b| a.makespan.total_cmp(&b.makespan));
+    let best_baseline = best.map_or(f64::INFINITY, |m| m.makespan);
+    let base_stopped = best.is_some_and(|m| m.stopped > 0);
     let mut table = Table {
         columns: ["config", "makespan (s)", "min–max", "mean turnaround", "max turnaround", "mean slowdown", "utilisation", "CV of run times", "failed", "vs best baseline"].map(String::from).to_vec(),
         rows: Vec::new(),
     };
     let mut runs_json = Vec::new();
     let limited = outcomes.iter().flat_map(|o| &o.summaries).any(|s| s.stopped > 0);
-    const LIMITED: &str = "≥: a run the time limit stopped (--time-limit); its makespan is a lower bound";
+    const LIMITED: &str = "≥: a run the time limit stopped (--time-limit), its makespan a lower bound; in the last column ≤ when the best baseline's was, ? when both were";
     for o in outcomes {
         let Some((k, m)) = o.median() else { continue };
         let makespans: Vec<f64> = o.summaries.iter().map(|s| s.makespan).collect();
@@ -290,11 +330,11 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &B
             format!("{lo:.2}–{upper}{hi:.2}"),
             format!("{:.2}", m.mean_turnaround),
             format!("{:.2}", m.max_turnaround),
-            format!("{:.2}", m.mean_slowdown),
+            if m.mean_slowdown.is_nan() { "—".into() } else { format!("{:.2}", m.mean_slowdown) },
             format!("{:.0}%", 100.0 * m.utilization),
             cv_cell(&m.cv, workload),
             m.failed.to_string(),
-            format!("{at_least}{:.2}×", m.makespan / best_baseline.max(1e-9)),
+            format!("{}{:.2}×", ratio_mark(m.stopped > 0, base_stopped), m.makespan / best_baseline.max(1e-9)),
         ]);
         runs_json.push(json!({
             "config": o.name,
@@ -312,12 +352,15 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &B
         }));
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json!({"workload": workload.name, "cpus": cpus.to_string(), "dedicated": dedicated, "runs": runs_json}))?);
+        println!("{}", serde_json::to_string_pretty(&json!({"workload": workload.name, "cpus": cpus.to_string(), "dedicated": dedicated, "dedicated_unfinished": unmeasured, "runs": runs_json}))?);
     } else {
         println!("workload {} on CPUs {} ({} jobs, mpl {}), {} repeat(s)", workload.name, cpus, workload.jobs.len(), workload.mpl, args.repeat);
         print_table(&table);
         if limited {
             println!("{LIMITED}");
+        }
+        if !unmeasured.is_empty() {
+            println!("no slowdown for {}: alone, it outlasted the time limit", unmeasured.join(", "));
         }
         for o in outcomes {
             for (k, s) in o.summaries.iter().enumerate() {
@@ -362,5 +405,26 @@ pub fn print_table(t: &Table) {
     println!("{}", line(&t.columns));
     for r in &t.rows {
         println!("{}", line(r));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_time_limit_needs_its_unit() {
+        assert_eq!(time_limit(None).unwrap(), None);
+        assert_eq!(time_limit(Some("none")).unwrap(), None);
+        assert_eq!(time_limit(Some("90s")).unwrap(), Some(Duration::from_secs(90)));
+        assert_eq!(time_limit(Some("2m")).unwrap(), Some(Duration::from_secs(120)));
+        let e = time_limit(Some("120")).unwrap_err().to_string();
+        assert!(e.contains("give a unit (e.g. 120s, 2m)"), "{e}");
+        assert!(time_limit(Some("soon")).is_err());
+    }
+
+    #[test]
+    fn a_ratio_says_which_side_is_a_bound() {
+        assert_eq!([ratio_mark(false, false), ratio_mark(true, false), ratio_mark(false, true), ratio_mark(true, true)], ["", "≥", "≤", "?"]);
     }
 }
