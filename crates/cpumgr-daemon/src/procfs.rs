@@ -104,8 +104,13 @@ pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
         // A process in no target's group is left after one system call, not a read of its
         // `stat`: most of a server's processes (daemons, containers, per-CPU kernel threads, whose
         // group is 0) are no program's. The group read from `stat` decides for those kept.
-        if !singles.contains_key(&pid) && !pgid_of(pid).is_some_and(|g| groups.contains_key(&g)) {
-            continue;
+        if !singles.contains_key(&pid) {
+            match nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))) {
+                Ok(g) if !groups.contains_key(&g.as_raw()) => continue,
+                Err(nix::errno::Errno::ESRCH) => continue,
+                // A security policy that refuses the call (not the read): `stat` decides.
+                _ => {}
+            }
         }
         let Some(stat) = read_stat(pid) else { continue };
         let target = match groups.get(&stat.pgrp).or_else(|| singles.get(&pid)) {
