@@ -324,13 +324,15 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, (dedicated, u
         // A run the time limit stopped took at least its makespan: so do figures taken from it.
         let at_least = if m.stopped > 0 { "≥" } else { "" };
         let upper = if o.summaries.iter().any(|s| s.stopped > 0) { "≥" } else { "" };
+        // The fastest repeat was stopped only if every one was.
+        let lower = if o.summaries.iter().all(|s| s.stopped > 0) { "≥" } else { "" };
         table.rows.push(vec![
             o.name.clone(),
             format!("{at_least}{:.2}", m.makespan),
-            format!("{lo:.2}–{upper}{hi:.2}"),
-            format!("{:.2}", m.mean_turnaround),
-            format!("{:.2}", m.max_turnaround),
-            if m.mean_slowdown.is_nan() { "—".into() } else { format!("{:.2}", m.mean_slowdown) },
+            format!("{lower}{lo:.2}–{upper}{hi:.2}"),
+            format!("{at_least}{:.2}", m.mean_turnaround),
+            format!("{at_least}{:.2}", m.max_turnaround),
+            if m.mean_slowdown.is_nan() { "—".into() } else { format!("{at_least}{:.2}", m.mean_slowdown) },
             format!("{:.0}%", 100.0 * m.utilization),
             cv_cell(&m.cv, workload),
             m.failed.to_string(),
