@@ -228,7 +228,18 @@ impl Managed {
         }
     }
 
+    /// Stops the manager and reads its trace back. Every job has ended by now; the manager
+    /// records a program's exit when it sees it go, so it is asked (for up to a second) until it
+    /// holds no program: the exits of jobs the launcher ended just before are in the trace then.
     fn finish(self) -> std::io::Result<Vec<Event>> {
+        use cpumgr_proto::{Reply, Request};
+        let deadline = Instant::now() + Duration::from_secs(1);
+        while Instant::now() < deadline {
+            match self.conn.call(&Request::Status) {
+                Ok((Reply::Status(s), _)) if !s.programs.is_empty() => std::thread::sleep(Duration::from_millis(2)),
+                _ => break,
+            }
+        }
         self.manager.shutdown();
         let text = std::fs::read_to_string(&self.trace)?;
         Ok(text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect())

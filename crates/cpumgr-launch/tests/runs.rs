@@ -130,6 +130,21 @@ fn a_policy_run_goes_through_a_manager_and_keeps_its_trace() {
     assert!(allocations.iter().all(|&(c, n)| c == 1 && n == 1), "each job asked for 1 CPU: {allocations:?}");
 }
 
+/// A policy run at its time limit: the trace is the manager's, and it holds the exit of every
+/// job that started, the ended one's included, so its timeline ends when the run did.
+#[test]
+fn a_policy_run_at_its_time_limit_has_every_exit_in_the_managers_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = workload("mpl = 1\n[[job]]\nname = \"quick\"\ncommand = [\"true\"]\n[[job]]\nname = \"long\"\ncommand = [\"sleep\", \"30\"]\n");
+    let o = RunOptions { limit: Some(Duration::from_millis(800)), ..opts(dir.path()) };
+    let r = run(&w, &Config::Policy("equipartition".into()), &o, &AtomicBool::new(false), &mut |_, _| {}).unwrap();
+    assert_eq!(r.jobs.iter().map(|j| &j.outcome).collect::<Vec<_>>(), [&Outcome::Exited(0), &Outcome::OverLimit], "{:?}", r.jobs);
+    use cpumgr_core::trace::EventKind;
+    let exits: Vec<u64> = r.trace.iter().filter(|e| matches!(e.kind, EventKind::Exit { .. })).map(|e| e.t).collect();
+    assert_eq!(exits.len(), 2, "{:?}", r.trace);
+    assert!(exits.iter().any(|&t| t >= 800_000_000), "the ended job's exit is at the limit or after: {exits:?}");
+}
+
 /// The test kernels, built with make and gcc into `dir`.
 fn kernels(dir: &Path) -> std::path::PathBuf {
     let out = dir.join("kernels");
