@@ -85,9 +85,7 @@ impl Outcome {
     pub fn cut_by_limit(&self) -> bool {
         matches!(self, Outcome::OverLimit | Outcome::NotArrived)
     }
-}
 
-impl Outcome {
     /// Whether the job succeeded.
     pub fn ok(&self) -> bool {
         *self == Outcome::Exited(0)
@@ -246,6 +244,11 @@ impl Managed {
     }
 }
 
+/// The trace's exit of the workload's job `index` (program id `index + 1`) at `end` seconds.
+fn exit_event(index: usize, end: f64, status: Option<i32>) -> Event {
+    Event { t: ns(end), program: Some(ProgramId(index as u64 + 1)), kind: EventKind::Exit { status } }
+}
+
 fn now_s(t0: Instant) -> f64 {
     t0.elapsed().as_secs_f64()
 }
@@ -372,7 +375,7 @@ fn end_all(running: &mut Vec<Running>, results: &mut [Option<JobResult>], trace:
             Some((_, cpu)) => {
                 let job = &jobs[r.index];
                 let end = now_s(t0);
-                trace.push(Event { t: ns(end), program: Some(ProgramId(r.index as u64 + 1)), kind: EventKind::Exit { status: None } });
+                trace.push(exit_event(r.index, end, None));
                 results[r.index] = Some(JobResult {
                     name: job.name.clone(),
                     class: job.class.clone(),
@@ -489,7 +492,7 @@ pub fn run(
                         outcome: Outcome::NotStarted(format!("{}: {e}", job.command[0])),
                         stderr_tail: String::new(),
                     });
-                    trace.push(Event { t: ns(now), program: id, kind: EventKind::Exit { status: None } });
+                    trace.push(exit_event(i, now, None));
                     done += 1;
                     progress(done, jobs.len());
                 }
@@ -514,7 +517,7 @@ pub fn run(
                 Outcome::Signaled(s) => Some(128 + s),
                 _ => None,
             };
-            trace.push(Event { t: ns(end), program: Some(ProgramId(i as u64 + 1)), kind: EventKind::Exit { status } });
+            trace.push(exit_event(i, end, status));
             let stderr_tail = if outcome.ok() { String::new() } else { tail(&log_path(opts, config, job).with_extension("err"), 5) };
             results[i] = Some(JobResult { name: job.name.clone(), class: job.class.clone(), arrival: job.at, start: started, end, cpu_seconds: cpu, outcome, stderr_tail });
             done += 1;
