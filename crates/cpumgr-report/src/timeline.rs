@@ -68,10 +68,11 @@ impl Segment {
         self.mean_cpus() * to.saturating_sub(from) as f64
     }
 
-    /// Whether it held its CPUs for only part of the time (a repeated span's turn): the tooltip
-    /// and the Paraver export call it shared.
+    /// Whether, in a repeated span, it held each of its CPUs for only part of the time (its turn,
+    /// or its moves between sets of the span): the CPU chart, the replay, the tooltip and the
+    /// Paraver export all call it shared by this one rule.
     pub fn is_shared(&self) -> bool {
-        self.share < 1.0
+        self.repeated && self.mean_cpus() < self.cpus.len() as f64
     }
 
     /// The CPUs it held on average: its count while it ran, times the share of the time it ran.
@@ -291,9 +292,10 @@ impl Timeline {
         let mut shared: std::collections::BTreeMap<(u32, Nanos, Nanos), Vec<(usize, f64)>> = std::collections::BTreeMap::new();
         for (i, lane) in self.lanes.iter().enumerate() {
             for s in lane.segments.iter().filter(|s| s.running) {
-                let weight = if s.repeated { s.mean_cpus() / s.cpus.len().max(1) as f64 } else { 1.0 };
+                let shared_here = s.is_shared();
+                let weight = s.mean_cpus() / s.cpus.len().max(1) as f64;
                 for c in s.cpus.iter() {
-                    if weight < 1.0 {
+                    if shared_here {
                         shared.entry((c, s.from, s.to)).or_default().push((i, weight));
                     } else {
                         per_cpu.entry(c).or_default().push((s.from, s.to, i));
@@ -437,6 +439,7 @@ pub(crate) mod tests {
         let t = Timeline::from_events(&moving());
         let s = &t.lanes[0].segments[2];
         assert_eq!((s.from, s.to, s.count, s.cpus.to_string(), s.share), (200, 1_200, 2, "0-3".to_string(), 1.0), "two of the four CPUs all the time");
+        assert!(s.is_shared() && !t.lanes[0].segments[0].is_shared(), "shared by the rule the tooltip and Paraver read too");
         // Each CPU was `a`'s half the period and `b`'s the other half: so over the span, in
         // turns in a chart, one turn each in an export; neither holds all four throughout.
         let within = |owners: &[(u32, Ownership)], cpu: usize| owners[cpu].1.iter().filter(|o| o.0 >= 200 && o.1 <= 1_200).copied().collect::<Vec<_>>();
