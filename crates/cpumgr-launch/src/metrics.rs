@@ -61,16 +61,23 @@ pub fn median_repeat(runs: &[Summary]) -> Option<usize> {
     order.get(order.len() / 2).copied()
 }
 
+impl Summary {
+    /// Whether the run's time limit cut it short: its makespan is then a lower bound.
+    pub fn cut(&self) -> bool {
+        self.stopped > 0
+    }
+}
+
 /// Summarises a run; `dedicated` maps a class to its run time alone on the machine (the jobs of
-/// a class missing from it have no slowdown). Jobs that did not arrive before the run's time
-/// limit count in no mean.
-pub fn summarize(run: &RunResult, dedicated: &BTreeMap<String, f64>) -> Summary {
+/// a class missing from it, or mapped to `None` because its run alone did not finish, have no
+/// slowdown). Jobs that did not arrive before the run's time limit count in no mean.
+pub fn summarize(run: &RunResult, dedicated: &BTreeMap<String, Option<f64>>) -> Summary {
     let mut jobs = Vec::new();
     let mut per_class: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for j in &run.jobs {
         let arrived = j.outcome != Outcome::NotArrived;
         let turnaround = arrived.then(|| j.turnaround());
-        let alone = dedicated.get(&j.class).copied().filter(|d| *d > 0.0);
+        let alone = dedicated.get(&j.class).copied().flatten().filter(|d| *d > 0.0);
         let slowdown = turnaround.zip(alone).map(|(t, a)| t / a);
         jobs.push(JobSummary { name: j.name.clone(), turnaround, slowdown, outcome: j.outcome.describe() });
         if arrived {

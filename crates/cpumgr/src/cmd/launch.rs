@@ -210,21 +210,17 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     let opts = RunOptions { cpus: cpus.clone(), quantum, log_dir: logs.path().to_path_buf(), tick: Duration::from_millis(5), omp_adapter, yield_outside: args.yield_outside, limit };
     let show_progress = !args.json && std::io::stdout().is_terminal();
 
-    // Each class's dedicated run time: its first job alone on the machine, OpenMP defaults. A
-    // class whose run alone the time limit stopped has none (its jobs get no slowdown).
-    let mut dedicated = BTreeMap::new();
-    let mut unmeasured: Vec<String> = Vec::new();
+    // Each class's dedicated run time: its first job alone on the machine, OpenMP defaults;
+    // `None` for a class whose run alone the time limit stopped (its jobs get no slowdown).
+    let mut dedicated: BTreeMap<String, Option<f64>> = BTreeMap::new();
     for job in &workload.jobs {
-        if dedicated.contains_key(&job.class) || unmeasured.contains(&job.class) || stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if dedicated.contains_key(&job.class) || stop.load(std::sync::atomic::Ordering::Relaxed) {
             continue;
         }
         let alone = Workload { name: job.class.clone(), mpl: 1, jobs: vec![cpumgr_launch::workload::Job { at: 0.0, ..job.clone() }] };
         let r = run(&alone, &Config::Os, &opts, &stop, &mut |_, _| {})?;
-        if r.jobs.iter().any(|j| j.outcome.cut_by_limit()) {
-            unmeasured.push(job.class.clone());
-        } else {
-            dedicated.insert(job.class.clone(), r.makespan);
-        }
+        let finished = !r.jobs.iter().any(|j| j.outcome.cut_by_limit());
+        dedicated.insert(job.class.clone(), finished.then_some(r.makespan));
     }
 
     let bar = show_progress.then(|| {
@@ -263,7 +259,7 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
             }
         }
     }
-    report_results(args, &workload, &cpus, (&dedicated, &unmeasured), &outcomes)?;
+    report_results(args, &workload, &cpus, &dedicated, &outcomes)?;
     if stop.load(std::sync::atomic::Ordering::Relaxed) {
         anyhow::bail!("interrupted: every job was ended; the results above cover what ran");
     }
@@ -275,7 +271,7 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     }
     // A baseline may crawl past the limit (that is what it shows); a policy that does is a
     // finding to look at, not a result.
-    let cut: Vec<&str> = outcomes.iter().filter(|o| !o.baseline && o.summaries.iter().any(|s| s.stopped > 0)).map(|o| o.name.as_str()).collect();
+    let cut: Vec<&str> = outcomes.iter().filter(|o| !o.baseline && o.summaries.iter().any(Summary::cut)).map(|o| o.name.as_str()).collect();
     if !cut.is_empty() {
         anyhow::bail!("policy runs stopped at the time limit: {} (listed above)", cut.join(", "));
     }
@@ -304,28 +300,28 @@ fn ratio_mark(row_stopped: bool, base_stopped: bool) -> &'static str {
     }
 }
 
-/// The results: `dedicated` is each class's run time alone, beside the classes whose run alone
-/// the time limit stopped.
-fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, (dedicated, unmeasured): (&BTreeMap<String, f64>, &[String]), outcomes: &[Outcomes]) -> anyhow::Result<()> {
+/// The results: `dedicated` is each class's run time alone (`None`, JSON `null`: the time limit
+/// stopped it).
+fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &BTreeMap<String, Option<f64>>, outcomes: &[Outcomes]) -> anyhow::Result<()> {
     let best = outcomes.iter().filter(|o| o.baseline).filter_map(|o| o.median()).map(|(_, m)| m).min_by(|a, b| a.makespan.total_cmp(&b.makespan));
     let best_baseline = best.map_or(f64::INFINITY, |m| m.makespan);
-    let base_stopped = best.is_some_and(|m| m.stopped > 0);
+    let base_stopped = best.is_some_and(Summary::cut);
     let mut table = Table {
         columns: ["config", "makespan (s)", "min–max", "mean turnaround", "max turnaround", "mean slowdown", "utilisation", "CV of run times", "failed", "vs best baseline"].map(String::from).to_vec(),
         rows: Vec::new(),
     };
     let mut runs_json = Vec::new();
-    let limited = outcomes.iter().flat_map(|o| &o.summaries).any(|s| s.stopped > 0);
+    let limited = outcomes.iter().flat_map(|o| &o.summaries).any(Summary::cut);
     const LIMITED: &str = "≥: a run the time limit stopped (--time-limit), its makespan a lower bound; in the last column ≤ when the best baseline's was, ? when both were";
     for o in outcomes {
         let Some((k, m)) = o.median() else { continue };
         let makespans: Vec<f64> = o.summaries.iter().map(|s| s.makespan).collect();
         let (lo, hi) = (makespans.iter().copied().fold(f64::INFINITY, f64::min), makespans.iter().copied().fold(0.0, f64::max));
         // A run the time limit stopped took at least its makespan: so do figures taken from it.
-        let at_least = if m.stopped > 0 { "≥" } else { "" };
-        let upper = if o.summaries.iter().any(|s| s.stopped > 0) { "≥" } else { "" };
+        let at_least = if m.cut() { "≥" } else { "" };
+        let upper = if o.summaries.iter().any(Summary::cut) { "≥" } else { "" };
         // The fastest repeat was stopped only if every one was.
-        let lower = if o.summaries.iter().all(|s| s.stopped > 0) { "≥" } else { "" };
+        let lower = if o.summaries.iter().all(Summary::cut) { "≥" } else { "" };
         table.rows.push(vec![
             o.name.clone(),
             format!("{at_least}{:.2}", m.makespan),
@@ -336,7 +332,7 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, (dedicated, u
             format!("{:.0}%", 100.0 * m.utilization),
             cv_cell(&m.cv, workload),
             m.failed.to_string(),
-            format!("{}{:.2}×", ratio_mark(m.stopped > 0, base_stopped), m.makespan / best_baseline.max(1e-9)),
+            format!("{}{:.2}×", ratio_mark(m.cut(), base_stopped), m.makespan / best_baseline.max(1e-9)),
         ]);
         runs_json.push(json!({
             "config": o.name,
@@ -354,13 +350,14 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, (dedicated, u
         }));
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json!({"workload": workload.name, "cpus": cpus.to_string(), "dedicated": dedicated, "dedicated_unfinished": unmeasured, "runs": runs_json}))?);
+        println!("{}", serde_json::to_string_pretty(&json!({"workload": workload.name, "cpus": cpus.to_string(), "dedicated": dedicated, "runs": runs_json}))?);
     } else {
         println!("workload {} on CPUs {} ({} jobs, mpl {}), {} repeat(s)", workload.name, cpus, workload.jobs.len(), workload.mpl, args.repeat);
         print_table(&table);
         if limited {
             println!("{LIMITED}");
         }
+        let unmeasured: Vec<&str> = dedicated.iter().filter(|(_, d)| d.is_none()).map(|(c, _)| c.as_str()).collect();
         if !unmeasured.is_empty() {
             println!("no slowdown for {}: alone, it outlasted the time limit", unmeasured.join(", "));
         }
