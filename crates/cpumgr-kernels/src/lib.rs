@@ -14,5 +14,5 @@ pub mod make;
 pub mod output;
 
 pub use catalog::{find, Kernel, Size, KERNELS};
-pub use make::{build, compiler_present, probe, source_dir, BuildError};
+pub use make::{build, compiler_present, openmp_unusable, probe, source_dir, BuildError};
 pub use output::{parse_region_log, parse_summary, ParseError, RegionRecord, Summary};

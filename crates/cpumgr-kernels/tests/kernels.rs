@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 use std::sync::Mutex;
 
 use cpumgr_kernels::{
-    build, compiler_present, find, parse_region_log, parse_summary, probe, BuildError, Size,
+    build, compiler_present, find, openmp_unusable, parse_region_log, parse_summary, BuildError, Size,
     Summary, KERNELS,
 };
 
@@ -177,15 +177,9 @@ fn gcc_libgomp_kernels() {
 
 #[test]
 fn clang_libomp_kernels() {
-    if !compiler_present("clang") {
-        say("clang_libomp_kernels: SKIPPED, clang is not installed (apt-get install clang libomp-dev)");
-        return;
-    }
     let dir = out_dir("clang");
-    if let Err(e) = probe(&dir, "clang") {
-        say(&format!(
-            "clang_libomp_kernels: SKIPPED, clang cannot build OpenMP programs (libomp-dev missing?): {e}"
-        ));
+    if let Some(why) = openmp_unusable(&dir, "clang") {
+        say(&format!("clang_libomp_kernels: SKIPPED, {why} (apt-get install clang libomp-dev)"));
         return;
     }
     let bin = build(&dir, "clang").unwrap_or_else(|e| panic!("{e}"));

@@ -30,17 +30,13 @@ fn kernels(cc: &str) -> PathBuf {
     p
 }
 
-/// Whether clang with LLVM libomp is unusable here, said on stderr past the harness's capture as
-/// the kernels' own tests say it: the README's machine needs only gcc; CI installs clang and
-/// libomp, and runs these tests.
+/// Whether clang with LLVM libomp is unusable here (probed once per test binary), said on
+/// stderr past the harness's capture as the kernels' own tests say it: the README's machine
+/// needs only gcc; CI installs clang and libomp, and runs these tests.
 fn clang_missing(test: &str) -> bool {
-    let dir = tempfile::tempdir().unwrap();
-    let why = if cpumgr_kernels::compiler_present("clang") {
-        cpumgr_kernels::probe(dir.path(), "clang").err().map(|e| format!("clang cannot build OpenMP programs: {e}"))
-    } else {
-        Some("clang is not installed".to_string())
-    };
-    if let Some(why) = &why {
+    static WHY: OnceLock<Option<String>> = OnceLock::new();
+    let why = WHY.get_or_init(|| cpumgr_kernels::openmp_unusable(tempfile::tempdir().unwrap().path(), "clang"));
+    if let Some(why) = why {
         let _ = writeln!(std::io::stderr(), "{test}: SKIPPED, {why} (apt-get install clang libomp-dev)");
     }
     why.is_some()
