@@ -45,6 +45,11 @@
 //! jump moves the pending wake-up and tells the policy ([`cpumgr_core::Policy::skip`]), so that
 //! its absolute times stay at the same point of its rotation.
 //!
+//! **The jobs' feed.** What a job needs before it arrives (generated or cloned from a trace,
+//! checked against the machine, its run time alone worked out) depends on nothing in the run:
+//! a second thread does it ahead, in order, in bounded batches (`feed.rs`), and the engine's
+//! thread takes the jobs ready. Results are those of the input taken in order.
+//!
 //! **Admission.** Jobs beyond the multiprogramming level ([`SimConfig::mpl`], else the policy's
 //! [`cpumgr_core::Policy::preferred_mpl`]) wait in arrival order and are admitted at ticks.
 
@@ -59,6 +64,7 @@ use cpumgr_core::{
 };
 
 use crate::cost::CostModel;
+use crate::feed::{self, Checked, Feed};
 use crate::job::{JobSpec, Phase};
 use crate::limits::HORIZON;
 use crate::metrics::{JobRecord, RunSummary};
@@ -466,15 +472,30 @@ struct Engine<'a, 'o> {
 /// Runs `jobs` (in arrival order; a job listed before an earlier arrival arrives when it is
 /// reached) under `policy` on the `topology`'s CPUs, streaming trace events and finished jobs to
 /// `obs`, and returns the run's figures. `spec` names the policy in the results.
+/// The jobs are produced ahead, on a thread of their own (`feed.rs`).
 pub fn run(
     topology: &Topology,
     spec: &str,
     policy: Box<dyn Policy>,
-    jobs: impl IntoIterator<Item = JobSpec>,
+    jobs: impl IntoIterator<Item = JobSpec, IntoIter: Send>,
     cfg: &SimConfig,
     obs: &mut dyn Observer,
 ) -> Result<RunSummary, SimError> {
     let started = Instant::now();
+    let cpus = topology.cpus().len() as u32;
+    feed::ahead(jobs.into_iter(), cpus, &cfg.cost, |jobs| run_fed(topology, spec, policy, jobs, cfg, obs, started))
+}
+
+/// [`run`], on the jobs from the feed.
+fn run_fed(
+    topology: &Topology,
+    spec: &str,
+    policy: Box<dyn Policy>,
+    jobs: Feed,
+    cfg: &SimConfig,
+    obs: &mut dyn Observer,
+    started: Instant,
+) -> Result<RunSummary, SimError> {
     let max_quantum = (crate::limits::MAX_QUANTUM_SECONDS * NS) as Nanos;
     let quantum = cfg.quantum.or(policy.preferred_quantum()).unwrap_or(100_000_000).clamp(1, max_quantum);
     let managed = topology.cpus().clone();
@@ -555,16 +576,15 @@ pub fn run(
         Tally::within_horizon(t, e.live.len() - e.dead.len() + e.queue.len())?;
         e.advance_to(t);
         e.complete_phases();
-        while let Some(mut j) = pending.due(e.now)? {
+        while let Some(Checked { mut spec, dedicated }) = pending.due(e.now)? {
             // Nothing the policy sees changes until the job is admitted (which starts the
             // fast-forward over): an arrival that waits for a place does not, unless it is the
             // first job to wait (idle CPUs then count as fragmentation).
-            let id = e.tally.arrive(&mut j, e.now)?;
+            let id = e.tally.arrive(&mut spec, e.now);
             if !e.waiting() {
                 e.changed();
             }
-            let dedicated = dedicated_time(&e.cfg.cost, e.cpus, &j);
-            let slot = e.live.insert(Live::new(id, j, dedicated));
+            let slot = e.live.insert(Live::new(id, spec, dedicated));
             e.queue.push_back(slot);
         }
         let wake = e.wake_at == Some(e.now);

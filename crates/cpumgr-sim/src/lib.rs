@@ -20,6 +20,7 @@ pub mod bench;
 pub mod cost;
 pub mod engine;
 pub mod error;
+mod feed;
 pub mod generate;
 pub mod job;
 pub mod limits;

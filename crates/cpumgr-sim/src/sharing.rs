@@ -32,7 +32,8 @@ use cpumgr_core::trace::EventKind;
 use cpumgr_core::{CpuSet, Nanos, ProgramId};
 
 use crate::cost::CostModel;
-use crate::engine::{dedicated_time, Observer, SimConfig, SimError};
+use crate::engine::{Observer, SimConfig, SimError};
+use crate::feed::{Checked, Feed};
 use crate::job::JobSpec;
 use crate::limits::HORIZON;
 use crate::metrics::RunSummary;
@@ -135,7 +136,7 @@ struct Sharing<'o> {
     /// The next tick, if something changed since the last.
     tick: Option<Nanos>,
     last_tick: Option<Nanos>,
-    queue: VecDeque<(ProgramId, JobSpec)>,
+    queue: VecDeque<(ProgramId, Checked)>,
     jobs: JobTable,
     /// Jobs whose threads may differ from those counted (admitted or changed phase).
     dirty: Vec<u64>,
@@ -172,7 +173,7 @@ pub(crate) fn run(
     managed: CpuSet,
     spec: &str,
     quantum: Nanos,
-    jobs: impl IntoIterator<Item = JobSpec>,
+    jobs: Feed,
     cfg: &SimConfig,
     obs: &mut dyn Observer,
     started: Instant,
@@ -221,7 +222,7 @@ pub(crate) fn run(
         e.advance_to(t);
         e.complete_phases();
         while let Some(mut j) = pending.due(e.now)? {
-            let id = e.tally.arrive(&mut j, e.now)?;
+            let id = e.tally.arrive(&mut j.spec, e.now);
             e.queue.push_back((id, j));
             e.want_tick();
         }
@@ -421,8 +422,7 @@ impl Sharing<'_> {
         }
         self.last_tick = Some(now);
         while !self.queue.is_empty() && (self.mpl == 0 || self.jobs.len() < self.mpl as usize) {
-            let (id, spec) = self.queue.pop_front().expect("not empty");
-            let dedicated = dedicated_time(&self.cost, self.cpus, &spec);
+            let (id, Checked { spec, dedicated }) = self.queue.pop_front().expect("not empty");
             let job = Job {
                 arrival: spec.arrival,
                 remaining: spec.phases[0].simulated_work(),

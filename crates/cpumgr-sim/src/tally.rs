@@ -9,48 +9,43 @@ use cpumgr_core::trace::{Event, EventKind};
 use cpumgr_core::{Nanos, ProgramId};
 
 use crate::engine::{Observer, SimError};
+use crate::feed::{Checked, Feed};
 use crate::job::JobSpec;
 use crate::limits::HORIZON;
 use crate::metrics::{Accumulator, JobRecord, RunSummary, RunTotals, BOUNDED_SLOWDOWN_TAU};
 
 const NS: f64 = 1e9;
 
-/// The jobs not yet arrived, in input order.
-pub(crate) struct Pending<I: Iterator<Item = JobSpec>> {
-    jobs: I,
-    /// The next job, taken from `jobs` once its arrival time was checked: each job is checked
-    /// and moved once, however often the engine asks when it arrives.
-    next: Option<JobSpec>,
+/// The jobs not yet arrived, in input order, checked ([`Feed`]).
+pub(crate) struct Pending {
+    jobs: Feed,
+    /// The next job, taken from `jobs`: each job is taken and moved once, however often the
+    /// engine asks when it arrives.
+    next: Option<Checked>,
 }
 
-impl<I: Iterator<Item = JobSpec>> Pending<I> {
+impl Pending {
     /// The jobs of `jobs`, in their order.
-    pub fn new(jobs: impl IntoIterator<Item = JobSpec, IntoIter = I>) -> Self {
-        Pending { jobs: jobs.into_iter(), next: None }
+    pub fn new(jobs: Feed) -> Self {
+        Pending { jobs, next: None }
     }
 
-    /// The next job's arrival time, once it is known to be within the simulator's limits;
-    /// `None` when none is left. The engine asks several times per job: the answer for a job
-    /// already taken is a field read, inlined; only taking the next job is a call.
+    /// The next job's arrival time; `None` when none is left. The engine asks several times per
+    /// job: the answer for a job already taken is a field read, inlined; only taking the next job
+    /// is a call.
     #[inline]
     fn peek(&mut self) -> Result<Option<Nanos>, SimError> {
-        match &self.next {
-            Some(j) => Ok(Some(j.arrival)),
-            None => self.take_next(),
+        if self.next.is_none() {
+            self.take_next()?;
         }
+        Ok(self.next.as_ref().map(|j| j.spec.arrival))
     }
 
-    /// Takes the next job from the input and checks its arrival time ([`Pending::peek`]).
+    /// Takes the next job from the feed ([`Pending::peek`]).
     #[inline(never)]
-    fn take_next(&mut self) -> Result<Option<Nanos>, SimError> {
-        self.next = self.jobs.next();
-        match &self.next {
-            Some(j) => {
-                j.check_arrival().map_err(|(field, message)| SimError::Job { name: j.name.to_string(), field, message })?;
-                Ok(Some(j.arrival))
-            }
-            None => Ok(None),
-        }
+    fn take_next(&mut self) -> Result<(), SimError> {
+        self.next = self.jobs.next()?;
+        Ok(())
     }
 
     /// When the next job arrives (now, if it was listed after a later one); `None` when none is
@@ -62,7 +57,7 @@ impl<I: Iterator<Item = JobSpec>> Pending<I> {
 
     /// The next job, if it has arrived by `now`.
     #[inline]
-    pub fn due(&mut self, now: Nanos) -> Result<Option<JobSpec>, SimError> {
+    pub fn due(&mut self, now: Nanos) -> Result<Option<Checked>, SimError> {
         Ok(match self.peek()? {
             Some(a) if a <= now => self.next.take(),
             _ => None,
@@ -170,11 +165,10 @@ impl<'o> Tally<'o> {
         }
     }
 
-    /// Takes in a job arriving at `now` (its arrival moved up to now if it was listed late),
-    /// after checking it fits the machine: numbers it, counts the event and traces it. Returns its
-    /// id (the job is changed in place: it is large, and moved once, into its queue).
-    pub fn arrive(&mut self, j: &mut JobSpec, now: Nanos) -> Result<ProgramId, SimError> {
-        j.check(self.cpus).map_err(|(field, message)| SimError::Job { name: j.name.to_string(), field, message })?;
+    /// Takes in a job arriving at `now` (its arrival moved up to now if it was listed late), which
+    /// was checked against the machine ([`Feed`]): numbers it, counts the event and traces it.
+    /// Returns its id (the job is changed in place: it is large, and moved once, into its queue).
+    pub fn arrive(&mut self, j: &mut JobSpec, now: Nanos) -> ProgramId {
         j.arrival = j.arrival.max(now);
         self.first_arrival.get_or_insert(j.arrival);
         let id = ProgramId(self.next_id);
@@ -184,7 +178,7 @@ impl<'o> Tally<'o> {
             let kind = EventKind::Arrive { name: j.name.to_string(), request: j.request_in(0).now };
             self.emit(now, Some(id), kind);
         }
-        Ok(id)
+        id
     }
 
     /// Job `id` (`spec`, arrived at `arrival`) ended at `end` having received `ran`: traces its

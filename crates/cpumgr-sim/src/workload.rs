@@ -68,7 +68,7 @@ impl Workload {
     }
 
     /// The jobs in arrival order (listed and generated merged; ties: listed first).
-    pub fn jobs(&self) -> Box<dyn Iterator<Item = JobSpec> + '_> {
+    pub fn jobs(&self) -> Box<dyn Iterator<Item = JobSpec> + Send + '_> {
         let listed = self.jobs.iter().cloned();
         match &self.generator {
             None => Box::new(listed),
