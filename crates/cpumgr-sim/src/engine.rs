@@ -70,7 +70,7 @@ use crate::limits::HORIZON;
 use crate::metrics::{JobRecord, RunSummary};
 use crate::list::List;
 use crate::slots::Slots;
-use crate::tally::{Pending, Ran, Tally};
+use crate::tally::{Ran, Tally};
 
 const NS: f64 = 1e9;
 /// Longest schedule period the fast-forward recognises, in quanta.
@@ -491,7 +491,7 @@ fn run_fed(
     topology: &Topology,
     spec: &str,
     policy: Box<dyn Policy>,
-    jobs: Feed,
+    mut pending: Feed,
     cfg: &SimConfig,
     obs: &mut dyn Observer,
     started: Instant,
@@ -506,7 +506,7 @@ fn run_fed(
         obs.event(&Event { t: 0, program: None, kind });
     }
     if policy.oversubscribes() {
-        return crate::sharing::run(managed, spec, quantum, jobs, &SimConfig { mpl, ..cfg.clone() }, obs, started);
+        return crate::sharing::run(managed, spec, quantum, pending, &SimConfig { mpl, ..cfg.clone() }, obs, started);
     }
     // Every job is brought up to date every quantum for a policy that reads the usage figures,
     // and for the snapshots that learn a time-sharing policy's rotating schedule. A space-sharing
@@ -554,7 +554,6 @@ fn run_fed(
         quiet: 0,
         idle_quanta: 0,
     };
-    let mut pending = Pending::new(jobs);
     loop {
         let next_arrival = pending.next_arrival(e.now)?;
         if e.live.len() == e.dead.len() && e.queue.is_empty() {

@@ -15,6 +15,7 @@ use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use crate::cost::CostModel;
 use crate::engine::{dedicated_time, SimError};
 use crate::job::JobSpec;
+use cpumgr_core::Nanos;
 
 /// Jobs per batch: a batch's hand-over (a channel message, and the producer's wake-up when it
 /// waits for room) is spread over this many jobs; 1 024 jobs of ~130 bytes are 130 KB.
@@ -33,35 +34,54 @@ pub(crate) struct Checked {
 /// A batch of checked jobs, or the error of the input's next job.
 type Batch = Result<VecDeque<Checked>, SimError>;
 
-/// The engine's end of the feed: the input's jobs, in order.
+/// The engine's end of the feed: the jobs not yet arrived, in input order.
 pub(crate) struct Feed {
     batch: VecDeque<Checked>,
     full: Receiver<Batch>,
     empty: SyncSender<VecDeque<Checked>>,
+    /// Whether the producer has sent its last batch and that batch is taken.
+    ended: bool,
 }
 
 impl Feed {
-    /// The next job; `None` once the input is exhausted, an error for a job that fails its
-    /// checks.
+    /// When the next job arrives (now, if it was listed after a later one); `None` when none is
+    /// left. The engine asks several times per job: the answer is read from the batch in place.
     #[inline]
-    pub fn next(&mut self) -> Result<Option<Checked>, SimError> {
-        match self.batch.pop_front() {
-            Some(j) => Ok(Some(j)),
-            None => self.refill(),
-        }
+    pub fn next_arrival(&mut self, now: Nanos) -> Result<Option<Nanos>, SimError> {
+        Ok(self.front()?.map(|j| j.spec.arrival.max(now)))
     }
 
-    /// Hands the spent batch back and takes the next one.
+    /// The next job, if it has arrived by `now`.
+    #[inline]
+    pub fn due(&mut self, now: Nanos) -> Result<Option<Checked>, SimError> {
+        Ok(match self.front()? {
+            Some(j) if j.spec.arrival <= now => self.batch.pop_front(),
+            _ => None,
+        })
+    }
+
+    /// The next job, left in its batch; an error for a job that fails its checks.
+    #[inline]
+    fn front(&mut self) -> Result<Option<&Checked>, SimError> {
+        if self.batch.is_empty() && !self.ended {
+            self.refill()?;
+        }
+        Ok(self.batch.front())
+    }
+
+    /// Hands the spent batch back and takes the next one that holds a job, or notes that the
+    /// input has ended.
     #[inline(never)]
-    fn refill(&mut self) -> Result<Option<Checked>, SimError> {
-        loop {
-            let Ok(next) = self.full.recv() else { return Ok(None) };
+    fn refill(&mut self) -> Result<(), SimError> {
+        while self.batch.is_empty() {
+            let Ok(next) = self.full.recv() else {
+                self.ended = true;
+                break;
+            };
             // The producer may have finished and left: the buffer is then simply dropped.
             let _ = self.empty.try_send(std::mem::replace(&mut self.batch, next?));
-            if let Some(j) = self.batch.pop_front() {
-                return Ok(Some(j));
-            }
         }
+        Ok(())
     }
 }
 
@@ -76,7 +96,7 @@ where
     let (empty, empty_rx) = sync_channel(BATCHES + 1);
     std::thread::scope(|scope| {
         scope.spawn(move || produce(jobs, cpus, cost, &full_tx, &empty_rx));
-        f(Feed { batch: VecDeque::new(), full, empty })
+        f(Feed { batch: VecDeque::new(), full, empty, ended: false })
     })
 }
 
@@ -121,7 +141,6 @@ fn produce(
 mod tests {
     use super::*;
     use crate::speedup::SpeedupModel;
-    use cpumgr_core::Nanos;
 
     /// Job `k`: wants `k % 7 + 1` CPUs, or more than the machine's 8 when `k` is `bad`.
     fn job(k: usize, bad: Option<usize>) -> JobSpec {
@@ -136,7 +155,7 @@ mod tests {
         ahead((0..n).map(|k| job(k, bad)), 8, &cost, |mut feed| {
             let mut got = Vec::new();
             loop {
-                match feed.next() {
+                match feed.due(Nanos::MAX) {
                     Ok(Some(j)) => got.push((j.spec.name.to_string(), j.dedicated)),
                     Ok(None) => return (got, None),
                     Err(e) => return (got, Some(e)),
@@ -175,7 +194,7 @@ mod tests {
         // An endless input: `ahead` returns only if the producer stops once the engine has gone.
         let cost = CostModel::default();
         let taken = ahead((0..).map(|k| job(k, None)), 8, &cost, |mut feed| {
-            (0..10).map(|_| feed.next().expect("checked").expect("endless")).count()
+            (0..10).map(|_| feed.due(Nanos::MAX).expect("checked").expect("endless")).count()
         });
         assert_eq!(taken, 10);
     }

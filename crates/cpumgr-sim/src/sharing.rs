@@ -38,7 +38,7 @@ use crate::job::JobSpec;
 use crate::limits::HORIZON;
 use crate::metrics::RunSummary;
 use crate::speedup::SpeedupModel;
-use crate::tally::{Pending, Ran, Tally};
+use crate::tally::{Ran, Tally};
 
 const NS: f64 = 1e9;
 
@@ -173,7 +173,7 @@ pub(crate) fn run(
     managed: CpuSet,
     spec: &str,
     quantum: Nanos,
-    jobs: Feed,
+    mut pending: Feed,
     cfg: &SimConfig,
     obs: &mut dyn Observer,
     started: Instant,
@@ -202,7 +202,6 @@ pub(crate) fn run(
         busy_clock: 0.0,
         busy_at: 0,
     };
-    let mut pending = Pending::new(jobs);
     loop {
         let next_arrival = pending.next_arrival(e.now)?;
         if e.jobs.is_empty() && e.queue.is_empty() {

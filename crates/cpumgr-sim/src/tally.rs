@@ -1,5 +1,5 @@
-//! What both engines (the managed one in `engine.rs`, processor sharing in `sharing.rs`) share:
-//! the jobs still to arrive ([`Pending`]), and the run's bookkeeping ([`Tally`]): job ids,
+//! What both engines (the managed one in `engine.rs`, processor sharing in `sharing.rs`) share
+//! besides the jobs' feed (`feed.rs`): the run's bookkeeping ([`Tally`]): job ids,
 //! arrivals and exits with their trace events, the job records streamed to the observer, the
 //! CPU-second sums and the end-of-run summary.
 
@@ -9,61 +9,11 @@ use cpumgr_core::trace::{Event, EventKind};
 use cpumgr_core::{Nanos, ProgramId};
 
 use crate::engine::{Observer, SimError};
-use crate::feed::{Checked, Feed};
 use crate::job::JobSpec;
 use crate::limits::HORIZON;
 use crate::metrics::{Accumulator, JobRecord, RunSummary, RunTotals, BOUNDED_SLOWDOWN_TAU};
 
 const NS: f64 = 1e9;
-
-/// The jobs not yet arrived, in input order, checked ([`Feed`]).
-pub(crate) struct Pending {
-    jobs: Feed,
-    /// The next job, taken from `jobs`: each job is taken and moved once, however often the
-    /// engine asks when it arrives.
-    next: Option<Checked>,
-}
-
-impl Pending {
-    /// The jobs of `jobs`, in their order.
-    pub fn new(jobs: Feed) -> Self {
-        Pending { jobs, next: None }
-    }
-
-    /// The next job's arrival time; `None` when none is left. The engine asks several times per
-    /// job: the answer for a job already taken is a field read, inlined; only taking the next job
-    /// is a call.
-    #[inline]
-    fn peek(&mut self) -> Result<Option<Nanos>, SimError> {
-        if self.next.is_none() {
-            self.take_next()?;
-        }
-        Ok(self.next.as_ref().map(|j| j.spec.arrival))
-    }
-
-    /// Takes the next job from the feed ([`Pending::peek`]).
-    #[inline(never)]
-    fn take_next(&mut self) -> Result<(), SimError> {
-        self.next = self.jobs.next()?;
-        Ok(())
-    }
-
-    /// When the next job arrives (now, if it was listed after a later one); `None` when none is
-    /// left.
-    #[inline]
-    pub fn next_arrival(&mut self, now: Nanos) -> Result<Option<Nanos>, SimError> {
-        Ok(self.peek()?.map(|a| a.max(now)))
-    }
-
-    /// The next job, if it has arrived by `now`.
-    #[inline]
-    pub fn due(&mut self, now: Nanos) -> Result<Option<Checked>, SimError> {
-        Ok(match self.peek()? {
-            Some(a) if a <= now => self.next.take(),
-            _ => None,
-        })
-    }
-}
 
 /// What a job received over its life, for its [`JobRecord`].
 pub(crate) struct Ran {
@@ -166,7 +116,7 @@ impl<'o> Tally<'o> {
     }
 
     /// Takes in a job arriving at `now` (its arrival moved up to now if it was listed late), which
-    /// was checked against the machine ([`Feed`]): numbers it, counts the event and traces it.
+    /// was checked against the machine (`feed.rs`): numbers it, counts the event and traces it.
     /// Returns its id (the job is changed in place: it is large, and moved once, into its queue).
     pub fn arrive(&mut self, j: &mut JobSpec, now: Nanos) -> ProgramId {
         j.arrival = j.arrival.max(now);
