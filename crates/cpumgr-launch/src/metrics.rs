@@ -8,8 +8,8 @@ use serde::Serialize;
 
 use crate::runner::{Outcome, RunResult};
 
-/// Mean and CV, shared with the report's figures read off traces.
-pub use cpumgr_report::summary::mean_cv;
+/// Mean and CV, and the CV per class, shared with the report's figures read off traces.
+pub use cpumgr_report::summary::{class_cv, mean_cv};
 
 /// One job's line in the results.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -41,7 +41,7 @@ pub struct Summary {
     pub mean_slowdown: f64,
     /// CPU seconds used over CPU seconds available during the makespan.
     pub utilization: f64,
-    /// Per class, the coefficient of variation of run times (0 with one job).
+    /// Per class of several jobs, the coefficient of variation of run times ([`class_cv`]).
     pub cv: BTreeMap<String, f64>,
     /// Jobs that did not end with status 0, other than those the time limit stopped.
     pub failed: usize,
@@ -95,7 +95,7 @@ pub fn summarize(run: &RunResult, dedicated: &BTreeMap<String, Option<f64>>) -> 
         max_turnaround: turnarounds.iter().copied().fold(0.0, f64::max),
         mean_slowdown: if slowdowns.is_empty() { f64::NAN } else { mean_cv(&slowdowns).0 },
         utilization: if available > 0.0 { (cpu / available).min(1.0) } else { 0.0 },
-        cv: per_class.into_iter().map(|(c, v)| (c, mean_cv(&v).1)).collect(),
+        cv: class_cv(per_class),
         failed: run.jobs.iter().filter(|j| !j.outcome.ok() && !j.outcome.cut_by_limit()).count(),
         stopped: run.jobs.iter().filter(|j| j.outcome.cut_by_limit()).count(),
         jobs,

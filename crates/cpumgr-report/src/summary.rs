@@ -20,8 +20,8 @@ pub struct Figures {
     /// CPUs allocated to running programs, averaged over the makespan (above the machine's CPUs
     /// when programs were given more than there are, as the `os` baseline's are).
     pub mean_cpus: f64,
-    /// Per class (a program's name without its `#k` copy number), the coefficient of variation
-    /// of run times (first run to exit).
+    /// Per class of several programs (a program's name without its `#k` copy number), the
+    /// coefficient of variation of run times (first run to exit) ([`class_cv`]).
     pub cv: BTreeMap<String, f64>,
     /// Programs whose exit status is known and not 0.
     pub failed: usize,
@@ -48,6 +48,21 @@ pub fn mean_cv(xs: &[f64]) -> (f64, f64) {
     (mean, if mean > 0.0 { var.sqrt() / mean } else { 0.0 })
 }
 
+/// Per class, the CV of its run times ([`mean_cv`]), for the classes of more than one run: one
+/// run's CV is 0 by definition and says nothing of how stable the class's run times are.
+pub fn class_cv(runs: impl IntoIterator<Item = (String, Vec<f64>)>) -> BTreeMap<String, f64> {
+    runs.into_iter().filter(|(_, v)| v.len() > 1).map(|(c, v)| (c, mean_cv(&v).1)).collect()
+}
+
+/// Per-class CVs ([`class_cv`]) as one table cell, `a 0.02, b 0.10`; `—` when no class has
+/// several runs.
+pub fn cv_cell(cv: &BTreeMap<String, f64>) -> String {
+    if cv.is_empty() {
+        return "—".into();
+    }
+    cv.iter().map(|(class, v)| format!("{class} {v:.2}")).collect::<Vec<_>>().join(", ")
+}
+
 impl Figures {
     /// Reads the figures off a timeline; `None` when it holds no program.
     pub fn of(t: &Timeline) -> Option<Figures> {
@@ -66,7 +81,7 @@ impl Figures {
             mean_turnaround: mean_cv(&turnarounds).0,
             max_turnaround: turnarounds.iter().copied().fold(0.0, f64::max),
             mean_cpus: if makespan > 0.0 { held / makespan } else { 0.0 },
-            cv: runs.iter().map(|(c, v)| (c.clone(), mean_cv(v).1)).collect(),
+            cv: class_cv(runs),
             failed: t.lanes.iter().filter(|l| l.status.is_some_and(|s| s != 0)).count(),
         })
     }
@@ -79,14 +94,13 @@ pub fn table(runs: &[(String, Timeline)]) -> Table {
         .iter()
         .filter_map(|(label, t)| {
             let f = Figures::of(t)?;
-            let cv = f.cv.iter().map(|(c, v)| format!("{c} {v:.2}")).collect::<Vec<_>>().join(", ");
             Some(vec![
                 label.clone(),
                 format!("{:.2}", f.makespan),
                 format!("{:.2}", f.mean_turnaround),
                 format!("{:.2}", f.max_turnaround),
                 format!("{:.2} of {}", f.mean_cpus, t.cpus.len()),
-                cv,
+                cv_cell(&f.cv),
                 f.failed.to_string(),
             ])
         })
@@ -118,7 +132,7 @@ mod tests {
         // Held: a 2×100 + 1×200, b 1×200 + 2×100 = 800 CPU-ns over 400 ns.
         assert!((f.mean_cpus - 2.0).abs() < 1e-9, "{f:?}");
         assert_eq!(f.failed, 1);
-        assert_eq!(f.cv.keys().collect::<Vec<_>>(), vec!["a", "b"]);
+        assert!(f.cv.is_empty(), "one program per class: no CV");
         assert!(Figures::of(&Timeline::default()).is_none());
     }
 
@@ -136,6 +150,16 @@ mod tests {
         assert_eq!(f.cv.into_iter().collect::<Vec<_>>(), vec![("a".to_string(), 0.0)]);
         let t = table(&[("r".into(), Timeline::from_events(&sample()))]);
         assert_eq!(t.rows[0][0..2], ["r".to_string(), "0.00".to_string()]);
-        assert_eq!(t.rows[0][4], "2.00 of 2");
+        assert_eq!(t.rows[0][4..6], ["2.00 of 2".to_string(), "—".to_string()]);
+    }
+
+    #[test]
+    fn only_classes_of_several_runs_have_a_cv() {
+        let runs = [("one".to_string(), vec![5.0]), ("two".to_string(), vec![1.0, 3.0]), ("none".to_string(), vec![])];
+        let cv = class_cv(runs);
+        assert_eq!(cv.keys().collect::<Vec<_>>(), vec!["two"]);
+        assert!((cv["two"] - 0.5).abs() < 1e-12);
+        assert_eq!(cv_cell(&cv), "two 0.50");
+        assert_eq!(cv_cell(&BTreeMap::new()), "—");
     }
 }

@@ -157,8 +157,7 @@ fn results_are_those_of_the_median_repeat_with_cv_per_class() {
         assert_eq!(r["max_turnaround"].as_f64().unwrap(), turnarounds.iter().copied().fold(0.0, f64::max));
         assert!(turnarounds.iter().all(|&t| t <= makespan + 1e-9), "the jobs are of the run whose makespan is shown: {r}");
         let cv = r["cv"].as_object().unwrap();
-        assert_eq!(cv.keys().collect::<Vec<_>>(), vec!["a", "b"]);
-        assert_eq!(cv["b"].as_f64(), Some(0.0), "one job of class b");
+        assert_eq!(cv.keys().collect::<Vec<_>>(), vec!["a"], "class b has one job: no CV");
     }
     let table = launch(&[]);
     let header = table.lines().nth(1).unwrap();

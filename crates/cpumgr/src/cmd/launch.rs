@@ -137,18 +137,6 @@ pub fn trace_path(base: &std::path::Path, config: &str) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// Per-class CV of run times as one cell, `a 0.02, b 0.10`, for the classes of more than one job
-/// in `workload` (one job's CV is 0 by definition, and says nothing); `—` when none has more.
-fn cv_cell(cv: &BTreeMap<String, f64>, workload: &Workload) -> String {
-    let several = |class: &str| workload.jobs.iter().filter(|j| j.class == class).nth(1).is_some();
-    let cells: Vec<String> = cv.iter().filter(|(class, _)| several(class)).map(|(class, v)| format!("{class} {v:.2}")).collect();
-    if cells.is_empty() {
-        "—".into()
-    } else {
-        cells.join(", ")
-    }
-}
-
 /// Runs the launch and prints the results.
 pub fn run_launch(args: Args) -> anyhow::Result<()> {
     let text = read_file(&args.workload)?;
@@ -330,7 +318,7 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &B
             format!("{at_least}{:.2}", m.max_turnaround),
             if m.mean_slowdown.is_nan() { "—".into() } else { format!("{at_least}{:.2}", m.mean_slowdown) },
             format!("{:.0}%", 100.0 * m.utilization),
-            cv_cell(&m.cv, workload),
+            cpumgr_report::summary::cv_cell(&m.cv),
             m.failed.to_string(),
             format!("{}{:.2}×", ratio_mark(m.cut(), base_stopped), m.makespan / best_baseline.max(1e-9)),
         ]);
