@@ -9,7 +9,6 @@
 //! are ahead, and the batches' buffers go back to the producer to be filled again, so that a run
 //! allocates a few of them, not one per batch.
 
-use std::collections::VecDeque;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use crate::cost::CostModel;
@@ -31,14 +30,16 @@ pub(crate) struct Checked {
     pub dedicated: f64,
 }
 
-/// A batch of checked jobs, or the error of the input's next job.
-type Batch = Result<VecDeque<Checked>, SimError>;
+/// A batch of checked jobs, last to arrive first (the engine takes them from the end), or the
+/// error of the input's next job.
+type Batch = Result<Vec<Checked>, SimError>;
 
 /// The engine's end of the feed: the jobs not yet arrived, in input order.
 pub(crate) struct Feed {
-    batch: VecDeque<Checked>,
+    /// The jobs of the batch not yet taken, the next one last.
+    batch: Vec<Checked>,
     full: Receiver<Batch>,
-    empty: SyncSender<VecDeque<Checked>>,
+    empty: SyncSender<Vec<Checked>>,
     /// Whether the producer has sent its last batch and that batch is taken.
     ended: bool,
 }
@@ -55,7 +56,7 @@ impl Feed {
     #[inline]
     pub fn due(&mut self, now: Nanos) -> Result<Option<Checked>, SimError> {
         Ok(match self.front()? {
-            Some(j) if j.spec.arrival <= now => self.batch.pop_front(),
+            Some(j) if j.spec.arrival <= now => self.batch.pop(),
             _ => None,
         })
     }
@@ -66,7 +67,7 @@ impl Feed {
         if self.batch.is_empty() && !self.ended {
             self.refill()?;
         }
-        Ok(self.batch.front())
+        Ok(self.batch.last())
     }
 
     /// Hands the spent batch back and takes the next one that holds a job, or notes that the
@@ -96,7 +97,7 @@ where
     let (empty, empty_rx) = sync_channel(BATCHES + 1);
     std::thread::scope(|scope| {
         scope.spawn(move || produce(jobs, cpus, cost, &full_tx, &empty_rx));
-        f(Feed { batch: VecDeque::new(), full, empty, ended: false })
+        f(Feed { batch: Vec::new(), full, empty, ended: false })
     })
 }
 
@@ -114,26 +115,31 @@ fn produce(
     cpus: u32,
     cost: &CostModel,
     full: &SyncSender<Batch>,
-    empty: &Receiver<VecDeque<Checked>>,
+    empty: &Receiver<Vec<Checked>>,
 ) {
-    let mut batch = VecDeque::with_capacity(BATCH);
+    // The batch in input order, sent reversed.
+    let send = |mut batch: Vec<Checked>| {
+        batch.reverse();
+        full.send(Ok(batch))
+    };
+    let mut batch = Vec::with_capacity(BATCH);
     for j in jobs {
         match check(j, cpus, cost) {
-            Ok(j) => batch.push_back(j),
+            Ok(j) => batch.push(j),
             Err(e) => {
-                let _ = full.send(Ok(batch)).and_then(|()| full.send(Err(e)));
+                let _ = send(batch).and_then(|()| full.send(Err(e)));
                 return;
             }
         }
         if batch.len() == BATCH {
-            let next = empty.try_recv().unwrap_or_else(|_| VecDeque::with_capacity(BATCH));
-            if full.send(Ok(std::mem::replace(&mut batch, next))).is_err() {
+            let next = empty.try_recv().unwrap_or_else(|_| Vec::with_capacity(BATCH));
+            if send(std::mem::replace(&mut batch, next)).is_err() {
                 return;
             }
         }
     }
     if !batch.is_empty() {
-        let _ = full.send(Ok(batch));
+        let _ = send(batch);
     }
 }
 
