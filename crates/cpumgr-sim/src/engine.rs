@@ -62,7 +62,7 @@ use crate::cost::CostModel;
 use crate::job::{JobSpec, Phase};
 use crate::limits::HORIZON;
 use crate::metrics::{JobRecord, RunSummary};
-use crate::list::List;
+use crate::list::{List, Removal};
 use crate::slots::Slots;
 use crate::tally::{Pending, Ran, Tally};
 
@@ -727,8 +727,10 @@ impl Engine<'_, '_> {
             set.clear();
             self.spare_sets.push(set);
         }
-        self.programs.remove_sorted(&self.dead);
-        self.live.remove_sorted(&self.dead);
+        // The program list and the records' order are parallel: one plan removes from both.
+        let plan = Removal::new(self.programs.len(), &self.dead);
+        self.programs.remove(&plan);
+        self.live.remove(&plan);
         self.active_stale = true;
         self.dead.clear();
     }
