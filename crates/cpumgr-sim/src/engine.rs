@@ -832,7 +832,7 @@ impl Engine<'_, '_> {
             if self.usage {
                 p.cpu_time = (l.busy * NS) as Nanos;
                 if l.reports && l.q_time > 0.0 && l.share > 0.0 {
-                    p.speedup = Some(SpeedupReport { cpus: l.held(), speedup: l.q_work / l.q_time });
+                    p.speedup = SpeedupReport::new(l.held(), l.q_work / l.q_time);
                 }
             }
             l.q_work = 0.0;

@@ -2,7 +2,7 @@
 //! removed from anywhere, a few at a tick.
 //!
 //! Removing entries from a `Vec` moves every entry after the first removed one. The program
-//! list's records are 136 bytes, and in a run with a backlog the programs that finish are the
+//! list's records are 128 bytes, and in a run with a backlog the programs that finish are the
 //! oldest, near the front: under `fcfs` on the 10 000-job Lublin trace, the list held 1 909
 //! programs on average and each removal moved 1 902 of them (`memmove` was 62 % of the run's
 //! instructions). A [`List`] keeps its entries at the back of its buffer and closes the gaps
