@@ -137,7 +137,7 @@ impl PyPolicy {
             d.set_item("weight", p.weight)?;
             d.set_item("arrival", secs(p.arrival))?;
             d.set_item("cpu_time", secs(p.cpu_time))?;
-            d.set_item("speedup", p.speedup.map(|s| (s.cpus, s.speedup)))?;
+            d.set_item("speedup", p.speedup.map(|s| (s.cpus.get(), s.speedup)))?;
             d.set_item("running", p.running)?;
             d.set_item("threads", p.threads)?;
             programs.append(d)?;

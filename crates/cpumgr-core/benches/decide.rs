@@ -27,7 +27,7 @@ fn programs() -> Vec<Program> {
             if i % 10 == 0 {
                 p.kind = Kind::Rigid(request);
             }
-            p.speedup = Some(SpeedupReport { cpus: request, speedup: request as f64 * 0.8 });
+            p.speedup = SpeedupReport::new(request, request as f64 * 0.8);
             p
         })
         .collect()

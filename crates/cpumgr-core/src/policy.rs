@@ -59,11 +59,9 @@ impl Allocation {
 
     /// The CPUs it gets this quantum: its count if it runs, none if it is stopped.
     pub fn granted(&self) -> u32 {
-        if self.running {
-            self.count
-        } else {
-            0
-        }
+        // Without a branch: the engine compares every program's grant with what it holds at
+        // every quantum.
+        self.count * u32::from(self.running)
     }
 }
 
@@ -80,10 +78,11 @@ pub struct Decision {
 }
 
 impl Decision {
-    /// Resets to `n` programs that get nothing and do not run.
+    /// Resets to `n` programs that get nothing and do not run: [`Allocation::default`] each
+    /// (block 0, any CPUs).
     pub fn reset(&mut self, n: usize) {
         self.allocations.clear();
-        self.allocations.resize(n, Allocation { count: 0, running: false, block: 1 });
+        self.allocations.resize(n, Allocation::default());
         self.wake_at = None;
         self.mpl_advice = None;
     }
@@ -249,6 +248,16 @@ pub fn proportional_shares(cpus: u32, weights: &[f64], caps: &[u32], out: &mut V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_reset_decision_gives_every_program_the_default_allocation() {
+        let given = Allocation { count: 3, running: true, block: 4 };
+        let mut d = Decision { allocations: vec![given; 2], wake_at: Some(1), mpl_advice: Some(2) };
+        d.reset(5);
+        assert_eq!(d, Decision { allocations: vec![Allocation::default(); 5], ..Decision::default() });
+        d.reset(1);
+        assert_eq!(d.allocations, vec![Allocation::default()]);
+    }
 
     #[test]
     fn proportional_shares_follow_weights_and_caps() {

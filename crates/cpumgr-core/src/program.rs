@@ -4,6 +4,8 @@
 //! from its job models. Policies read them through a [`crate::policy::View`] and never learn which
 //! world they came from.
 
+use std::num::NonZeroU32;
+
 use serde::{Deserialize, Serialize};
 
 use crate::cpuset::CpuSet;
@@ -74,20 +76,23 @@ impl Request {
 /// one (paper 000's SelfAnalyzer reports these; PDPA uses them).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct SpeedupReport {
-    /// CPUs the measurement was taken on.
-    pub cpus: u32,
+    /// CPUs the measurement was taken on: at least one (a program on none measured nothing). Not
+    /// zero, so that an absent report costs no flag of its own: a [`Program`] is 128 bytes, which
+    /// the simulator moves as its program list loses finished programs at every quantum.
+    pub cpus: NonZeroU32,
     /// Measured speedup against one CPU.
     pub speedup: f64,
 }
 
 impl SpeedupReport {
+    /// A measurement of `speedup` on `cpus` CPUs; none on 0 CPUs.
+    pub fn new(cpus: u32, speedup: f64) -> Option<SpeedupReport> {
+        Some(SpeedupReport { cpus: NonZeroU32::new(cpus)?, speedup })
+    }
+
     /// Efficiency: speedup per CPU.
     pub fn efficiency(&self) -> f64 {
-        if self.cpus == 0 {
-            0.0
-        } else {
-            self.speedup / self.cpus as f64
-        }
+        self.speedup / self.cpus.get() as f64
     }
 }
 
@@ -123,6 +128,10 @@ pub struct Program {
     /// never squeeze onto fewer CPUs.
     pub threads: Option<u32>,
 }
+
+// The simulator moves programs as its list loses finished ones, at every quantum: a copy of
+// up to 128 bytes is inlined, and a larger one is a call (see `SpeedupReport::cpus`).
+const _: () = assert!(std::mem::size_of::<Program>() <= 128);
 
 impl Program {
     /// A malleable program wanting `request` CPUs, with defaults for everything else.

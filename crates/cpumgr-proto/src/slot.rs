@@ -530,9 +530,9 @@ pub fn validate_speedup(raw: RawSpeedup, cpus: u32, clamps: &mut Vec<Clamp>) -> 
     let cap = raw.cpus as f64;
     if raw.speedup > cap {
         clamps.push(Clamp::SpeedupCapped { from: raw.speedup, to: cap });
-        return Some(SpeedupReport { cpus: raw.cpus, speedup: cap });
+        return SpeedupReport::new(raw.cpus, cap);
     }
-    Some(SpeedupReport { cpus: raw.cpus, speedup: raw.speedup })
+    SpeedupReport::new(raw.cpus, raw.speedup)
 }
 
 #[cfg(test)]

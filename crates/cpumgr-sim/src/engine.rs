@@ -68,7 +68,7 @@ use crate::feed::{self, Checked, Feed};
 use crate::job::{JobSpec, Phase};
 use crate::limits::HORIZON;
 use crate::metrics::{JobRecord, RunSummary};
-use crate::list::List;
+use crate::list::{List, Removal};
 use crate::slots::Slots;
 use crate::tally::{Ran, Tally};
 
@@ -746,8 +746,10 @@ impl Engine<'_, '_> {
             set.clear();
             self.spare_sets.push(set);
         }
-        self.programs.remove_sorted(&self.dead);
-        self.live.remove_sorted(&self.dead);
+        // The program list and the records' order are parallel: one plan removes from both.
+        let plan = Removal::new(self.programs.len(), &self.dead);
+        self.programs.remove(&plan);
+        self.live.remove(&plan);
         self.active_stale = true;
         self.dead.clear();
     }
@@ -849,7 +851,7 @@ impl Engine<'_, '_> {
             if self.usage {
                 p.cpu_time = (l.busy * NS) as Nanos;
                 if l.reports && l.q_time > 0.0 && l.share > 0.0 {
-                    p.speedup = Some(SpeedupReport { cpus: l.held(), speedup: l.q_work / l.q_time });
+                    p.speedup = SpeedupReport::new(l.held(), l.q_work / l.q_time);
                 }
             }
             l.q_work = 0.0;

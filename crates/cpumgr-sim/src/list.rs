@@ -2,7 +2,7 @@
 //! removed from anywhere, a few at a tick.
 //!
 //! Removing entries from a `Vec` moves every entry after the first removed one. The program
-//! list's records are 136 bytes, and in a run with a backlog the programs that finish are the
+//! list's records are 128 bytes, and in a run with a backlog the programs that finish are the
 //! oldest, near the front: under `fcfs` on the 10 000-job Lublin trace, the list held 1 909
 //! programs on average and each removal moved 1 902 of them (`memmove` was 62 % of the run's
 //! instructions). A [`List`] keeps its entries at the back of its buffer and closes the gaps
@@ -74,45 +74,35 @@ impl<T> List<T> {
         self.head
     }
 
-    /// Removes the entries at the indices `gone` (strictly increasing, all below the length),
-    /// keeping the others' order (see [`List::remove_tracking`]).
-    pub(crate) fn remove_sorted(&mut self, gone: &[usize]) {
-        self.remove_tracking(gone, |_, _, _| {});
+    /// Removes the entries `plan` names (made for a list of this length), keeping the others'
+    /// order (see [`List::remove_tracking`]).
+    pub(crate) fn remove(&mut self, plan: &Removal) {
+        self.remove_tracking(plan, |_, _, _| {});
     }
 
-    /// Removes the entries at the indices `gone` (strictly increasing, all below the length),
-    /// keeping the others' order. Entries before the widest gap between removals (counting the
-    /// list's two ends) move up over the removed ones before them; entries after it move down;
-    /// so the entries that move are those outside that gap, the fewest of any split.
-    /// `moved(from, to)` is called with the old and new buffer places of every stretch of
-    /// entries that moved: `from..from + len` went to `to..to + len` as the third argument
-    /// says (the tests follow entries with it; [`List::remove_sorted`] passes a callback that
+    /// Removes the entries `plan` names (made for a list of this length), keeping the others'
+    /// order: entries before the plan's split move up over the removed ones before them, entries
+    /// after it move down ([`Removal`]). `moved(from, to, len)` is called with the old and new
+    /// buffer places of every stretch of entries that moved: `from..from + len` went to
+    /// `to..to + len` (the tests follow entries with it; [`List::remove`] passes a callback that
     /// does nothing).
-    pub(crate) fn remove_tracking(&mut self, gone: &[usize], mut moved: impl FnMut(usize, usize, usize)) {
+    pub(crate) fn remove_tracking(&mut self, plan: &Removal, mut moved: impl FnMut(usize, usize, usize)) {
         let len = self.len();
-        assert!(gone.windows(2).all(|w| w[0] < w[1]) && gone.last().is_none_or(|&g| g < len), "indices not increasing or out of range");
+        assert_eq!(plan.len, len, "a removal planned for a list of another length");
+        let Removal { gone, front, .. } = *plan;
         if gone.is_empty() {
             return;
         }
         let k = gone.len();
-        // The split: gaps `gone[..front]` are closed by moving the front up, the rest by moving
-        // the back down. Moving the front for the first `j` costs the survivors before
-        // `gone[j - 1]`; moving the back for the others, those after `gone[j]`.
-        let cost = |j: usize| {
-            let front = if j > 0 { gone[j - 1] - (j - 1) } else { 0 };
-            let back = if j < k { len - gone[j] - (k - j) } else { 0 };
-            front + back
-        };
-        // The first of the cheapest: on a tie the back moves, which leaves no spent front.
-        let front = (0..=k).min_by_key(|&j| cost(j)).expect("k + 1 candidates");
         let head = self.head;
         let end = self.buf.len();
-        // SAFETY: every index in `gone` is below the length and appears once (checked above), so
-        // each removed entry is dropped once and each survivor moved at most once, by an
-        // overlap-safe copy, into a place that no survivor still to move occupies (stretches
-        // move in the order that vacates their targets first). Meanwhile the list is empty as
-        // far as its buffer and `Drop` know (length `head`, no entries), so a panicking
-        // destructor leaks the entries instead of dropping a moved or dropped one again.
+        // SAFETY: every index in `gone` is below the length and appears once (checked by
+        // `Removal::new`, for this length), so each removed entry is dropped once and each
+        // survivor moved at most once, by an overlap-safe copy, into a place that no survivor
+        // still to move occupies (stretches move in the order that vacates their targets first).
+        // Meanwhile the list is empty as far as its buffer and `Drop` know (length `head`, no
+        // entries), so a panicking destructor leaks the entries instead of dropping a moved or
+        // dropped one again.
         unsafe {
             self.buf.set_len(head);
             self.len = 0;
@@ -146,6 +136,47 @@ impl<T> List<T> {
             self.buf.set_len(end - (k - front));
         }
         self.sync();
+    }
+}
+
+/// Which entries a removal takes out of a list of a given length, and how it closes the gaps,
+/// worked out once for every list of that length it applies to (the engine's program list and
+/// the order of its records' slots remove the same entries). Entries before the widest gap
+/// between removals (counting the list's two ends) move up over the removed ones before them;
+/// entries after it move down; so the entries that move are those outside that gap, the fewest
+/// of any split.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Removal<'g> {
+    /// The indices removed, strictly increasing, all below `len`.
+    gone: &'g [usize],
+    /// The length of the lists it applies to.
+    len: usize,
+    /// The split: gaps `gone[..front]` are closed by moving the front up, the rest by moving the
+    /// back down.
+    front: usize,
+}
+
+impl<'g> Removal<'g> {
+    /// The removal of the entries at the indices `gone` (strictly increasing, all below `len`)
+    /// from a list of `len` entries.
+    pub(crate) fn new(len: usize, gone: &'g [usize]) -> Self {
+        assert!(gone.windows(2).all(|w| w[0] < w[1]) && gone.last().is_none_or(|&g| g < len), "indices not increasing or out of range");
+        let k = gone.len();
+        // Moving the front for the first `j` costs the survivors before `gone[j - 1]`; moving
+        // the back for the others, those after `gone[j]`.
+        let cost = |j: usize| {
+            let front = if j > 0 { gone[j - 1] - (j - 1) } else { 0 };
+            let back = if j < k { len - gone[j] - (k - j) } else { 0 };
+            front + back
+        };
+        // The first of the cheapest: on a tie the back moves, which leaves no spent front.
+        let front = (0..=k).min_by_key(|&j| cost(j)).expect("k + 1 candidates");
+        Removal { gone, len, front }
+    }
+
+    /// The indices removed.
+    pub(crate) fn gone(&self) -> &'g [usize] {
+        self.gone
     }
 }
 
@@ -190,7 +221,7 @@ mod tests {
 
     use proptest::prelude::*;
 
-    use super::List;
+    use super::{List, Removal};
 
     /// A list of `items`, after `spent` more entries before them were removed (so that its
     /// buffer has a spent front when there are items).
@@ -202,7 +233,7 @@ mod tests {
         for r in items {
             l.push(r.clone());
         }
-        l.remove_sorted(&(0..spent).collect::<Vec<_>>());
+        l.remove(&Removal::new(spent + items.len(), &(0..spent).collect::<Vec<_>>()));
         l
     }
 
@@ -217,7 +248,7 @@ mod tests {
             // The places the callback reports: every entry that moved, and where to.
             let mut place: Vec<usize> = (0..n).map(|i| l.offset() + i).collect();
             let before: Vec<usize> = place.clone();
-            l.remove_tracking(&gone, |from, to, len| {
+            l.remove_tracking(&Removal::new(n, &gone), |from, to, len| {
                 for p in place.iter_mut() {
                     if (from..from + len).contains(p) {
                         *p = *p - from + to;
@@ -244,10 +275,10 @@ mod tests {
         let items: Vec<Rc<u32>> = (0..100).map(Rc::new).collect();
         let mut l = list(&items, 0);
         let mut moves = 0;
-        l.remove_tracking(&[2], |_, _, n| moves += n);
+        l.remove_tracking(&Removal::new(100, &[2]), |_, _, n| moves += n);
         assert_eq!((moves, l.offset()), (2, 1), "the two before it moved up");
         moves = 0;
-        l.remove_tracking(&[95], |_, _, n| moves += n);
+        l.remove_tracking(&Removal::new(99, &[95]), |_, _, n| moves += n);
         assert_eq!((moves, l.offset()), (3, 1), "the three after it moved down");
         assert_eq!(l.len(), 98);
     }
@@ -261,7 +292,7 @@ mod tests {
             l.push(x);
             rebased |= l.offset() < before;
             if l.len() > 3 {
-                l.remove_sorted(&[0]);
+                l.remove(&Removal::new(l.len(), &[0]));
             }
         }
         assert_eq!(l.iter().copied().collect::<Vec<_>>(), vec![997, 998, 999]);
@@ -284,7 +315,7 @@ mod tests {
         for i in 0..6 {
             l.push(Bomb(i == 2));
         }
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l.remove_sorted(&[2, 4])));
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| l.remove(&Removal::new(6, &[2, 4]))));
         assert!(r.is_err());
         drop(l);
         assert_eq!(DROPS.with(Cell::get), 1, "only the panicking entry was dropped; the rest leaked");
@@ -293,10 +324,6 @@ mod tests {
     #[test]
     #[should_panic(expected = "not increasing")]
     fn removing_unsorted_indices_is_refused() {
-        let mut l = List::default();
-        for x in 0..3 {
-            l.push(x);
-        }
-        l.remove_sorted(&[1, 0]);
+        Removal::new(3, &[1, 0]);
     }
 }

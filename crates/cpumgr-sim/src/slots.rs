@@ -14,7 +14,7 @@
 
 use std::ops::{Index, IndexMut};
 
-use crate::list::List;
+use crate::list::{List, Removal};
 
 /// Records of type `T` in stable slots, indexed by position in an ordered list, with a value of
 /// type `B` beside each position.
@@ -94,11 +94,11 @@ impl<T, B> Slots<T, B> {
         &mut self.records[slot as usize]
     }
 
-    /// Removes the entries at the positions `gone` (strictly increasing) from the list, keeping
+    /// Removes the entries `plan` names (made for a list of this length) from the list, keeping
     /// the others' order; their slots are reused by later [`Slots::insert`]s.
-    pub(crate) fn remove_sorted(&mut self, gone: &[usize]) {
-        self.free.extend(gone.iter().map(|&i| self.order[i].0));
-        self.order.remove_sorted(gone);
+    pub(crate) fn remove(&mut self, plan: &Removal) {
+        self.free.extend(plan.gone().iter().map(|&i| self.order[i].0));
+        self.order.remove(plan);
     }
 }
 
@@ -120,6 +120,7 @@ impl<T, B> IndexMut<usize> for Slots<T, B> {
 #[cfg(test)]
 mod tests {
     use super::Slots;
+    use crate::list::Removal;
 
     #[test]
     fn positions_follow_the_list_and_slots_are_reused() {
@@ -131,7 +132,7 @@ mod tests {
         for x in 0..6u32 {
             push(&mut s, x);
         }
-        s.remove_sorted(&[1, 4]);
+        s.remove(&Removal::new(6, &[1, 4]));
         assert_eq!((0..s.len()).map(|i| s[i]).collect::<Vec<_>>(), vec![0, 2, 3, 5]);
         let waiting = s.insert(10);
         assert_eq!(s.len(), 4, "an inserted record is not listed");

@@ -174,11 +174,11 @@ impl Policy for Pdpa {
                 rest: false,
             });
             let cap = p.wants();
-            if let Some(r) = p.speedup.filter(|r| s.awaiting && r.cpus == s.given(cap) && r.speedup.is_finite() && r.speedup > 0.0) {
+            if let Some(r) = p.speedup.filter(|r| s.awaiting && r.cpus.get() == s.given(cap) && r.speedup.is_finite() && r.speedup > 0.0) {
                 let before = s.state;
-                self.advance(&mut s, r.cpus, r.speedup);
+                self.advance(&mut s, r.cpus.get(), r.speedup);
                 // Still searching, moved, or just settled: the next report counts too.
-                s.awaiting = s.state != State::Stable || s.given(cap) != r.cpus || s.state != before;
+                s.awaiting = s.state != State::Stable || s.given(cap) != r.cpus.get() || s.state != before;
                 s.rest = s.state == State::Stable && before != State::Stable;
             }
             desired.push(s.given(cap).min(view.cpus));
@@ -240,7 +240,7 @@ mod tests {
             pdpa.decide(&view, &mut d);
             let count = d.allocations[0].count;
             out.push((count, pdpa.state(ProgramId(1)).expect("tracked"), pdpa.settled()));
-            progs[0].speedup = Some(SpeedupReport { cpus: count, speedup: curve(count) });
+            progs[0].speedup = SpeedupReport::new(count, curve(count));
         }
         out
     }
@@ -301,7 +301,7 @@ mod tests {
             pdpa.decide(&view, &mut d);
             let count = d.allocations[0].count;
             counts.push(count);
-            progs[0].speedup = (request > 1).then_some(SpeedupReport { cpus: count, speedup: curve(count) });
+            progs[0].speedup = SpeedupReport::new(count, curve(count)).filter(|_| request > 1);
         }
         // 4 → 6 → 8 → 10 (inefficient) → stable at 8; I/O at 1; back at 8 at once.
         assert_eq!(counts, vec![4, 6, 8, 10, 8, 8, 1, 1, 8, 8, 8, 8]);
@@ -321,7 +321,7 @@ mod tests {
             pdpa.decide(&view, &mut d);
             let count = d.allocations[0].count;
             assert!(count <= 6);
-            progs[0].speedup = Some(SpeedupReport { cpus: count, speedup: count as f64 * 0.9 });
+            progs[0].speedup = SpeedupReport::new(count, count as f64 * 0.9);
         }
         assert_eq!((d.allocations[0].count, pdpa.state(ProgramId(1))), (6, Some(State::Stable)));
     }

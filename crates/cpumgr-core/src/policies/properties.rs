@@ -79,7 +79,7 @@ fn build_programs(raw: &[(u8, u32, u32, u32, u8, f64)]) -> Vec<Program> {
             p.request = Request { now, min, max: now + extra };
             p.weight = weight as f64;
             p.arrival = i as u64 * 1_000_000;
-            p.speedup = (eff < 0.9).then_some(SpeedupReport { cpus: now, speedup: now as f64 * eff });
+            p.speedup = SpeedupReport::new(now, now as f64 * eff).filter(|_| eff < 0.9);
             p
         })
         .collect()
@@ -147,7 +147,7 @@ fn run_policy<P: Policy + ?Sized>(
             for (k, p) in programs.iter_mut().enumerate() {
                 let x = (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ q as u64;
                 p.cpu_time = x % (1 << 40);
-                p.speedup = (!x.is_multiple_of(3)).then_some(SpeedupReport { cpus: (x % 64) as u32 + 1, speedup: (x % 1000) as f64 / 10.0 });
+                p.speedup = SpeedupReport::new((x % 64) as u32 + 1, (x % 1000) as f64 / 10.0).filter(|_| !x.is_multiple_of(3));
             }
         }
         let view = View { now: q as u64 * quantum, quantum, topology, cpus, programs: &programs };
@@ -205,8 +205,7 @@ fn run_policy<P: Policy + ?Sized>(
             // A program that measures its speedup reports it for the CPUs it just ran on, at
             // its own efficiency, as a runtime would (this drives PDPA's search to its probes).
             if let (Some(r), true) = (p.speedup, p.running) {
-                let eff = r.speedup / r.cpus.max(1) as f64;
-                p.speedup = Some(SpeedupReport { cpus: a.count, speedup: a.count as f64 * eff });
+                p.speedup = SpeedupReport::new(a.count, a.count as f64 * r.efficiency());
             }
         }
         history.push(sets);

@@ -150,7 +150,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 p.cpu_time += quantum * held as u64;
                 let n = held as u32;
                 if let Some(s) = curves[i].get(n as usize - 1).or(curves[i].last()) {
-                    p.speedup = Some(SpeedupReport { cpus: n, speedup: *s });
+                    p.speedup = SpeedupReport::new(n, *s);
                 }
             }
             p.running = a.running;
