@@ -768,12 +768,15 @@ impl Engine<'_, '_> {
             let id = ProgramId(l.id);
             debug_assert!(self.programs.last().is_none_or(|p| p.id < id), "admitted in id order: the list stays sorted for `position`");
             // The program holds the name while the job is in the system ([`Engine::finish`]
-            // hands it back for the job's record): moved, not copied.
+            // hands it back for the job's record): moved, not copied. Its view fields are what
+            // [`Engine::show`] writes for a job that has not run: not running, a rigid job's
+            // processes as its threads.
             let p = Program {
                 kind: spec.kind,
                 request: spec.request_in(0),
                 weight: spec.weight,
                 arrival: spec.arrival,
+                threads: spec.kind.rigid_procs(),
                 cpus: self.spare_sets.pop().unwrap_or_default(),
                 ..Program::new(id.0, std::mem::take(&mut spec.name), spec.request)
             };
@@ -783,7 +786,6 @@ impl Engine<'_, '_> {
             self.live.list(slot, Beside { held: 0, idle: false });
             let i = self.live.len() - 1;
             self.set_idle(i);
-            self.show(i);
             let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
             self.policy.on_arrival(&view, id);
             // A phase of no work ends at once.
@@ -1036,8 +1038,11 @@ impl Engine<'_, '_> {
                     .map(u64::count_ones)
                     .sum()
             };
-            l.moves += moved as u64;
-            l.stall += self.cfg.cost.reload(moved, count);
+            if moved > 0 {
+                // A program that gained no CPU it had not held (every newcomer) reloads nothing.
+                l.moves += u64::from(moved);
+                l.stall += self.cfg.cost.reload(moved, count);
+            }
             if !l.ran_last && l.first_run.is_some() {
                 l.stall += self.cfg.cost.resume_ms * 1e-3;
             }
