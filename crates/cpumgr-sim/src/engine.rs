@@ -634,7 +634,7 @@ impl Engine<'_, '_> {
             let now = self.now;
             let l = &mut self.live[i];
             l.progress(now, &mut self.seconds);
-            let before = l.spec.request_in(l.phase).now;
+            let ended = l.phase;
             l.phase += 1;
             self.tally.events += 1;
             while l.phase < l.spec.phases.len() && l.spec.phases[l.phase].work <= 0.0 {
@@ -646,16 +646,18 @@ impl Engine<'_, '_> {
             }
             l.remaining = l.spec.phases[l.phase].simulated_work();
             l.reports = reports_in(&l.spec, l.phase);
-            let after = l.spec.request_in(l.phase).now;
+            let request = l.spec.request_in(l.phase);
+            // Only a trace reads whether the request changed.
+            let traced = self.tally.trace && request.now != l.spec.request_in(ended).now;
             let (share, threads) = (l.share, l.threads);
             self.set_idle(i);
             self.set_rate(i, share, threads);
             self.live[i].set_done_at(now);
             self.push_end(i);
-            self.programs[i].request = self.live[i].spec.request_in(self.live[i].phase);
-            if after != before && self.tally.trace {
+            self.programs[i].request = request;
+            if traced {
                 let id = self.programs[i].id;
-                self.emit(Some(id), EventKind::Request { now: after });
+                self.emit(Some(id), EventKind::Request { now: request.now });
             }
         }
     }
