@@ -632,7 +632,7 @@ impl Engine<'_, '_> {
             debug_assert_eq!(self.live.slot(i), end.slot, "the job found by its id is the end's");
             self.changed();
             let now = self.now;
-            let l = &mut self.live[i];
+            let l = self.live.in_slot_mut(end.slot);
             l.progress(now, &mut self.seconds);
             let ended = l.phase;
             l.phase += 1;
@@ -712,9 +712,10 @@ impl Engine<'_, '_> {
     /// ...): the compiler kept them out of line, a call each per job.
     #[inline(always)]
     fn push_end(&mut self, i: usize) {
-        let d = self.live[i].done_at;
-        if d != Nanos::MAX {
-            self.ends.push(End::new(d, self.programs[i].id.0, self.live.slot(i)));
+        let slot = self.live.slot(i);
+        let l = self.live.in_slot(slot);
+        if l.done_at != Nanos::MAX {
+            self.ends.push(End::new(l.done_at, l.id, slot));
         }
     }
 
@@ -736,17 +737,17 @@ impl Engine<'_, '_> {
     }
 
     fn finish(&mut self, i: usize) {
-        if self.live[i].ran_last {
+        let slot = self.live.slot(i);
+        if self.live.in_slot(slot).ran_last {
             // Its CPUs are free from now on (for the next placement of the changed programs).
             self.placer.release(self.topology, &self.programs[i].cpus);
         }
-        self.set_rate(i, 0.0, self.live[i].threads);
-        let l = &mut self.live[i];
+        self.set_rate(i, 0.0, self.live.in_slot(slot).threads);
+        self.dead.push(i);
+        let (l, p) = (self.live.in_slot_mut(slot), &mut self.programs[i]);
         l.alive = false;
         l.ran_last = false;
         l.done_at = Nanos::MAX;
-        self.dead.push(i);
-        let (l, p) = (&mut self.live[i], &mut self.programs[i]);
         // The name goes back to the job, for its record: the program leaves at the next
         // compaction, and nothing reads a finished program's name.
         std::mem::swap(&mut l.spec.name, &mut p.name);
