@@ -406,10 +406,15 @@ impl Placer {
                 need -= self.take_blocks(topology, block, need, &mut kept);
             }
             if need > 0 {
-                let anchor = kept.first().or_else(|| self.best_fit(topology, need));
+                // The anchor picks the nearest domain on each splitting level. A machine with no
+                // splitting level (a flat one) has one domain to grow in, the machine's, which
+                // holds every position: its best fit is not asked. No anchor means no free CPU.
+                let levels = topology.splitting_levels();
+                let anchor =
+                    if levels.is_empty() { Some(0) } else { kept.first().or_else(|| self.best_fit(topology, need)) };
                 if let Some(anchor) = anchor {
                     // Nearest first; a level that splits nothing repeats the range just emptied.
-                    for &level in topology.splitting_levels().iter().chain(&[Level::Machine]) {
+                    for &level in levels.iter().chain(&[Level::Machine]) {
                         let d = &topology.domains()[topology.domain_of(anchor, level)];
                         need -= self.take_range(topology, d.first, d.end, need, &mut kept);
                         if need == 0 {

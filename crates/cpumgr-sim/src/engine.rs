@@ -651,9 +651,9 @@ impl Engine<'_, '_> {
             debug_assert_eq!(self.live.slot(i), end.slot, "the job found by its id is the end's");
             self.changed();
             let now = self.now;
-            let l = &mut self.live[i];
+            let l = self.live.in_slot_mut(end.slot);
             l.progress(now, &mut self.seconds);
-            let before = l.spec.request_in(l.phase).now;
+            let ended = l.phase;
             l.phase += 1;
             self.tally.events += 1;
             while l.phase < l.spec.phases.len() && l.spec.phases[l.phase].work <= 0.0 {
@@ -665,16 +665,18 @@ impl Engine<'_, '_> {
             }
             l.remaining = l.spec.phases[l.phase].simulated_work();
             l.reports = reports_in(&l.spec, l.phase);
-            let after = l.spec.request_in(l.phase).now;
+            let request = l.spec.request_in(l.phase);
+            // Only a trace reads whether the request changed.
+            let traced = self.tally.trace && request.now != l.spec.request_in(ended).now;
             let (share, threads) = (l.share, l.threads);
             self.set_idle(i);
             self.set_rate(i, share, threads);
             self.live[i].set_done_at(now);
             self.push_end(i);
-            self.programs[i].request = self.live[i].spec.request_in(self.live[i].phase);
-            if after != before && self.tally.trace {
+            self.programs[i].request = request;
+            if traced {
                 let id = self.programs[i].id;
-                self.emit(Some(id), EventKind::Request { now: after });
+                self.emit(Some(id), EventKind::Request { now: request.now });
             }
         }
     }
@@ -729,9 +731,10 @@ impl Engine<'_, '_> {
     /// ...): the compiler kept them out of line, a call each per job.
     #[inline(always)]
     fn push_end(&mut self, i: usize) {
-        let d = self.live[i].done_at;
-        if d != Nanos::MAX {
-            self.ends.push(End::new(d, self.programs[i].id.0, self.live.slot(i)));
+        let slot = self.live.slot(i);
+        let l = self.live.in_slot(slot);
+        if l.done_at != Nanos::MAX {
+            self.ends.push(End::new(l.done_at, l.id, slot));
         }
     }
 
@@ -755,17 +758,17 @@ impl Engine<'_, '_> {
     }
 
     fn finish(&mut self, i: usize) {
-        if self.live[i].ran_last {
+        let slot = self.live.slot(i);
+        if self.live.in_slot(slot).ran_last {
             // Its CPUs are free from now on (for the next placement of the changed programs).
             self.placer.release(self.topology, &self.programs[i].cpus);
         }
-        self.set_rate(i, 0.0, self.live[i].threads);
-        let l = &mut self.live[i];
+        self.set_rate(i, 0.0, self.live.in_slot(slot).threads);
+        self.dead.push(i);
+        let (l, p) = (self.live.in_slot_mut(slot), &mut self.programs[i]);
         l.alive = false;
         l.ran_last = false;
         l.done_at = Nanos::MAX;
-        self.dead.push(i);
-        let (l, p) = (&mut self.live[i], &mut self.programs[i]);
         // The name goes back to the job, for its record: the program leaves at the next
         // compaction, and nothing reads a finished program's name.
         std::mem::swap(&mut l.spec.name, &mut p.name);
@@ -789,12 +792,15 @@ impl Engine<'_, '_> {
             let id = ProgramId(l.id);
             debug_assert!(self.programs.last().is_none_or(|p| p.id < id), "admitted in id order: the list stays sorted for `position`");
             // The program holds the name while the job is in the system ([`Engine::finish`]
-            // hands it back for the job's record): moved, not copied.
+            // hands it back for the job's record): moved, not copied. Its view fields are what
+            // [`Engine::show`] writes for a job that has not run: not running, a rigid job's
+            // processes as its threads.
             let p = Program {
                 kind: spec.kind,
                 request: spec.request_in(0),
                 weight: spec.weight,
                 arrival: spec.arrival,
+                threads: spec.kind.rigid_procs(),
                 cpus: self.spare_sets.pop().unwrap_or_default(),
                 ..Program::new(id.0, std::mem::take(&mut spec.name), spec.request)
             };
@@ -804,7 +810,6 @@ impl Engine<'_, '_> {
             self.live.list(slot, Beside { held: 0, idle: false });
             let i = self.live.len() - 1;
             self.set_idle(i);
-            self.show(i);
             let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
             self.policy.on_arrival(&view, id);
             // A phase of no work ends at once.
@@ -1057,8 +1062,11 @@ impl Engine<'_, '_> {
                     .map(u64::count_ones)
                     .sum()
             };
-            l.moves += moved as u64;
-            l.stall += self.cfg.cost.reload(moved, count);
+            if moved > 0 {
+                // A program that gained no CPU it had not held (every newcomer) reloads nothing.
+                l.moves += u64::from(moved);
+                l.stall += self.cfg.cost.reload(moved, count);
+            }
             if !l.ran_last && l.first_run.is_some() {
                 l.stall += self.cfg.cost.resume_ms * 1e-3;
             }
@@ -1371,7 +1379,9 @@ impl PartialOrd for End {
     }
 }
 
-/// The run time of `spec` alone on a machine of `cpus` CPUs with its request.
+/// The run time of `spec` alone on a machine of `cpus` CPUs with its request. Inlined: every
+/// arrival asks it once (the compiler kept it out of line, a call per job).
+#[inline]
 pub(crate) fn dedicated_time(cost: &CostModel, cpus: u32, spec: &JobSpec) -> f64 {
     let phase = |(k, ph): (usize, &Phase)| {
         let t = spec.natural_threads(k).min(cpus) as f64;
