@@ -25,14 +25,14 @@ pub const MAX_NANOS: Nanos = 1_000_000_000 * 1_000_000_000;
 pub const HORIZON: Nanos = 4 * 1_000_000_000 * 1_000_000_000;
 
 /// `ns` nanoseconds in seconds, as `ns as f64 / 1e9` gives them, for every time the simulator
-/// holds: times and spans of time are at most [`HORIZON`] (the engines stop there), far below
-/// 2^63, where a signed conversion gives the same double as an unsigned one. The signed one is
-/// the conversion used because it is one instruction (`cvtsi2sd`) on the baseline x86-64 target,
-/// where an unsigned one is a sequence of about ten: this runs for every job's record and every
-/// span of time accounted.
+/// holds: times and spans of time stay within a quantum of [`HORIZON`] (the engines stop at the
+/// first step past it), far below 2^63, where a signed conversion gives the same double as an
+/// unsigned one. The signed one is the conversion used because it is one instruction
+/// (`cvtsi2sd`) on the baseline x86-64 target, where an unsigned one is a sequence of about ten:
+/// this runs for every job's record and every span of time accounted.
 #[inline]
 pub(crate) fn seconds(ns: Nanos) -> f64 {
-    debug_assert!(ns <= HORIZON, "{ns} ns is past the horizon");
+    debug_assert!(i64::try_from(ns).is_ok(), "{ns} ns is no simulated time");
     ns as i64 as f64 / 1e9
 }
 
