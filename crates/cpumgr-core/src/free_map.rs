@@ -51,17 +51,20 @@ impl FreeMap {
         self.words[(p / 64) as usize] & (1 << (p % 64)) != 0
     }
 
-    /// Marks the positions of `mask` in word `k` free or taken.
+    /// Marks the positions of `mask` (not empty) in word `k` free or taken.
     pub(crate) fn set(&mut self, k: usize, mask: u64, free: bool) {
+        debug_assert_ne!(mask, 0, "no positions to mark in word {k}");
         let w = &mut self.words[k];
+        let s = &mut self.nonempty[k / 64];
         if free {
+            // The word holds the positions freed now: its summary bit is set, with no test.
             *w |= mask;
+            *s |= 1 << (k % 64);
         } else {
             *w &= !mask;
+            // Without a branch: whether the word is empty now is as likely either way.
+            *s &= !(u64::from(*w == 0) << (k % 64));
         }
-        // Without a branch: whether the word is empty now is as likely either way.
-        let s = &mut self.nonempty[k / 64];
-        *s = (*s & !(1u64 << (k % 64))) | (u64::from(*w != 0) << (k % 64));
     }
 
     /// The first word from `k` on (and before `end`) with a free position.

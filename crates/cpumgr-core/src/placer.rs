@@ -42,18 +42,8 @@ use crate::topology::{Level, Topology};
 /// then follows the changed programs, not the machine or every program.
 #[derive(Debug, Default)]
 pub struct Placer {
-    /// The free positions.
-    free: FreeMap,
-    /// Per domain, its free CPUs: best fit reads them for every domain of a level, once per
-    /// program it grows, so they are kept up to date as CPUs are taken and freed (a counter per
-    /// level, found with one lookup) rather than counted from `free` each time (4x slower on
-    /// 1024 CPUs and 1024 programs). Only the domains of the [`counted`] levels are kept: best
-    /// fit searches no other level (a level that splits nothing finds what the level above finds,
-    /// a level of single CPUs the first free one, and the machine's search the fallback's CPU),
-    /// so a flat machine keeps none:
-    /// the entries of the other domains are filled by [`Placer::place`] and then left as they
-    /// are, and nothing reads them.
-    free_in: Vec<u32>,
+    /// The free CPUs.
+    free: FreeCpus,
     /// Per program, the positions it keeps or takes (scratch, cleared per placement).
     kept: Vec<Taken>,
     /// Per position, who holds it: who holds a CPU that a changed program wants back, as the
@@ -73,6 +63,25 @@ pub struct Placer {
     displaced: Vec<usize>,
     /// Scratch: the positions whose holders [`Placer::record_owners`] records, a bitset.
     wanted: Vec<u64>,
+}
+
+/// The CPUs no program holds: the state a placement works on, apart from the placer's scratch
+/// space, so that its steps can borrow the two at once (taking a scratch vector out of the
+/// placer and putting it back cost a few stores and a drop check per call).
+#[derive(Debug, Default)]
+struct FreeCpus {
+    /// The free positions.
+    map: FreeMap,
+    /// Per domain, its free CPUs: best fit reads them for every domain of a level, once per
+    /// program it grows, so they are kept up to date as CPUs are taken and freed (a counter per
+    /// level, found with one lookup) rather than counted from `map` each time (4x slower on
+    /// 1024 CPUs and 1024 programs). Only the domains of the [`counted`] levels are kept: best
+    /// fit searches no other level (a level that splits nothing finds what the level above finds,
+    /// a level of single CPUs the first free one, and the machine's search the fallback's CPU),
+    /// so a flat machine keeps none:
+    /// the entries of the other domains are filled by [`Placer::place`] and then left as they
+    /// are, and nothing reads them.
+    in_domain: Vec<u32>,
 }
 
 /// No [`Placer::owner`] entry: a recording's number and index are below `u32::MAX`.
@@ -169,12 +178,12 @@ impl Placer {
         // Every CPU is managed (the usual case): every position is free, with no walk over the
         // CPUs.
         let all = managed == topology.cpus();
-        self.free.reset(n, all);
-        self.free_in.clear();
+        self.free.map.reset(n, all);
+        self.free.in_domain.clear();
         if all {
-            self.free_in.extend(topology.domains().iter().map(|d| d.end - d.first));
+            self.free.in_domain.extend(topology.domains().iter().map(|d| d.end - d.first));
         } else {
-            self.free_in.resize(topology.domains().len(), 0);
+            self.free.in_domain.resize(topology.domains().len(), 0);
             self.release(topology, managed);
         }
         // Every set is cleared and written: those kept from the last placement keep their
@@ -209,7 +218,7 @@ impl Placer {
         changed: &mut Vec<usize>,
         sets: &mut [CpuSet],
     ) -> bool {
-        if self.free.len() != topology.num_cpus().div_ceil(64) {
+        if self.free.map.len() != topology.num_cpus().div_ceil(64) {
             // No placement of this machine yet: nothing is known to be kept.
             return false;
         }
@@ -225,12 +234,12 @@ impl Placer {
             if want(decision, i) == 0 || programs[i].cpus.is_empty() {
                 continue;
             }
-            if wanted.len() != self.free.len() || words_wanted == 0 {
+            if wanted.len() != self.free.map.len() || words_wanted == 0 {
                 wanted.clear();
-                wanted.resize(self.free.len(), 0);
+                wanted.resize(self.free.map.len(), 0);
             }
             for (k, &w) in topology.position_words(&programs[i].cpus, &mut scratch).iter().enumerate() {
-                let taken = w & !self.free.word(k);
+                let taken = w & !self.free.map.word(k);
                 words_wanted += usize::from(wanted[k] == 0 && taken != 0);
                 wanted[k] |= taken;
             }
@@ -244,7 +253,7 @@ impl Placer {
                 // Each holder looked at once for a run of neighbours.
                 let mut last = NOBODY;
                 for (k, &w) in topology.position_words(&programs[i].cpus, &mut scratch).iter().enumerate() {
-                    let mut taken = w & !self.free.word(k);
+                    let mut taken = w & !self.free.map.word(k);
                     while taken != 0 {
                         let owner = self.owner[k * 64 + taken.trailing_zeros() as usize];
                         taken &= taken - 1;
@@ -343,13 +352,11 @@ impl Placer {
     /// inlined: the simulator calls it once per job that ends (the compiler kept it out of line).
     #[inline(always)]
     pub fn release(&mut self, topology: &Topology, cpus: &CpuSet) {
-        let mut scratch = std::mem::take(&mut self.scratch);
-        for (k, &w) in topology.position_words(cpus, &mut scratch).iter().enumerate() {
+        for (k, &w) in topology.position_words(cpus, &mut self.scratch).iter().enumerate() {
             if w != 0 {
-                self.set_bits(topology, k, w, true);
+                self.free.set_bits(topology, k, w, true);
             }
         }
-        self.scratch = scratch;
     }
 
     /// Keeps and grows the programs `which` (increasing indices) on the free map, writing their
@@ -368,42 +375,38 @@ impl Placer {
         // Keep: each program holds on to as many of its previous CPUs as it still gets, lowest
         // positions first so a shrinking program stays compact.
         for i in which.clone() {
-            self.kept[i].clear();
+            let kept = &mut self.kept[i];
+            kept.clear();
             let count = want(decision, i) as usize;
             let prog = &programs[i];
             if count == 0 || prog.cpus.is_empty() {
                 continue;
             }
-            let mut scratch = std::mem::take(&mut self.scratch);
-            let mut kept = std::mem::take(&mut self.kept[i]);
-            for (k, &w) in topology.position_words(&prog.cpus, &mut scratch).iter().enumerate() {
+            for (k, &w) in topology.position_words(&prog.cpus, &mut self.scratch).iter().enumerate() {
                 if kept.len == count {
                     break;
                 }
-                self.take_word(topology, k, w & self.free.word(k), count - kept.len, &mut kept);
+                self.free.take_word(topology, k, w & self.free.map.word(k), count - kept.len, kept);
             }
-            self.kept[i] = kept;
-            self.scratch = scratch;
         }
 
         // Grow: programs that keep CPUs grow around them first, then newcomers, the largest
         // first (best fit packs big requests before small ones fragment the machine).
-        let mut order = std::mem::take(&mut self.order);
-        order.clear();
-        order.extend(which.clone().filter_map(|i| {
+        self.order.clear();
+        self.order.extend(which.clone().filter_map(|i| {
             let (kept, want) = (self.kept[i].len, want(decision, i));
             // Kept CPUs are some of the wanted ones: the rest fits a `u32` too.
             (kept < want as usize).then(|| GrowKey::new(kept == 0, want - kept as u32, i))
         }));
         // The keys are distinct (the index is their last part): an unstable sort gives the one
         // order.
-        order.sort_unstable();
-        for key in &order {
+        self.order.sort_unstable();
+        for key in &self.order {
             let (mut need, i) = (key.need() as usize, key.index());
-            let mut kept = std::mem::take(&mut self.kept[i]);
+            let kept = &mut self.kept[i];
             let block = decision.allocations[i].block.max(1) as usize;
             if block > 1 {
-                need -= self.take_blocks(topology, block, need, &mut kept);
+                need -= self.free.take_blocks(topology, block, need, kept);
             }
             if need > 0 {
                 // The anchor picks the nearest domain on each splitting level. A machine with no
@@ -411,21 +414,19 @@ impl Placer {
                 // holds every position: its best fit is not asked. No anchor means no free CPU.
                 let levels = topology.splitting_levels();
                 let anchor =
-                    if levels.is_empty() { Some(0) } else { kept.first().or_else(|| self.best_fit(topology, need)) };
+                    if levels.is_empty() { Some(0) } else { kept.first().or_else(|| self.free.best_fit(topology, need)) };
                 if let Some(anchor) = anchor {
                     // Nearest first; a level that splits nothing repeats the range just emptied.
                     for &level in levels.iter().chain(&[Level::Machine]) {
                         let d = &topology.domains()[topology.domain_of(anchor, level)];
-                        need -= self.take_range(topology, d.first, d.end, need, &mut kept);
+                        need -= self.free.take_range(topology, d.first, d.end, need, kept);
                         if need == 0 {
                             break;
                         }
                     }
                 }
             }
-            self.kept[i] = kept;
         }
-        self.order = order;
         // Written into the sets' own storage: a placement allocates nothing once the sets have
         // grown to the machine.
         for i in which {
@@ -436,7 +437,9 @@ impl Placer {
             }
         }
     }
+}
 
+impl FreeCpus {
     /// Takes up to `need` free CPUs with positions in `first..end`, lowest first.
     fn take_range(&mut self, topology: &Topology, first: u32, end: u32, need: usize, into: &mut Taken) -> usize {
         let mut taken = 0;
@@ -445,12 +448,12 @@ impl Placer {
         let (mut k, last) = ((first / 64) as usize, end.div_ceil(64) as usize);
         while taken < need && k < last {
             if last - k > 2 {
-                let Some(w) = self.free.next_nonempty(k, last) else { break };
+                let Some(w) = self.map.next_nonempty(k, last) else { break };
                 k = w;
             }
             let base = k as u32 * 64;
             let mask = span_mask(first.max(base) - base, end.min(base + 64) - base);
-            taken += self.take_word(topology, k, self.free.word(k) & mask, need - taken, into);
+            taken += self.take_word(topology, k, self.map.word(k) & mask, need - taken, into);
             k += 1;
         }
         taken
@@ -483,8 +486,8 @@ impl Placer {
     /// machine with no counted level, which a call doubled (the compiler left it out of line).
     #[inline(always)]
     fn set_bits(&mut self, topology: &Topology, k: usize, mask: u64, free: bool) {
-        debug_assert_eq!(self.free.word(k) & mask, if free { 0 } else { mask }, "positions {mask:#x} of word {k} not all held");
-        self.free.set(k, mask, free);
+        debug_assert_eq!(self.map.word(k) & mask, if free { 0 } else { mask }, "positions {mask:#x} of word {k} not all held");
+        self.map.set(k, mask, free);
         // Kept apart: on a machine with no counted level (a flat one) marking is the word alone.
         let levels = counted(topology);
         if !levels.is_empty() {
@@ -494,7 +497,7 @@ impl Placer {
 
     /// Counts the positions of `mask` in word `k` in or out of every domain of the counted
     /// `levels` (deepest first, not empty) they meet. Never inlined, so that
-    /// [`Placer::set_bits`] is small enough to be.
+    /// [`FreeCpus::set_bits`] is small enough to be.
     #[inline(never)]
     fn count_bits(&mut self, topology: &Topology, levels: &[Level], k: usize, mask: u64, free: bool) {
         let deepest = levels[0];
@@ -526,9 +529,9 @@ impl Placer {
     /// Adds `n` CPUs freed to domain `d`'s free count, or takes `n` taken from it.
     fn count(&mut self, d: usize, n: u32, free: bool) {
         if free {
-            self.free_in[d] += n;
+            self.in_domain[d] += n;
         } else {
-            self.free_in[d] -= n;
+            self.in_domain[d] -= n;
         }
     }
 
@@ -539,7 +542,7 @@ impl Placer {
         let mut taken = 0;
         let mut start = 0;
         while start + block <= n && need - taken >= block {
-            if (start..start + block).all(|p| self.free.is_free(p as u32)) {
+            if (start..start + block).all(|p| self.map.is_free(p as u32)) {
                 taken += self.take_range(topology, start as u32, (start + block) as u32, block, into);
             }
             start += block;
@@ -563,11 +566,11 @@ impl Placer {
             if topology.widest(level) == 1 {
                 // Single CPUs (cores without SMT), not counted ([`counted`]): the first with room
                 // is the first free CPU.
-                return self.free.first_free(0, topology.num_cpus() as u32);
+                return self.map.first_free(0, topology.num_cpus() as u32);
             }
             let mut best: Option<(u32, u32)> = None;
             for &d in topology.level_indices(level) {
-                let free = self.free_in[d];
+                let free = self.in_domain[d];
                 if free as usize >= need && best.is_none_or(|(f, _)| free < f) {
                     best = Some((free, d as u32));
                     if free as usize == need {
@@ -577,10 +580,10 @@ impl Placer {
             }
             if let Some((_, d)) = best {
                 let dom = &topology.domains()[d as usize];
-                return self.free.first_free(dom.first, dom.end);
+                return self.map.first_free(dom.first, dom.end);
             }
         }
-        self.free.first_free(0, topology.num_cpus() as u32)
+        self.map.first_free(0, topology.num_cpus() as u32)
     }
 }
 
@@ -830,8 +833,8 @@ mod tests {
         for &level in counted(t) {
             for &d in t.level_indices(level) {
                 let dom = &t.domains()[d];
-                let free = (dom.first..dom.end).filter(|&q| p.free.is_free(q)).count();
-                assert_eq!(p.free_in[d] as usize, free, "{what}: {level:?} domain {d}");
+                let free = (dom.first..dom.end).filter(|&q| p.free.map.is_free(q)).count();
+                assert_eq!(p.free.in_domain[d] as usize, free, "{what}: {level:?} domain {d}");
             }
         }
     }
@@ -852,11 +855,11 @@ mod tests {
     /// Best fit as first written: every level from core to machine searched, each domain's free
     /// CPUs counted from the map.
     fn best_fit_every_level(p: &Placer, t: &Topology, need: usize) -> Option<u32> {
-        let first_free = |first: u32, end: u32| (first..end).find(|&q| p.free.is_free(q));
+        let first_free = |first: u32, end: u32| (first..end).find(|&q| p.free.map.is_free(q));
         for level in [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine] {
             let mut best: Option<(usize, &crate::topology::Domain)> = None;
             for d in t.level(level) {
-                let free = (d.first..d.end).filter(|&q| p.free.is_free(q)).count();
+                let free = (d.first..d.end).filter(|&q| p.free.map.is_free(q)).count();
                 if free >= need && best.is_none_or(|(f, _)| free < f) {
                     best = Some((free, d));
                 }
@@ -880,15 +883,15 @@ mod tests {
             let t = shaped(pk, nu, l3, co, smt);
             let mut p = Placer::new();
             p.place(&t, t.cpus(), &[], &Decision::default(), &mut Vec::new());
-            for (k, &mask) in taken.iter().enumerate().take(p.free.len()) {
-                let mask = mask & p.free.word(k);
+            for (k, &mask) in taken.iter().enumerate().take(p.free.map.len()) {
+                let mask = mask & p.free.map.word(k);
                 if mask != 0 {
-                    p.set_bits(&t, k, mask, false);
+                    p.free.set_bits(&t, k, mask, false);
                 }
             }
             assert_counts_follow_the_map(&p, &t, "random positions taken");
             for need in needs {
-                proptest::prop_assert_eq!(p.best_fit(&t, need), best_fit_every_level(&p, &t, need), "need {}", need);
+                proptest::prop_assert_eq!(p.free.best_fit(&t, need), best_fit_every_level(&p, &t, need), "need {}", need);
             }
         }
     }
@@ -901,7 +904,7 @@ mod tests {
         // Whole cores and L3s, parts of one core, scattered positions across both packages.
         for mask in [0xffffu64, 0x7f8, 0x20, 0x180, 0x8421, 0xa5a5, 0x1] {
             for free in [false, true] {
-                p.set_bits(&t, 0, mask, free);
+                p.free.set_bits(&t, 0, mask, free);
                 assert_counts_follow_the_map(&p, &t, &format!("{mask:#x} free={free}"));
             }
         }

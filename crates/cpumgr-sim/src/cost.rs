@@ -75,7 +75,10 @@ impl CostModel {
             return 0.0;
         }
         if threads <= cpus + 1e-9 {
-            return speedup.speedup(threads.min(cap));
+            // `threads.min(cap)`: `threads` passed the comparison, so it is a number, and the
+            // comparison written out is one `minsd`, where `f64::min`'s rule for a NaN on either
+            // side costs a compare and a blend on the baseline x86-64 target (every job's rate).
+            return speedup.speedup(if cap < threads { cap } else { threads });
         }
         let f = threads / cpus;
         let k = if shared { self.sync_shared } else { self.sync_self };

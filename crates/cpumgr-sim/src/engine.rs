@@ -388,7 +388,7 @@ impl Seconds {
     fn of(&mut self, ns: Nanos) -> f64 {
         if ns != self.ns {
             self.ns = ns;
-            self.secs = ns as f64 / NS;
+            self.secs = crate::limits::seconds(ns);
         }
         self.secs
     }
@@ -1407,15 +1407,22 @@ fn reports_in(spec: &JobSpec, phase: usize) -> bool {
 
 /// `x.ceil() as Nanos`, exactly, without the software `ceil` (the baseline x86-64 target has no
 /// rounding instruction, so `f64::ceil` is a library call, 3 % of a run that ticks every quantum).
-/// For `x > 0` below 2^64 truncation gives `floor(x)`, a double itself, so comparing it with `x`
-/// says whether to add one; a non-integral `x` is below 2^53, so adding one cannot overflow, and
-/// from 2^64 up both saturate. Zero, negative and NaN give 0, as the cast of their ceiling does.
+/// For `0 < x < 2^63` truncation gives `floor(x)`, a double itself, so comparing it with `x` says
+/// whether to add one (at most 2^63 results: no overflow); both conversions are signed ones, one
+/// instruction each on that target, where the unsigned ones are sequences. From 2^63 up `x` is a
+/// whole number, its own ceiling, and the cast saturates from 2^64. Zero, negative and NaN give
+/// 0, as the cast of their ceiling does.
 fn ceil_nanos(x: f64) -> Nanos {
+    /// 2^63, the first double past `i64::MAX`.
+    const SIGNED_END: f64 = 9_223_372_036_854_775_808.0;
     if x.is_nan() || x <= 0.0 {
         return 0;
     }
-    let t = x as Nanos;
-    t.saturating_add(Nanos::from((t as f64) < x))
+    if x >= SIGNED_END {
+        return x as Nanos;
+    }
+    let t = x as i64;
+    t as Nanos + Nanos::from((t as f64) < x)
 }
 
 /// The nanoseconds from now to an end `x` nanoseconds away, computed in floating point: the
@@ -1463,7 +1470,16 @@ mod tests {
     #[test]
     fn ceil_nanos_is_the_cast_ceiling() {
         let small = [0.0, -0.0, -0.5, -1.5, 1e-300, 0.2, 1.0, 1.5, 99_999_999.5, 4503599627370495.5];
-        let large = [9007199254740992.0, 1.8446744073709552e19, 1e30, f64::NAN, f64::INFINITY, f64::NEG_INFINITY];
+        let large = [
+            9007199254740992.0,
+            9223372036854774784.0,
+            9223372036854775808.0,
+            1.8446744073709552e19,
+            1e30,
+            f64::NAN,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ];
         for x in small.into_iter().chain(large) {
             assert_eq!(ceil_nanos(x), x.ceil() as Nanos, "{x}");
         }

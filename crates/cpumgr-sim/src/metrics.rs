@@ -126,7 +126,11 @@ impl Accumulator {
         self.bounded += r.bounded_slowdown;
         self.wait += r.wait;
         self.response += r.response;
-        self.max_turnaround = self.max_turnaround.max(r.turnaround);
+        // `f64::max` written out, one `maxsd` rather than a NaN check and a blend: the maximum
+        // is never NaN (it starts at 0 and takes only values greater than itself).
+        if r.turnaround > self.max_turnaround {
+            self.max_turnaround = r.turnaround;
+        }
         self.moves += r.moves;
         let k = match self.classes.get(self.last) {
             Some((class, _)) if Arc::ptr_eq(class, &r.class) => self.last,

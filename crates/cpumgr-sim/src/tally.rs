@@ -10,7 +10,7 @@ use cpumgr_core::{Nanos, ProgramId};
 
 use crate::engine::{Observer, SimError};
 use crate::job::JobSpec;
-use crate::limits::HORIZON;
+use crate::limits::{seconds, HORIZON};
 use crate::metrics::{Accumulator, JobRecord, RunSummary, RunTotals, BOUNDED_SLOWDOWN_TAU};
 
 const NS: f64 = 1e9;
@@ -33,18 +33,17 @@ impl Ran {
     /// The record of job `id` (`spec`, arrived at `arrival`) that ended at `end`. The record
     /// takes the job's name and class: the job has left, so they are moved, not copied.
     fn record(&self, id: u64, spec: &mut JobSpec, arrival: Nanos, end: Nanos) -> JobRecord {
-        let secs = |ns: Nanos| ns as f64 / NS;
-        let turnaround = secs(end - arrival);
+        let turnaround = seconds(end - arrival);
         let start = self.first_run.unwrap_or(end);
         let dedicated = self.dedicated;
         JobRecord {
             id,
             name: std::mem::take(&mut spec.name),
             class: std::mem::take(&mut spec.class),
-            arrival: secs(arrival),
-            response: secs(start - arrival),
-            wait: (turnaround - secs(self.run_ns)).max(0.0),
-            run: secs(end - start),
+            arrival: seconds(arrival),
+            response: seconds(start - arrival),
+            wait: (turnaround - seconds(self.run_ns)).max(0.0),
+            run: seconds(end - start),
             turnaround,
             dedicated,
             slowdown: if dedicated > 0.0 { turnaround / dedicated } else { 1.0 },
@@ -108,7 +107,7 @@ impl<'o> Tally<'o> {
     /// Accounts `dt_ns` of time with `held` CPUs held, and the CPUs left idle if a job
     /// `waited` meanwhile.
     pub fn account(&mut self, dt_ns: Nanos, held: f64, waited: bool) {
-        let dt = dt_ns as f64 / NS;
+        let dt = seconds(dt_ns);
         self.busy += held * dt;
         if waited {
             self.frag += (self.cpus as f64 - held).max(0.0) * dt;
@@ -155,7 +154,7 @@ impl<'o> Tally<'o> {
     /// The run's figures, under the policy named `policy` with admission limit `mpl`, for a run
     /// started at `started`.
     pub fn summary(self, policy: &str, mpl: u32, started: Instant) -> RunSummary {
-        let makespan = self.first_arrival.map_or(0.0, |f| self.last_end.saturating_sub(f) as f64 / NS);
+        let makespan = self.first_arrival.map_or(0.0, |f| seconds(self.last_end.saturating_sub(f)));
         self.acc.finish(RunTotals {
             policy: policy.to_string(),
             cpus: self.cpus,
