@@ -583,7 +583,7 @@ fn run_fed(
             if !e.waiting() {
                 e.changed();
             }
-            let slot = e.live.insert(Live::new(id, spec, dedicated));
+            let slot = e.live.insert(|| Live::new(id, spec, dedicated));
             e.queue.push_back(slot);
         }
         let wake = e.wake_at == Some(e.now);

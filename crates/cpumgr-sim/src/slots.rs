@@ -40,16 +40,19 @@ impl<T, B> Slots<T, B> {
         self.order.len()
     }
 
-    /// Stores `record` in a free slot if there is one (dropping what the slot held), without
-    /// listing it (an arrived job waiting for admission), and returns its slot.
-    pub(crate) fn insert(&mut self, record: T) -> u32 {
+    /// Stores the record `make` builds in a free slot if there is one (dropping what the slot
+    /// held), without listing it (an arrived job waiting for admission), and returns its slot.
+    /// The record is built inside the arm that stores it: built by the caller before the choice
+    /// of slot, a large record (the engine's is over 300 bytes) was staged in one more copy on
+    /// the stack.
+    pub(crate) fn insert(&mut self, make: impl FnOnce() -> T) -> u32 {
         match self.free.pop() {
             Some(s) => {
-                self.records[s as usize] = record;
+                self.records[s as usize] = make();
                 s
             }
             None => {
-                self.records.push(record);
+                self.records.push(make());
                 u32::try_from(self.records.len() - 1).expect("fewer than 2^32 records at once")
             }
         }
@@ -126,7 +129,7 @@ mod tests {
     fn positions_follow_the_list_and_slots_are_reused() {
         let mut s = Slots::default();
         let push = |s: &mut Slots<u32, i32>, x: u32| {
-            let slot = s.insert(x);
+            let slot = s.insert(|| x);
             s.list(slot, -(x as i32));
         };
         for x in 0..6u32 {
@@ -134,7 +137,7 @@ mod tests {
         }
         s.remove(&Removal::new(6, &[1, 4]));
         assert_eq!((0..s.len()).map(|i| s[i]).collect::<Vec<_>>(), vec![0, 2, 3, 5]);
-        let waiting = s.insert(10);
+        let waiting = s.insert(|| 10);
         assert_eq!(s.len(), 4, "an inserted record is not listed");
         *s.in_slot_mut(waiting) += 1;
         s.list(waiting, -10);
