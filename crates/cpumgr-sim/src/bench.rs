@@ -2,7 +2,9 @@
 //! stays flat as jobs finish). A run's engine works on the calling thread while its jobs are
 //! produced on another (`feed.rs`): the calling thread's CPU time is the engine's own cost, which
 //! other work on a shared machine does not inflate; the process's counts the job feed's thread
-//! too. Linux only; `NaN` where a clock or `/proc` cannot be read.
+//! too. Linux only; `NaN` where a clock or `/proc` cannot be read. Figures from different
+//! machines, or from one machine under other load, do not compare: [`host`] says which machine
+//! and how loaded, to print beside them.
 
 use nix::time::{clock_gettime, ClockId};
 
@@ -30,6 +32,17 @@ pub fn peak_rss_mib() -> f64 {
         .map_or(f64::NAN, |kb| kb / 1024.0)
 }
 
+/// The machine a benchmark runs on, for its report: the CPU model (`/proc/cpuinfo`), the CPUs
+/// this process may use, and the load average over the last minute (`/proc/loadavg`): `AMD
+/// EPYC, 2 CPUs, load 0.41`. Parts that cannot be read are left out.
+pub fn host() -> String {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let model = cpuinfo.lines().find_map(|l| l.strip_prefix("model name")).and_then(|v| v.split_once(':')).map(|(_, m)| m.trim().to_string());
+    let cpus = std::thread::available_parallelism().ok().map(|n| format!("{n} CPUs"));
+    let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split_whitespace().next().map(|m| format!("load {m}")));
+    [model, cpus, load].into_iter().flatten().collect::<Vec<_>>().join(", ")
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -45,5 +58,8 @@ mod tests {
         assert!(process >= thread && super::process_cpu_seconds() > process);
         let rss = super::peak_rss_mib();
         assert!(rss > 0.0 && rss.is_finite(), "{rss}");
+        let host = super::host();
+        let cpus = std::thread::available_parallelism().unwrap();
+        assert!(host.contains(&format!("{cpus} CPUs")) && host.contains("load "), "{host}");
     }
 }

@@ -177,7 +177,9 @@ impl Accumulator {
             fairness,
             moves: self.moves,
             class_mean_run: self.classes.iter().map(|(c, m)| (c.to_string(), m.mean())).collect(),
-            class_cv: self.classes.iter().map(|(c, m)| (c.to_string(), m.cv())).collect(),
+            // A class of one job has no spread to measure (its CV is 0 by definition): left out,
+            // as the launcher and the reports leave out a class of one run.
+            class_cv: self.classes.iter().filter(|(_, m)| m.n > 1).map(|(c, m)| (c.to_string(), m.cv())).collect(),
             skipped_quanta: run.skipped_quanta,
             mpl: run.mpl,
             wall_seconds: run.wall_seconds,
@@ -243,7 +245,8 @@ pub struct RunSummary {
     pub moves: u64,
     /// Per class, the mean run time, seconds.
     pub class_mean_run: BTreeMap<String, f64>,
-    /// Per class, the CV of run times.
+    /// Per class of several jobs, the coefficient of variation of run times (paper 002's measure
+    /// of how stable they are); a class of one job is not listed.
     pub class_cv: BTreeMap<String, f64>,
     /// Quanta skipped by fast-forwarding.
     pub skipped_quanta: u64,
@@ -286,7 +289,8 @@ mod tests {
         let s = a.finish(RunTotals { cpus: 4, makespan: 4.0, busy_cpu_seconds: 8.0, ..Default::default() });
         assert_eq!(s.jobs, 3);
         assert!((s.class_cv["x"] - 0.5).abs() < 1e-12);
-        assert_eq!(s.class_cv["y"], 0.0);
+        assert!(!s.class_cv.contains_key("y"), "a class of one job has no CV");
+        assert_eq!(s.class_mean_run["y"], 2.0);
         assert!((s.mean_turnaround - 2.0).abs() < 1e-12);
         assert!((s.utilization - 0.5).abs() < 1e-12);
         // Jain of [1, 3, 1] = 25 / (3 × 11).

@@ -15,7 +15,7 @@ use cpumgr_core::trace::Event;
 use cpumgr_core::params::{Params, PolicySpec};
 use cpumgr_core::{policies, Topology};
 use cpumgr_report::{render, Report, Table, Timeline};
-use cpumgr_sim::bench::{peak_rss_mib, process_cpu_seconds, thread_cpu_seconds};
+use cpumgr_sim::bench::{host, peak_rss_mib, process_cpu_seconds, thread_cpu_seconds};
 use cpumgr_sim::generate::{Generator, JobKind, Model};
 use cpumgr_sim::{presets, swf, Observer, RunSummary, SimConfig, SimError, SpeedupModel, Workload};
 use serde_json::json;
@@ -556,6 +556,7 @@ fn bench(args: &Args) -> anyhow::Result<()> {
     let t = Topology::flat(1024);
     let exact = SimConfig { fast_forward: false, ..cfg.clone() };
     let runs = args.bench_runs;
+    outln!("host: {}", host());
     outln!("each figure: the fastest of {runs} runs, the slowest run's wall time in brackets; CPU: the engine's thread, and the process (the engine and the thread that produces its jobs)");
     let (s, took, slowest) = fastest(runs, || run_one(&t, &w, "equipartition", &exact, &mut ()));
     let s = s?;
