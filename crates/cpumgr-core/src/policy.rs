@@ -107,6 +107,21 @@ pub trait Policy: Send {
     /// Decides one quantum. `out` arrives [`Decision::reset`] to `view.programs.len()` entries.
     fn decide(&mut self, view: &View, out: &mut Decision);
 
+    /// Brings this policy's last decision up to date instead of deciding afresh, when the view
+    /// changed only by programs leaving and `appended` programs arriving at its end: `out` holds
+    /// the last decision (from [`Policy::decide`] or this method) for the programs still
+    /// listed, in view order, and a reset allocation for each appended one. Returns whether `out`
+    /// is now exactly what `decide` would give for `view`; false (the default, `out` in any
+    /// state) has the caller reset `out` and call `decide`. Other fields of the programs
+    /// (requests, running flags, sets, usage) may have changed too: a policy answers true only
+    /// where its decision does not depend on them. This lets a quantum cost the programs that
+    /// changed rather than every program: the simulator asks it every quantum of a policy that
+    /// reads no usage ([`Policy::reads_usage`]) and does not time-share; the live manager
+    /// always decides afresh.
+    fn update(&mut self, _view: &View, _out: &mut Decision, _appended: usize) -> bool {
+        false
+    }
+
     /// A program registered (it is already in `view`).
     fn on_arrival(&mut self, _view: &View, _id: ProgramId) {}
 

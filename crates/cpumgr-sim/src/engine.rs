@@ -50,6 +50,14 @@
 //! a second thread does it ahead, in order, in bounded batches (`feed.rs`), and the engine's
 //! thread takes the jobs ready. Results are those of the input taken in order.
 //!
+//! **Decisions brought up to date.** In a lazy run the engine keeps the policy's last decision,
+//! takes the finished programs out of it as it takes them out of the list, and asks the policy to
+//! bring it up to date for the programs admitted since ([`Policy::update`]) before deciding afresh:
+//! a rigid-first policy whose last decision served every program, all rigid (a trace's jobs, while
+//! none waits), serves the newcomers from what the others leave, and the engine compares only the
+//! newcomers' counts with what they hold. A quantum then costs the programs that changed, not a
+//! pass over every program in the policy, the decision's reset and the engine's scan.
+//!
 //! **Admission.** Jobs beyond the multiprogramming level ([`SimConfig::mpl`], else the policy's
 //! [`cpumgr_core::Policy::preferred_mpl`]) wait in arrival order and are admitted at ticks.
 
@@ -60,7 +68,7 @@ use std::time::Instant;
 use cpumgr_core::placer::{validate, PlacementError};
 use cpumgr_core::trace::{Event, EventKind};
 use cpumgr_core::{
-    CpuSet, Decision, Kind, Nanos, Placer, Policy, Program, ProgramId, Rotation, SpeedupReport, Topology, View,
+    Allocation, CpuSet, Decision, Kind, Nanos, Placer, Policy, Program, ProgramId, Rotation, SpeedupReport, Topology, View,
 };
 
 use crate::cost::CostModel;
@@ -421,6 +429,12 @@ struct Engine<'a, 'o> {
     active_stale: bool,
     placer: Placer,
     decision: Decision,
+    /// Whether `decision` is the policy's last, for the program list as it was then (the
+    /// programs finished since are still listed until [`Engine::compact`] takes them out of
+    /// both): a lazy run then asks the policy to bring it up to date ([`Policy::update`]).
+    decided: bool,
+    /// Programs admitted since the last decision (at the end of the list).
+    appended: usize,
     sets: Vec<CpuSet>,
     /// Empty CPU sets with room, from finished programs, for admitted ones: a set that has held
     /// a placement has the words of its machine, and a program's first placement would allocate
@@ -534,6 +548,8 @@ fn run_fed(
         active_stale: false,
         placer: Placer::new(),
         decision: Decision::default(),
+        decided: false,
+        appended: 0,
         sets: Vec::new(),
         spare_sets: Vec::new(),
         changed_jobs: Vec::new(),
@@ -753,6 +769,10 @@ impl Engine<'_, '_> {
         let plan = Removal::new(self.programs.len(), &self.dead);
         self.programs.remove(&plan);
         self.live.remove(&plan);
+        if self.decided {
+            debug_assert_eq!(self.decision.allocations.len(), self.programs.len() + self.dead.len(), "the last decision is for the list before");
+            remove_sorted(&mut self.decision.allocations, &self.dead);
+        }
         self.active_stale = true;
         self.dead.clear();
     }
@@ -806,6 +826,7 @@ impl Engine<'_, '_> {
             };
             let remaining = l.remaining;
             self.programs.push(p);
+            self.appended += 1;
             self.unserved += 1;
             self.live.list(slot, Beside { held: 0, idle: false });
             let i = self.live.len() - 1;
@@ -893,10 +914,21 @@ impl Engine<'_, '_> {
         if !self.lazy {
             self.view_usage(regular);
         }
+        // A lazy run's policy may bring its last decision up to date for the programs admitted
+        // since (those gone were taken out of it with them); the others it kept are then as
+        // they were, and so are the CPUs they hold: only the appended ones are compared.
         let n = self.programs.len();
-        self.decision.reset(n);
         let view = view_of(self.topology, self.cpus, self.now, self.quantum, &self.programs);
-        self.policy.decide(&view, &mut self.decision);
+        let updated = self.lazy && self.decided && {
+            self.decision.allocations.resize(n, Allocation::default());
+            self.policy.update(&view, &mut self.decision, self.appended)
+        };
+        if !updated {
+            self.decision.reset(n);
+            self.policy.decide(&view, &mut self.decision);
+        }
+        let kept = if updated { n - self.appended } else { 0 };
+        (self.decided, self.appended) = (self.lazy, 0);
         if let Some(w) = self.decision.wake_at.filter(|&w| w > self.now) {
             self.wake_at = Some(w);
         }
@@ -908,7 +940,7 @@ impl Engine<'_, '_> {
             }
         }
         let (mut sig, mut held_sig) = (0, 0);
-        self.apply_placed(&mut sig, &mut held_sig)?;
+        self.apply_placed(kept, &mut sig, &mut held_sig)?;
         if !self.lazy {
             // Every job progressed to now for the view: its end is computed from there (a job
             // whose allocation changed was rescheduled when it was applied).
@@ -951,14 +983,19 @@ impl Engine<'_, '_> {
     /// count changed, and those they take CPUs back from, are placed ([`Placer::place_changed`]);
     /// every program is at the first placement. With the fast-forward on, `sig` gets the
     /// schedule's signature (the sum of the running programs' parts) and `held_sig` that of
-    /// every program's set (running, or where a stopped one will resume).
-    fn apply_placed(&mut self, sig: &mut u64, held_sig: &mut u64) -> Result<(), SimError> {
+    /// every program's set (running, or where a stopped one will resume). The first `kept`
+    /// programs keep the counts they hold (the policy brought its last decision up to date).
+    fn apply_placed(&mut self, kept: usize, sig: &mut u64, held_sig: &mut u64) -> Result<(), SimError> {
+        debug_assert!(
+            self.decision.allocations[..kept].iter().zip(self.live.besides()).all(|(a, b)| a.granted() == b.held),
+            "a decision brought up to date keeps what the programs listed before hold"
+        );
         // One pass over the decision: the programs whose count differs from what they hold, and
         // whether every program given CPUs ran last quantum and holds exactly its count.
         let mut changed = std::mem::take(&mut self.changed_jobs);
         changed.clear();
         let mut holds = true;
-        for (i, (a, b)) in self.decision.allocations.iter().zip(self.live.besides()).enumerate() {
+        for (i, (a, b)) in (kept..).zip(self.decision.allocations[kept..].iter().zip(self.live.besides_from(kept))) {
             let want = a.granted();
             if want != b.held {
                 changed.push(i);
@@ -1435,6 +1472,19 @@ fn end_nanos(x: f64) -> Nanos {
     ceil_nanos(x - 1e-6)
 }
 
+/// Removes the entries at `gone` (strictly increasing indices) from `v`, keeping the others'
+/// order: each stretch between two removed entries moves once, down over the gaps before it.
+fn remove_sorted<T: Copy>(v: &mut Vec<T>, gone: &[usize]) {
+    let Some(&first) = gone.first() else { return };
+    let mut to = first;
+    for (k, &g) in gone.iter().enumerate() {
+        let next = gone.get(k + 1).copied().unwrap_or(v.len());
+        v.copy_within(g + 1..next, to);
+        to += next - g - 1;
+    }
+    v.truncate(to);
+}
+
 /// The view the policy decides on at `now` (with `cpus` managed CPUs), as the live manager builds
 /// it.
 fn view_of<'v>(topology: &'v Topology, cpus: u32, now: Nanos, quantum: Nanos, programs: &'v [Program]) -> View<'v> {
@@ -1494,6 +1544,17 @@ mod tests {
     }
 
     #[test]
+    fn removal_keeps_the_others_in_order() {
+        let mut v: Vec<u32> = (0..10).collect();
+        super::remove_sorted(&mut v, &[0, 3, 4, 9]);
+        assert_eq!(v, vec![1, 2, 5, 6, 7, 8]);
+        super::remove_sorted(&mut v, &[]);
+        assert_eq!(v, vec![1, 2, 5, 6, 7, 8]);
+        super::remove_sorted(&mut v, &[0, 1, 2, 3, 4, 5]);
+        assert!(v.is_empty());
+    }
+
+    #[test]
     fn signatures_of_different_schedules_differ() {
         // Two gang rows of pdpa-ltomcatv on 64 CPUs whose sums collided before the finaliser:
         // programs 8 and 9 on complementary sets, then 6 and 7 on another split.
@@ -1507,3 +1568,4 @@ mod tests {
         assert_ne!(signature(ProgramId(1), 2, &set("0-1")), signature(ProgramId(1), 2, &set("2-3")), "the CPUs count");
     }
 }
+

@@ -83,7 +83,12 @@ impl<T, B> Slots<T, B> {
 
     /// The values beside the positions, in order.
     pub(crate) fn besides(&self) -> impl Iterator<Item = &B> {
-        self.order.iter().map(|(_, b)| b)
+        self.besides_from(0)
+    }
+
+    /// The values beside the positions from `from` on, in order.
+    pub(crate) fn besides_from(&self, from: usize) -> impl Iterator<Item = &B> {
+        self.order[from..].iter().map(|(_, b)| b)
     }
 
     /// The record in slot `slot` (a listed one, one inserted and not listed yet, or one left

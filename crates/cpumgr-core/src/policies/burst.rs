@@ -17,7 +17,7 @@
 //! deserves 5 CPUs on 4-CPU L3 domains inside 16-CPU NUMA nodes gets 4).
 
 use super::equipartition::water_fill;
-use super::{reserve_rigid, PolicyInfo};
+use super::{reserve_rigid, PolicyInfo, RigidFirst};
 use crate::policy::{Decision, Policy, View};
 use crate::topology::Level;
 
@@ -27,12 +27,15 @@ pub const INFO: PolicyInfo = PolicyInfo {
     paper: "004 §3",
     summary: "topology-aware: fair shares rounded to whole domains, one each, or several of the largest below the machine",
     params: &[],
-    build: |_| Ok(Box::new(Burst)),
+    build: |_| Ok(Box::new(Burst::default())),
 };
 
 /// The burst policy.
 #[derive(Debug, Clone, Default)]
-pub struct Burst;
+pub struct Burst {
+    /// Its last decision, when it served rigid programs only ([`Policy::update`]).
+    rigid: RigidFirst,
+}
 
 /// The domain sizes of the machine, smallest first: 1, CPUs per core, per L3, per NUMA node, per
 /// package, the machine (each level's smallest domain, so a block of that size fits anywhere).
@@ -100,7 +103,9 @@ impl Policy for Burst {
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        let left = reserve_rigid(view, out).left;
+        let reserved = reserve_rigid(view, out);
+        self.rigid.note(view, &reserved);
+        let left = reserved.left;
         let open: Vec<usize> = (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
         let wants: Vec<u32> = open.iter().map(|&i| view.programs[i].wants()).collect();
         let shares = water_fill(left, &wants);
@@ -119,6 +124,10 @@ impl Policy for Burst {
             out.give(i, c);
             out.allocations[i].block = grid.block(c);
         }
+    }
+
+    fn update(&mut self, view: &View, out: &mut Decision, appended: usize) -> bool {
+        self.rigid.update(view, out, appended)
     }
 }
 
@@ -146,7 +155,7 @@ mod tests {
         let view = View { now: 0, quantum: 1, topology: t, cpus: t.num_cpus() as u32, programs: progs };
         let mut d = Decision::default();
         d.reset(progs.len());
-        Burst.decide(&view, &mut d);
+        Burst::default().decide(&view, &mut d);
         let mut sets = Vec::new();
         Placer::new().place(t, t.cpus(), progs, &d, &mut sets);
         validate(t.cpus(), &d, &sets).unwrap();

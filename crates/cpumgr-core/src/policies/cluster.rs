@@ -8,7 +8,7 @@
 //! many small programs (a program asking for 3 still takes a whole round's turn), and it ignores
 //! how well programs use their CPUs.
 
-use super::{reserve_rigid, PolicyInfo};
+use super::{reserve_rigid, PolicyInfo, RigidFirst};
 use crate::params::{ParamKind, ParamSpec};
 use crate::policy::{Decision, Policy, View};
 
@@ -18,7 +18,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     paper: "000 §4.2",
     summary: "CPUs in topology-aligned clusters of `size` (4), round by round, then 2/1 to fill",
     params: &[ParamSpec { key: "size", help: "CPUs per cluster", kind: ParamKind::Int { default: 4, min: 1, max: 1024 } }],
-    build: |p| Ok(Box::new(Cluster { size: p.u32("size")? })),
+    build: |p| Ok(Box::new(Cluster { size: p.u32("size")?, rigid: RigidFirst::default() })),
 };
 
 /// The processor clustering policy.
@@ -26,6 +26,8 @@ pub const INFO: PolicyInfo = PolicyInfo {
 pub struct Cluster {
     /// CPUs per cluster.
     pub size: u32,
+    /// Its last decision, when it served rigid programs only ([`Policy::update`]).
+    rigid: RigidFirst,
 }
 
 impl Policy for Cluster {
@@ -34,7 +36,9 @@ impl Policy for Cluster {
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        let mut left = reserve_rigid(view, out).left;
+        let reserved = reserve_rigid(view, out);
+        self.rigid.note(view, &reserved);
+        let mut left = reserved.left;
         let mut open: Vec<usize> = (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
         let mut counts = vec![0u32; view.programs.len()];
         // Whole clusters, round by round; when fewer than a chunk remain, halve the chunk (two,
@@ -65,6 +69,10 @@ impl Policy for Cluster {
                 out.allocations[i].block = self.size.min(c);
             }
         }
+    }
+
+    fn update(&mut self, view: &View, out: &mut Decision, appended: usize) -> bool {
+        self.rigid.update(view, out, appended)
     }
 }
 

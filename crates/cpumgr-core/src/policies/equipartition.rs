@@ -8,7 +8,7 @@
 //! Good at: fairness between equal programs, no information needed. Bad at: programs that scale
 //! differently, since it gives a program that gains nothing from a CPU as many as one that does.
 
-use super::{reserve_rigid, PolicyInfo, Reserved};
+use super::{reserve_rigid, PolicyInfo, Reserved, RigidFirst};
 use crate::params::{ParamKind, ParamSpec};
 use crate::policy::{Decision, Policy, View};
 use crate::program::Program;
@@ -19,7 +19,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
     paper: "000 §4.1",
     summary: "each program gets min(P/N, request); leftover CPUs stay idle unless redistribute=true",
     params: PARAMS,
-    build: |p| Ok(Box::new(Equipartition { redistribute: p.bool("redistribute")? })),
+    build: |p| Ok(Box::new(Equipartition { redistribute: p.bool("redistribute")?, rigid: RigidFirst::default() })),
 };
 
 const PARAMS: &[ParamSpec] = &[ParamSpec {
@@ -33,6 +33,8 @@ const PARAMS: &[ParamSpec] = &[ParamSpec {
 pub struct Equipartition {
     /// Whether leftover CPUs are handed out again.
     pub redistribute: bool,
+    /// Its last decision, when it served rigid programs only ([`Policy::update`]).
+    rigid: RigidFirst,
 }
 
 impl Policy for Equipartition {
@@ -41,7 +43,9 @@ impl Policy for Equipartition {
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        let Reserved { left, open: n, .. } = reserve_rigid(view, out);
+        let reserved = reserve_rigid(view, out);
+        self.rigid.note(view, &reserved);
+        let Reserved { left, open: n, .. } = reserved;
         let open = |p: &&Program| p.kind.rigid_procs().is_none();
         if n == 0 || left == 0 {
             return;
@@ -63,6 +67,10 @@ impl Policy for Equipartition {
             rest -= c;
             out.give(i, c);
         }
+    }
+
+    fn update(&mut self, view: &View, out: &mut Decision, appended: usize) -> bool {
+        self.rigid.update(view, out, appended)
     }
 }
 

@@ -5,7 +5,7 @@
 //! all read it, so a policy added here is everywhere at once.
 
 use crate::params::{ParamError, ParamKind, ParamSpec, Params, PolicySpec};
-use crate::policy::{Decision, Policy, View};
+use crate::policy::{Allocation, Decision, Policy, View};
 
 pub mod burst;
 pub mod cluster;
@@ -110,21 +110,25 @@ pub fn reserve_rigid(view: &View, out: &mut Decision) -> Reserved {
     // machine and the whole machine is left.
     for (p, a) in view.programs.iter().zip(&mut out.allocations) {
         match p.kind.rigid_procs() {
-            Some(n) if n.wrapping_sub(1) < r.left => {
-                a.give(n);
-                r.left -= n;
-                r.served += 1;
-            }
-            Some(n) if n > view.cpus && view.cpus <= r.left && view.cpus > 0 => {
-                a.give(view.cpus);
-                r.left -= view.cpus;
-                r.served += 1;
-            }
-            Some(_) => {}
+            Some(n) => serve_rigid(n, view.cpus, &mut r, a),
             None => r.open += 1,
         }
     }
     r
+}
+
+/// [`reserve_rigid`]'s rule for one rigid program of `n` processes on `cpus` managed CPUs.
+#[inline(always)]
+fn serve_rigid(n: u32, cpus: u32, r: &mut Reserved, a: &mut Allocation) {
+    if n.wrapping_sub(1) < r.left {
+        a.give(n);
+        r.left -= n;
+        r.served += 1;
+    } else if n > cpus && cpus <= r.left && cpus > 0 {
+        a.give(cpus);
+        r.left -= cpus;
+        r.served += 1;
+    }
 }
 
 /// What [`reserve_rigid`] leaves to the programs that are not rigid.
@@ -138,14 +142,60 @@ pub struct Reserved {
     pub served: usize,
 }
 
+/// What a rigid-first policy ([`reserve_rigid`], then the other programs) remembers of its last
+/// decision to bring it up to date ([`Policy::update`]): whether that decision served every
+/// program and every program was rigid, on how many CPUs. Then, with programs gone and others
+/// appended, every program still listed is served again (the CPUs left at its turn only grew)
+/// with the same count, and the appended ones are served in order from what the others leave,
+/// as [`reserve_rigid`] serves them; the other programs' share is empty. A trace of rigid jobs
+/// (the Standard Workload Format's) keeps to this case while no job waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RigidFirst {
+    /// The managed CPUs of the last decision, if it served every program, all rigid.
+    all_served_on: Option<u32>,
+}
+
+impl RigidFirst {
+    /// Notes the last decision, for `view`, whose [`reserve_rigid`] pass gave `reserved`.
+    pub fn note(&mut self, view: &View, reserved: &Reserved) {
+        let all = reserved.open == 0 && reserved.served == view.programs.len();
+        self.all_served_on = all.then_some(view.cpus);
+    }
+
+    /// [`Policy::update`] for a rigid-first policy whose decision on rigid programs alone is
+    /// [`reserve_rigid`]'s: serves the `appended` programs if the last decision served every
+    /// program on as many CPUs and they are all rigid; false (nothing to rely on) otherwise.
+    pub fn update(&mut self, view: &View, out: &mut Decision, appended: usize) -> bool {
+        if self.all_served_on != Some(view.cpus) {
+            return false;
+        }
+        let old = view.programs.len() - appended;
+        debug_assert_eq!(out.allocations.len(), view.programs.len(), "the last decision, with the appended programs reset");
+        // The programs listed before were all served: their counts are what they keep.
+        let used: u32 = out.allocations[..old].iter().map(|a| a.count).sum();
+        let mut r = Reserved { left: view.cpus - used, open: 0, served: old };
+        for (p, a) in view.programs[old..].iter().zip(&mut out.allocations[old..]) {
+            match p.kind.rigid_procs() {
+                Some(n) => serve_rigid(n, view.cpus, &mut r, a),
+                // `decide` divides what is left among the programs that are not rigid.
+                None => return false,
+            }
+        }
+        self.note(view, &r);
+        true
+    }
+}
+
 #[cfg(test)]
 mod properties;
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
     use crate::program::{Kind, Program};
-    use crate::topology::Topology;
+    use crate::topology::{CpuInfo, Topology};
 
     #[test]
     fn rigid_programs_run_whole_in_arrival_order() {
@@ -184,6 +234,87 @@ mod tests {
                     assert_eq!((a.count, a.running), (want, want > 0), "{code} on {cpus} CPUs");
                 }
                 assert_eq!(r, Reserved { left, open, served }, "{code} on {cpus} CPUs");
+            }
+        }
+    }
+
+    /// The rigid-first policies that bring their decisions up to date ([`RigidFirst`]).
+    const UPDATING: [&str; 4] = ["equipartition", "equipartition:redistribute=true", "cluster", "burst"];
+
+    /// One quantum's change to the program list: the positions that leave (taken modulo the
+    /// list's length), then the programs that arrive, each `Some(processes)` for a rigid one and
+    /// `None` for a malleable one.
+    type Step = (Vec<usize>, Vec<Option<u32>>);
+
+    fn steps(cpus: u32) -> impl Strategy<Value = Vec<Step>> {
+        let arrival = prop_oneof![8 => (0..=cpus + 2).prop_map(Some), 1 => Just(None)];
+        prop::collection::vec((prop::collection::vec(0usize..64, 0..4), prop::collection::vec(arrival, 0..6)), 1..24)
+    }
+
+    /// Runs `steps` under `spec` on `topology`, bringing the decision up to date where the policy
+    /// can and deciding afresh where it cannot, and checks each decision against a fresh one of
+    /// another instance; returns how many quanta were brought up to date.
+    fn follow(spec: &str, topology: &Topology, cpus: u32, steps: &[Step]) -> usize {
+        let (mut updating, mut fresh) = (build(spec).unwrap(), build(spec).unwrap());
+        let (mut programs, mut out, mut next_id) = (Vec::<Program>::new(), Decision::default(), 0u64);
+        let mut updated = 0;
+        for (k, (leave, arrive)) in steps.iter().enumerate() {
+            let mut gone: Vec<usize> = leave.iter().filter(|_| !programs.is_empty()).map(|&g| g % programs.len()).collect();
+            gone.sort_unstable();
+            gone.dedup();
+            for &g in gone.iter().rev() {
+                programs.remove(g);
+                out.allocations.remove(g);
+            }
+            for &procs in arrive {
+                let kind = procs.map_or(Kind::Malleable, Kind::Rigid);
+                programs.push(Program { kind, ..Program::new(next_id, "p", procs.unwrap_or(cpus).max(1)) });
+                next_id += 1;
+            }
+            let view = View { now: 0, quantum: 1, topology, cpus, programs: &programs };
+            out.allocations.resize(programs.len(), Allocation::default());
+            if k > 0 && updating.update(&view, &mut out, arrive.len()) {
+                updated += 1;
+            } else {
+                out.reset(programs.len());
+                updating.decide(&view, &mut out);
+            }
+            let mut want = Decision::default();
+            want.reset(programs.len());
+            fresh.decide(&view, &mut want);
+            assert_eq!(out, want, "{spec}, quantum {k}: brought up to date, against decided afresh");
+        }
+        updated
+    }
+
+    #[test]
+    fn a_decision_brought_up_to_date_is_the_fresh_one() {
+        // Rigid jobs that all fit, one that waits, and a malleable newcomer: the update serves
+        // the first and third quanta's arrivals and gives up on the others.
+        let steps: Vec<Step> = vec![
+            (vec![], vec![Some(2), Some(3)]),
+            (vec![0], vec![Some(1)]),
+            (vec![], vec![Some(4)]),
+            (vec![], vec![None]),
+            (vec![1], vec![Some(1)]),
+        ];
+        for spec in UPDATING {
+            assert_eq!(follow(spec, &Topology::flat(8), 8, &steps), 2, "{spec}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn updated_decisions_match_fresh_ones((cpus, steps) in (1u32..=24).prop_flat_map(|c| (Just(c), steps(c)))) {
+            // A flat machine, and one of two-thread cores in fours under an L3 (burst rounds to
+            // its domains).
+            let infos: Vec<CpuInfo> = (0..cpus)
+                .map(|cpu| CpuInfo { cpu, package: Some(0), numa: Some(0), l3: Some(cpu / 8), core: Some(cpu / 2) })
+                .collect();
+            for topology in [Topology::flat(cpus), Topology::from_cpus(&infos).unwrap()] {
+                for spec in UPDATING {
+                    follow(spec, &topology, cpus, &steps);
+                }
             }
         }
     }
