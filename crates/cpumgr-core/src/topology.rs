@@ -287,7 +287,7 @@ impl Topology {
     /// `p % 64` of word `p / 64`): what the placer works on. Where every CPU's position is its id
     /// it is the set's own words, with no per-CPU work; otherwise it is built in `scratch`.
     /// Always inlined, that case being a few instructions (the placer asks for every set it
-    /// keeps or frees), the other one not ([`Topology::positions_of`]).
+    /// keeps or frees), the other one not (`Topology::positions_of`).
     #[inline(always)]
     pub fn position_words<'a>(&self, cpus: &'a CpuSet, scratch: &'a mut Vec<u64>) -> &'a [u64] {
         // A CPU past the last position (one the machine lacks) would be taken for a position.

@@ -241,7 +241,7 @@ function replay(id, data) {
 "#;
 
 /// Renders the whole page. Its size is bounded by its pictures, not by the length of the traces:
-/// per run, the charts' time axes are [`PLOT`] pixel columns wide and hold at most [`MAX_ROWS`]
+/// per run, the charts' time axes are `PLOT` pixel columns wide and hold at most `MAX_ROWS`
 /// program rows of at most two bars per column each, one row of at most one bar per column per
 /// CPU, and a replay of at most one frame per column (see `fit`). A run whose changes are all a
 /// pixel apart or more, and that has no more programs than rows, is drawn as its trace says.

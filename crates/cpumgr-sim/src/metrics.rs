@@ -91,7 +91,7 @@ fn mean(sum: f64, n: u64) -> f64 {
 
 /// Folds finished jobs into a run's figures. The run-wide figures are means, but for the
 /// slowdowns' fairness index: one count and a sum each, and the slowdowns' sum of squares (a
-/// [`Moments`] per figure counted every job five times and squared figures whose squares
+/// `Moments` per figure counted every job five times and squared figures whose squares
 /// nothing reads).
 #[derive(Debug, Clone, Default)]
 pub struct Accumulator {
