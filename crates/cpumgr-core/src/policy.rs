@@ -114,10 +114,12 @@ pub trait Policy: Send {
     /// is now exactly what `decide` would give for `view`; false (the default, `out` in any
     /// state) has the caller reset `out` and call `decide`. Other fields of the programs
     /// (requests, running flags, sets, usage) may have changed too: a policy answers true only
-    /// where its decision does not depend on them. This lets a quantum cost the programs that
-    /// changed rather than every program: the simulator asks it every quantum of a policy that
-    /// reads no usage ([`Policy::reads_usage`]) and does not time-share; the live manager
-    /// always decides afresh.
+    /// where its decision does not depend on them; it brings `out`'s `wake_at` and `mpl_advice`
+    /// up to date too (they hold the last decision's). This lets a quantum cost the programs that
+    /// changed rather than every program: the simulator asks it at every tick but the first of a
+    /// run whose jobs it brings up to date only at their own events (a policy that reads no
+    /// usage, [`Policy::reads_usage`], and, with the fast-forward on, does not time-share); the
+    /// live manager always decides afresh.
     fn update(&mut self, _view: &View, _out: &mut Decision, _appended: usize) -> bool {
         false
     }

@@ -299,8 +299,14 @@ fn jobs_brought_up_to_date_at_their_own_events_end_as_at_every_quantum() {
     // its allocation or phase changes: one step over many quanta, where a policy that reads
     // them (the disguise) moves every job every quantum. Same records, to rounding, and the same
     // number of events, for malleable, moldable and rigid jobs under space- and time-sharing.
+    // Rigid jobs under equipartition, cluster and burst also have their decisions brought up to
+    // date (`Policy::update`) while every job is served, which the disguise does not forward: it
+    // decides afresh every quantum.
     for (kind, policy) in [
         (JobKind::Malleable, "equipartition"),
+        (JobKind::Rigid, "equipartition"),
+        (JobKind::Rigid, "cluster"),
+        (JobKind::Rigid, "burst"),
         (JobKind::Moldable, "dss"),
         (JobKind::Rigid, "fcfs"),
         (JobKind::Malleable, "gang"),

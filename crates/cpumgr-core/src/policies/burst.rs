@@ -33,7 +33,8 @@ pub const INFO: PolicyInfo = PolicyInfo {
 /// The burst policy.
 #[derive(Debug, Clone, Default)]
 pub struct Burst {
-    /// Its last decision, when it served rigid programs only ([`Policy::update`]).
+    /// Whether its last decision served every program, all rigid, and on how many CPUs: what
+    /// [`Policy::update`] builds on.
     rigid: RigidFirst,
 }
 

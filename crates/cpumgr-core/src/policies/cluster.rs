@@ -26,7 +26,8 @@ pub const INFO: PolicyInfo = PolicyInfo {
 pub struct Cluster {
     /// CPUs per cluster.
     pub size: u32,
-    /// Its last decision, when it served rigid programs only ([`Policy::update`]).
+    /// Whether its last decision served every program, all rigid, and on how many CPUs: what
+    /// [`Policy::update`] builds on.
     rigid: RigidFirst,
 }
 

@@ -33,7 +33,8 @@ const PARAMS: &[ParamSpec] = &[ParamSpec {
 pub struct Equipartition {
     /// Whether leftover CPUs are handed out again.
     pub redistribute: bool,
-    /// Its last decision, when it served rigid programs only ([`Policy::update`]).
+    /// Whether its last decision served every program, all rigid, and on how many CPUs: what
+    /// [`Policy::update`] builds on.
     rigid: RigidFirst,
 }
 

@@ -243,12 +243,13 @@ mod tests {
 
     /// One quantum's change to the program list: the positions that leave (taken modulo the
     /// list's length), then the programs that arrive, each `Some(processes)` for a rigid one and
-    /// `None` for a malleable one.
-    type Step = (Vec<usize>, Vec<Option<u32>>);
+    /// `None` for a malleable one; and whether one CPU fewer is managed in that quantum.
+    type Step = (Vec<usize>, Vec<Option<u32>>, bool);
 
     fn steps(cpus: u32) -> impl Strategy<Value = Vec<Step>> {
         let arrival = prop_oneof![8 => (0..=cpus + 2).prop_map(Some), 1 => Just(None)];
-        prop::collection::vec((prop::collection::vec(0usize..64, 0..4), prop::collection::vec(arrival, 0..6)), 1..24)
+        let fewer = prop_oneof![5 => Just(false), 1 => Just(true)];
+        prop::collection::vec((prop::collection::vec(0usize..64, 0..4), prop::collection::vec(arrival, 0..6), fewer), 1..24)
     }
 
     /// Runs `steps` under `spec` on `topology`, bringing the decision up to date where the policy
@@ -258,7 +259,7 @@ mod tests {
         let (mut updating, mut fresh) = (build(spec).unwrap(), build(spec).unwrap());
         let (mut programs, mut out, mut next_id) = (Vec::<Program>::new(), Decision::default(), 0u64);
         let mut updated = 0;
-        for (k, (leave, arrive)) in steps.iter().enumerate() {
+        for (k, (leave, arrive, fewer)) in steps.iter().enumerate() {
             let mut gone: Vec<usize> = leave.iter().filter(|_| !programs.is_empty()).map(|&g| g % programs.len()).collect();
             gone.sort_unstable();
             gone.dedup();
@@ -271,6 +272,7 @@ mod tests {
                 programs.push(Program { kind, ..Program::new(next_id, "p", procs.unwrap_or(cpus).max(1)) });
                 next_id += 1;
             }
+            let cpus = if *fewer { cpus.saturating_sub(1) } else { cpus };
             let view = View { now: 0, quantum: 1, topology, cpus, programs: &programs };
             out.allocations.resize(programs.len(), Allocation::default());
             if k > 0 && updating.update(&view, &mut out, arrive.len()) {
@@ -289,17 +291,24 @@ mod tests {
 
     #[test]
     fn a_decision_brought_up_to_date_is_the_fresh_one() {
-        // Rigid jobs that all fit, one that waits, and a malleable newcomer: the update serves
-        // the first and third quanta's arrivals and gives up on the others.
+        // On 8 CPUs: rigid jobs that fit are served by the update (quanta 1, 2 and 5), and so is
+        // one that must wait (3); a departure that lets the waiting job in (4), a CPU fewer to
+        // manage (6), a decision that left a job waiting (7) and a malleable newcomer (8) each
+        // need a fresh decision.
+        let rigid = |n: &[u32]| n.iter().map(|&p| Some(p)).collect::<Vec<_>>();
         let steps: Vec<Step> = vec![
-            (vec![], vec![Some(2), Some(3)]),
-            (vec![0], vec![Some(1)]),
-            (vec![], vec![Some(4)]),
-            (vec![], vec![None]),
-            (vec![1], vec![Some(1)]),
+            (vec![], rigid(&[2, 3]), false),
+            (vec![0], rigid(&[1]), false),
+            (vec![], rigid(&[4]), false),
+            (vec![], rigid(&[2]), false),
+            (vec![0], vec![], false),
+            (vec![], rigid(&[1]), false),
+            (vec![], vec![], true),
+            (vec![], vec![None], false),
+            (vec![2], rigid(&[1]), false),
         ];
         for spec in UPDATING {
-            assert_eq!(follow(spec, &Topology::flat(8), 8, &steps), 2, "{spec}");
+            assert_eq!(follow(spec, &Topology::flat(8), 8, &steps), 4, "{spec}");
         }
     }
 
