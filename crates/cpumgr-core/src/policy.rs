@@ -124,6 +124,14 @@ pub trait Policy: Send {
         false
     }
 
+    /// Whether [`Policy::update`] may accept to bring the decision just made up to date at the
+    /// next quantum. Keeping a decision in step with the programs that leave costs a pass over
+    /// it, which a caller spares when this says no (the default: a policy that never updates, or
+    /// one whose last decision left a program waiting).
+    fn may_update(&self) -> bool {
+        false
+    }
+
     /// A program registered (it is already in `view`).
     fn on_arrival(&mut self, _view: &View, _id: ProgramId) {}
 

@@ -431,7 +431,8 @@ struct Engine<'a, 'o> {
     decision: Decision,
     /// Whether `decision` is the policy's last, for the program list as it was then (the
     /// programs finished since are still listed until [`Engine::compact`] takes them out of
-    /// both): a lazy run then asks the policy to bring it up to date ([`Policy::update`]).
+    /// both), and the policy may bring it up to date ([`Policy::may_update`]): a lazy run then
+    /// asks it to ([`Policy::update`]).
     decided: bool,
     /// Programs admitted since the last decision (at the end of the list).
     appended: usize,
@@ -928,7 +929,9 @@ impl Engine<'_, '_> {
             self.policy.decide(&view, &mut self.decision);
         }
         let kept = if updated { n - self.appended } else { 0 };
-        (self.decided, self.appended) = (self.lazy, 0);
+        // Kept in step with the list only when the policy may bring it up to date (a pass over
+        // it at every compaction: a trace's backlog of thousands of waiting jobs).
+        (self.decided, self.appended) = (self.lazy && self.policy.may_update(), 0);
         if let Some(w) = self.decision.wake_at.filter(|&w| w > self.now) {
             self.wake_at = Some(w);
         }

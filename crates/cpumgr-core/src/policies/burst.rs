@@ -130,6 +130,10 @@ impl Policy for Burst {
     fn update(&mut self, view: &View, out: &mut Decision, appended: usize) -> bool {
         self.rigid.update(view, out, appended)
     }
+
+    fn may_update(&self) -> bool {
+        self.rigid.may_update()
+    }
 }
 
 #[cfg(test)]

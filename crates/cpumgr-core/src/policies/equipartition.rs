@@ -73,6 +73,10 @@ impl Policy for Equipartition {
     fn update(&mut self, view: &View, out: &mut Decision, appended: usize) -> bool {
         self.rigid.update(view, out, appended)
     }
+
+    fn may_update(&self) -> bool {
+        self.rigid.may_update()
+    }
 }
 
 /// Max-min fair shares: raise every unsatisfied program by the same amount until CPUs or wants

@@ -162,6 +162,12 @@ impl RigidFirst {
         self.all_served_on = all.then_some(view.cpus);
     }
 
+    /// [`Policy::may_update`] for a rigid-first policy: its last decision served every program,
+    /// all rigid.
+    pub fn may_update(&self) -> bool {
+        self.all_served_on.is_some()
+    }
+
     /// [`Policy::update`] for a rigid-first policy whose decision on rigid programs alone is
     /// [`reserve_rigid`]'s: serves the `appended` programs if the last decision served every
     /// program on as many CPUs and they are all rigid; false (nothing to rely on) otherwise.
@@ -275,7 +281,9 @@ mod tests {
             let cpus = if *fewer { cpus.saturating_sub(1) } else { cpus };
             let view = View { now: 0, quantum: 1, topology, cpus, programs: &programs };
             out.allocations.resize(programs.len(), Allocation::default());
+            let may = updating.may_update();
             if k > 0 && updating.update(&view, &mut out, arrive.len()) {
+                assert!(may, "{spec}, quantum {k}: brought up to date after saying it may not");
                 updated += 1;
             } else {
                 out.reset(programs.len());
