@@ -1571,4 +1571,3 @@ mod tests {
         assert_ne!(signature(ProgramId(1), 2, &set("0-1")), signature(ProgramId(1), 2, &set("2-3")), "the CPUs count");
     }
 }
-
