@@ -136,7 +136,7 @@ pub fn allowed_cpus() -> u32 {
 /// Says something about cpumgr on the program's stderr, unless `CPUMGR_QUIET` is set.
 pub(crate) fn note(msg: &str) {
     if std::env::var_os("CPUMGR_QUIET").is_none() {
-        eprintln!("cpumgr: {msg}");
+        crate::say(format_args!("cpumgr: {msg}"));
     }
 }
 

@@ -22,7 +22,9 @@ mod fork;
 pub mod llpc;
 pub mod pool;
 mod rejoin;
+pub mod say;
 
 pub use client::{global, Client, Mode, Options};
 pub use cpumgr_proto::slot::{monotonic_ns, Allocation, Phase};
 pub use pool::Pool;
+pub use say::say;

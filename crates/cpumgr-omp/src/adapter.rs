@@ -28,7 +28,7 @@ pub fn next_symbol(name: &CStr) -> *mut c_void {
 pub fn required(name: &CStr) -> *mut c_void {
     let p = next_symbol(name);
     if p.is_null() {
-        eprintln!("cpumgr: libcpumgr_omp.so: the OpenMP runtime has no {}; aborting", name.to_string_lossy());
+        cpumgr_client::say(format_args!("cpumgr: libcpumgr_omp.so: the OpenMP runtime has no {}; aborting", name.to_string_lossy()));
         std::process::abort();
     }
     p
@@ -198,7 +198,7 @@ fn analyze(r: Region, took_ns: u64) {
 fn log_team(team: u32, probe: bool) {
     static ON: OnceLock<bool> = OnceLock::new();
     if *ON.get_or_init(|| std::env::var_os("CPUMGR_OMP_LOG").is_some()) {
-        eprintln!("cpumgr-omp: region team {team}{}", if probe { " (baseline probe)" } else { "" });
+        cpumgr_client::say(format_args!("cpumgr-omp: region team {team}{}", if probe { " (baseline probe)" } else { "" }));
     }
 }
 

@@ -70,7 +70,7 @@ pub unsafe extern "C" fn ompt_start_tool(_omp_version: c_uint, _runtime_version:
 unsafe extern "C" fn initialize(lookup: Lookup, _device: c_int, _data: *mut OmptData) -> c_int {
     // SAFETY: `lookup` is the runtime's and takes a NUL-terminated name.
     let Some(set) = (unsafe { lookup(c"ompt_set_callback".as_ptr()) }) else {
-        eprintln!("cpumgr: libcpumgr_omp.so: this OpenMP runtime has no ompt_set_callback; regions are not sized");
+        cpumgr_client::say(format_args!("cpumgr: libcpumgr_omp.so: this OpenMP runtime has no ompt_set_callback; regions are not sized"));
         return 0;
     };
     // SAFETY: ompt_set_callback has this signature.
@@ -83,7 +83,7 @@ unsafe extern "C" fn initialize(lookup: Lookup, _device: c_int, _data: *mut Ompt
                 == SET_ALWAYS
     };
     if !ok {
-        eprintln!("cpumgr: libcpumgr_omp.so: the OpenMP runtime refused the parallel callbacks; regions are not sized");
+        cpumgr_client::say(format_args!("cpumgr: libcpumgr_omp.so: the OpenMP runtime refused the parallel callbacks; regions are not sized"));
     }
     1
 }

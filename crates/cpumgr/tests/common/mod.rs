@@ -111,10 +111,17 @@ pub fn daemon_refuses(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-pub fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+pub fn wait_for(what: &str, ok: impl FnMut() -> bool) {
+    wait_for_or(what, ok, String::new);
+}
+
+/// As [`wait_for`], and a timeout's message ends with what `explain` says then (a log's lines).
+pub fn wait_for_or(what: &str, mut ok: impl FnMut() -> bool, explain: impl FnOnce() -> String) {
     let end = Instant::now() + DEADLINE;
     while !ok() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
+        if Instant::now() >= end {
+            panic!("timed out waiting for {what}\n{}", explain());
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
 }
