@@ -13,6 +13,12 @@
 //! runs at least one turn in every `after × (programs + 1)` quanta. A policy that time-shares
 //! (gang, the time-shared DSS variants) rotates on its own and is left as it decides; so is a
 //! decision that starves nobody, which is every decision while programs fit the machine.
+//!
+//! The bound counts quanta at boundaries only. The manager also steps between boundaries when
+//! kicked (a registration, a request, a released CPU), as often as requests come; such a step
+//! keeps the turns as they stand (a program in its turn keeps it to the boundary, one due gets
+//! it if CPUs can be freed) and counts nothing, or a burst of requests would pass for quanta of
+//! waiting and grant turns long before the bound.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -32,8 +38,11 @@ struct Turn {
     waited: u32,
     /// Quanta in a row it ran.
     ran: u32,
-    /// Quanta left of a turn it was granted.
+    /// Quanta left of a turn it was granted, after the current one.
     owed: u32,
+    /// It holds a turn in the current quantum: granted one at the last boundary (or at a kicked
+    /// step since), or owed the quantum then.
+    in_turn: bool,
 }
 
 /// The starvation bound of one manager (see the module documentation).
@@ -44,23 +53,31 @@ pub struct StarvationBound {
 
 impl StarvationBound {
     /// Adjusts `decision` (parallel to `programs`) on `cpus` CPUs so that no program that wants
-    /// CPUs waits longer than [`STARVED_AFTER`] at this `quantum`, then counts this quantum's
-    /// waits and runs.
-    pub fn apply(&mut self, programs: &[Program], cpus: u32, quantum: Duration, decision: &mut Decision) {
+    /// CPUs waits longer than [`STARVED_AFTER`] at this `quantum`; at a `boundary` step, then
+    /// counts this quantum's waits and runs (a kicked step between boundaries counts nothing).
+    pub fn apply(&mut self, programs: &[Program], cpus: u32, quantum: Duration, boundary: bool, decision: &mut Decision) {
         let after = STARVED_AFTER.as_nanos().div_ceil(quantum.as_nanos().max(1)).clamp(1, u32::MAX as u128) as u32;
-        self.apply_after(programs, cpus, after, decision);
+        self.apply_after(programs, cpus, after, boundary, decision);
     }
 
     /// [`StarvationBound::apply`] with a bound, and turns, of `after` quanta.
-    fn apply_after(&mut self, programs: &[Program], cpus: u32, after: u32, decision: &mut Decision) {
-        let turns: Vec<Turn> = programs.iter().map(|p| self.turns.get(&p.id).copied().unwrap_or_default()).collect();
+    fn apply_after(&mut self, programs: &[Program], cpus: u32, after: u32, boundary: bool, decision: &mut Decision) {
+        // A boundary ends the last quantum's turns; those owed more are due again below.
+        let turns: Vec<Turn> = programs
+            .iter()
+            .map(|p| self.turns.get(&p.id).map_or_else(Turn::default, |&t| Turn { in_turn: t.in_turn && !boundary, ..t }))
+            .collect();
         let wants = |i: usize| programs[i].request.now > 0 && programs[i].wants() > 0;
         let gets = |d: &Decision, i: usize| d.allocations[i].running && d.allocations[i].count > 0;
-        // Those owed the rest of a turn, then those that waited too long, longest first.
+        // Those in or owed the rest of a turn, then those that waited too long, longest first.
+        // `waited` counted the quantum in course as waited: between boundaries it has not
+        // passed yet, and only a program the last boundary could not serve is due.
+        let owed = |t: &Turn| t.owed > 0 || t.in_turn;
+        let waited_out = |t: &Turn| t.waited >= after.saturating_add(u32::from(!boundary));
         let mut due: Vec<usize> = (0..programs.len())
-            .filter(|&i| wants(i) && !gets(decision, i) && (turns[i].owed > 0 || turns[i].waited >= after))
+            .filter(|&i| wants(i) && !gets(decision, i) && (owed(&turns[i]) || waited_out(&turns[i])))
             .collect();
-        due.sort_by_key(|&i| (turns[i].owed == 0, std::cmp::Reverse(turns[i].waited), i));
+        due.sort_by_key(|&i| (!owed(&turns[i]), std::cmp::Reverse(turns[i].waited), i));
         let mut granted = vec![false; programs.len()];
         for i in due {
             let need = need(&programs[i]).min(cpus);
@@ -70,10 +87,18 @@ impl StarvationBound {
                 granted[i] = true;
             }
         }
+        if !boundary {
+            // A turn granted now lasts to the boundary, where it is counted.
+            for (i, p) in programs.iter().enumerate().filter(|&(i, _)| granted[i]) {
+                self.turns.insert(p.id, Turn { in_turn: true, ..turns[i] });
+            }
+            return;
+        }
         let mut next = HashMap::with_capacity(programs.len());
         for (i, p) in programs.iter().enumerate() {
             let mut t = turns[i];
             if gets(decision, i) {
+                t.in_turn = granted[i] || t.owed > 0;
                 t.waited = 0;
                 t.ran += 1;
                 t.owed = if granted[i] && t.owed == 0 { after - 1 } else { t.owed.saturating_sub(1) };
@@ -94,11 +119,13 @@ fn need(p: &Program) -> u32 {
 
 /// Frees `wanted` CPUs of `cpus` in `decision` for a program granted a turn: idle ones, then from
 /// programs above their minimum (the largest first), then whole programs (those that have run
-/// longest first), never from one in its own turn (`granted`, or owed quanta). Changes nothing
+/// longest first), never from one in its own turn (`granted`, in a turn, or owed quanta). Changes nothing
 /// and returns false when that cannot free enough.
 fn take(programs: &[Program], turns: &[Turn], granted: &[bool], cpus: u32, wanted: u32, decision: &mut Decision) -> bool {
     let held = |d: &Decision| d.allocations.iter().filter(|a| a.running).map(|a| a.count).sum::<u32>();
-    let spare = |d: &Decision, i: usize| !granted[i] && turns[i].owed == 0 && d.allocations[i].running && d.allocations[i].count > 0;
+    let spare = |d: &Decision, i: usize| {
+        !granted[i] && turns[i].owed == 0 && !turns[i].in_turn && d.allocations[i].running && d.allocations[i].count > 0
+    };
     let mut plan = decision.clone();
     while cpus.saturating_sub(held(&plan)) < wanted {
         // A program that can shrink, the largest above its minimum first.
@@ -139,16 +166,22 @@ mod tests {
         (1..=n).map(|id| Program::new(id, format!("p{id}"), 1)).collect()
     }
 
-    /// Three programs on two CPUs, a policy that always runs the first two: every program runs,
-    /// none waits more than the bound in a row, and no quantum hands out more than two CPUs.
+    /// Three programs on two CPUs, a policy that always runs the first two, kicked steps (none
+    /// to three) between boundaries: every program runs, none waits more than the bound in a
+    /// row, and no step hands out more than two CPUs.
     #[test]
     fn every_program_gets_turns_and_no_wait_exceeds_the_bound() {
         let ps = programs(3);
         let mut bound = StarvationBound::default();
         let (mut ran, mut waited, mut longest) = ([0u32; 3], [0u32; 3], 0);
-        for _ in 0..300 {
+        for q in 0..300 {
+            for _ in 0..q % 4 {
+                let mut d = first_get_one(3, 2);
+                bound.apply_after(&ps, 2, 5, false, &mut d);
+                assert!(d.allocations.iter().filter(|a| a.running).map(|a| a.count).sum::<u32>() <= 2);
+            }
             let mut d = first_get_one(3, 2);
-            bound.apply_after(&ps, 2, 5, &mut d);
+            bound.apply_after(&ps, 2, 5, true, &mut d);
             assert!(d.allocations.iter().filter(|a| a.running).map(|a| a.count).sum::<u32>() <= 2);
             for i in 0..3 {
                 if d.allocations[i].running && d.allocations[i].count > 0 {
@@ -164,6 +197,29 @@ mod tests {
         assert!(longest <= 5 * 3, "no program waits more than after × programs in a row: {longest}");
     }
 
+    /// Kicked steps between boundaries count no quantum: however many come, a waiting program
+    /// is granted its turn at the boundary that ends its bound, not before; and keeps the turn
+    /// through the kicked steps that follow, to the next boundary.
+    #[test]
+    fn kicked_steps_neither_count_nor_end_a_turn() {
+        let ps = programs(2);
+        let mut bound = StarvationBound::default();
+        let step = |bound: &mut StarvationBound, boundary: bool| {
+            let mut d = first_get_one(2, 1);
+            bound.apply_after(&ps, 1, 1, boundary, &mut d);
+            (d.allocations[0].running, d.allocations[1].running)
+        };
+        assert_eq!(step(&mut bound, true), (true, false), "the policy's decision: the first runs");
+        for _ in 0..5 {
+            assert_eq!(step(&mut bound, false), (true, false), "a kicked step is not a quantum of waiting");
+        }
+        assert_eq!(step(&mut bound, true), (false, true), "the bound, one quantum, ends at the boundary");
+        for _ in 0..5 {
+            assert_eq!(step(&mut bound, false), (false, true), "the turn lasts to the next boundary");
+        }
+        assert_eq!(step(&mut bound, true), (true, false), "then the first, which waited a quantum, has its turn");
+    }
+
     /// A decision that starves nobody is left as it is, and a time-shared one is not seen here
     /// (the manager does not apply the bound to it).
     #[test]
@@ -173,7 +229,7 @@ mod tests {
         for _ in 0..10 {
             let mut d = first_get_one(2, 2);
             let before = d.clone();
-            bound.apply_after(&ps, 2, 1, &mut d);
+            bound.apply_after(&ps, 2, 1, true, &mut d);
             assert_eq!(d.allocations, before.allocations);
         }
     }
@@ -191,7 +247,7 @@ mod tests {
         for _ in 0..3 {
             d.reset(3);
             d.allocations[0] = Allocation { count: 4, running: true, block: 1 };
-            bound.apply_after(&ps, 4, 2, &mut d);
+            bound.apply_after(&ps, 4, 2, true, &mut d);
         }
         assert_eq!((d.allocations[0].count, d.allocations[1].count), (2, 2), "{:?}", d.allocations);
         assert!(d.allocations[1].running && !d.allocations[2].running);

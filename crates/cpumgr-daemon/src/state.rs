@@ -715,7 +715,7 @@ impl State {
         }
         // A time-sharing policy rotates on its own; every other one gets the starvation bound.
         if !oversubscribe && !self.policy.time_sharing() {
-            self.starvation.apply(&programs, self.offered.len() as u32, self.quantum, &mut decision);
+            self.starvation.apply(&programs, self.offered.len() as u32, self.quantum, walk, &mut decision);
         }
         let mut sets = std::mem::take(&mut self.sets);
         // What the policy meant each program to have: a squeezed cooperative program runs as a
