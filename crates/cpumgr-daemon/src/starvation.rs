@@ -14,6 +14,11 @@
 //! (gang, the time-shared DSS variants) rotates on its own and is left as it decides; so is a
 //! decision that starves nobody, which is every decision while programs fit the machine.
 //!
+//! Under per-user sharing (`share = "user"`) a turn comes out of the waiting program's own
+//! user's share while that user holds any CPU: one user's programs take turns among themselves
+//! and never eat into another user's half. A user that holds none takes from anyone, so no user
+//! waits for good either.
+//!
 //! The bound counts quanta at boundaries only. The manager also steps between boundaries when
 //! kicked (a registration, a request, a released CPU), as often as requests come; such a step
 //! keeps the turns as they stand (a program in its turn keeps it to the boundary, one due gets
@@ -55,13 +60,30 @@ impl StarvationBound {
     /// Adjusts `decision` (parallel to `programs`) on `cpus` CPUs so that no program that wants
     /// CPUs waits longer than [`STARVED_AFTER`] at this `quantum`; at a `boundary` step, then
     /// counts this quantum's waits and runs (a kicked step between boundaries counts nothing).
-    pub fn apply(&mut self, programs: &[Program], cpus: u32, quantum: Duration, boundary: bool, decision: &mut Decision) {
+    /// `owners`, under per-user sharing: each program's user, whose share its turns come out of.
+    pub fn apply(
+        &mut self,
+        programs: &[Program],
+        cpus: u32,
+        quantum: Duration,
+        boundary: bool,
+        owners: Option<&[u32]>,
+        decision: &mut Decision,
+    ) {
         let after = STARVED_AFTER.as_nanos().div_ceil(quantum.as_nanos().max(1)).clamp(1, u32::MAX as u128) as u32;
-        self.apply_after(programs, cpus, after, boundary, decision);
+        self.apply_after(programs, cpus, after, boundary, owners, decision);
     }
 
     /// [`StarvationBound::apply`] with a bound, and turns, of `after` quanta.
-    fn apply_after(&mut self, programs: &[Program], cpus: u32, after: u32, boundary: bool, decision: &mut Decision) {
+    fn apply_after(
+        &mut self,
+        programs: &[Program],
+        cpus: u32,
+        after: u32,
+        boundary: bool,
+        owners: Option<&[u32]>,
+        decision: &mut Decision,
+    ) {
         // A boundary ends the last quantum's turns; those owed more are due again below.
         let turns: Vec<Turn> = programs
             .iter()
@@ -81,7 +103,14 @@ impl StarvationBound {
         let mut granted = vec![false; programs.len()];
         for i in due {
             let need = need(&programs[i]).min(cpus);
-            if take(programs, &turns, &granted, cpus, need, decision) {
+            // Under per-user sharing, from the program's own user while that user holds a CPU;
+            // a turn begun goes on, and a new one is never taken from a program that waited as
+            // long (the policy gave it a CPU back, it has had no turn yet: it runs first).
+            let mine = |j: usize| owners.is_none_or(|o| o[j] == o[i]);
+            let holds = owners.is_some() && (0..programs.len()).any(|j| j != i && mine(j) && gets(decision, j));
+            let waited = if owed(&turns[i]) { u32::MAX } else { turns[i].waited };
+            let from = |j: usize| (!holds || mine(j)) && turns[j].waited < waited;
+            if take(programs, &turns, &granted, cpus, need, from, decision) {
                 decision.allocations[i].count = need;
                 decision.allocations[i].running = true;
                 granted[i] = true;
@@ -119,12 +148,20 @@ fn need(p: &Program) -> u32 {
 
 /// Frees `wanted` CPUs of `cpus` in `decision` for a program granted a turn: idle ones, then from
 /// programs above their minimum (the largest first), then whole programs (those that have run
-/// longest first), never from one in its own turn (`granted`, in a turn, or owed quanta). Changes nothing
-/// and returns false when that cannot free enough.
-fn take(programs: &[Program], turns: &[Turn], granted: &[bool], cpus: u32, wanted: u32, decision: &mut Decision) -> bool {
+/// longest first), never from one in its own turn (`granted`, in a turn, or owed quanta), nor
+/// from one `from` excludes. Changes nothing and returns false when that cannot free enough.
+fn take(
+    programs: &[Program],
+    turns: &[Turn],
+    granted: &[bool],
+    cpus: u32,
+    wanted: u32,
+    from: impl Fn(usize) -> bool,
+    decision: &mut Decision,
+) -> bool {
     let held = |d: &Decision| d.allocations.iter().filter(|a| a.running).map(|a| a.count).sum::<u32>();
     let spare = |d: &Decision, i: usize| {
-        !granted[i] && turns[i].owed == 0 && !turns[i].in_turn && d.allocations[i].running && d.allocations[i].count > 0
+        from(i) && !granted[i] && turns[i].owed == 0 && !turns[i].in_turn && d.allocations[i].running && d.allocations[i].count > 0
     };
     let mut plan = decision.clone();
     while cpus.saturating_sub(held(&plan)) < wanted {
@@ -177,11 +214,11 @@ mod tests {
         for q in 0..300 {
             for _ in 0..q % 4 {
                 let mut d = first_get_one(3, 2);
-                bound.apply_after(&ps, 2, 5, false, &mut d);
+                bound.apply_after(&ps, 2, 5, false, None, &mut d);
                 assert!(d.allocations.iter().filter(|a| a.running).map(|a| a.count).sum::<u32>() <= 2);
             }
             let mut d = first_get_one(3, 2);
-            bound.apply_after(&ps, 2, 5, true, &mut d);
+            bound.apply_after(&ps, 2, 5, true, None, &mut d);
             assert!(d.allocations.iter().filter(|a| a.running).map(|a| a.count).sum::<u32>() <= 2);
             for i in 0..3 {
                 if d.allocations[i].running && d.allocations[i].count > 0 {
@@ -206,7 +243,7 @@ mod tests {
         let mut bound = StarvationBound::default();
         let step = |bound: &mut StarvationBound, boundary: bool| {
             let mut d = first_get_one(2, 1);
-            bound.apply_after(&ps, 1, 1, boundary, &mut d);
+            bound.apply_after(&ps, 1, 1, boundary, None, &mut d);
             (d.allocations[0].running, d.allocations[1].running)
         };
         assert_eq!(step(&mut bound, true), (true, false), "the policy's decision: the first runs");
@@ -220,6 +257,41 @@ mod tests {
         assert_eq!(step(&mut bound, true), (true, false), "then the first, which waited a quantum, has its turn");
     }
 
+    /// Per-user sharing: user A's three programs on A's one CPU take turns among themselves and
+    /// never take user B's; a third user, left no CPU by the share, gets turns all the same.
+    #[test]
+    fn turns_come_out_of_the_waiting_programs_own_user_while_it_holds_a_cpu() {
+        let ps = programs(4);
+        let owners = [1, 1, 1, 2];
+        let mut bound = StarvationBound::default();
+        let mut ran = [0u32; 4];
+        for _ in 0..60 {
+            // The share's decision: A's first program and B's one run, one CPU each.
+            let mut d = Decision::default();
+            d.reset(4);
+            d.allocations[0] = Allocation { count: 1, running: true, block: 1 };
+            d.allocations[3] = Allocation { count: 1, running: true, block: 1 };
+            bound.apply_after(&ps, 2, 2, true, Some(&owners), &mut d);
+            assert!(d.allocations[3].running, "B keeps its CPU: {:?}", d.allocations);
+            assert_eq!((0..3).filter(|&i| d.allocations[i].running).count(), 1, "A runs one program at a time");
+            for (r, a) in ran.iter_mut().zip(&d.allocations) {
+                *r += u32::from(a.running);
+            }
+        }
+        assert!(ran[..3].iter().all(|&r| r >= 10), "each of A's programs gets turns: {ran:?}");
+
+        let ps = programs(3);
+        let owners = [1, 2, 3];
+        let mut bound = StarvationBound::default();
+        let mut third = 0;
+        for _ in 0..30 {
+            let mut d = first_get_one(3, 2);
+            bound.apply_after(&ps, 2, 2, true, Some(&owners), &mut d);
+            third += u32::from(d.allocations[2].running);
+        }
+        assert!(third >= 10, "a user with no CPU takes turns from the others: ran {third} of 30 quanta");
+    }
+
     /// A decision that starves nobody is left as it is, and a time-shared one is not seen here
     /// (the manager does not apply the bound to it).
     #[test]
@@ -229,7 +301,7 @@ mod tests {
         for _ in 0..10 {
             let mut d = first_get_one(2, 2);
             let before = d.clone();
-            bound.apply_after(&ps, 2, 1, true, &mut d);
+            bound.apply_after(&ps, 2, 1, true, None, &mut d);
             assert_eq!(d.allocations, before.allocations);
         }
     }
@@ -247,7 +319,7 @@ mod tests {
         for _ in 0..3 {
             d.reset(3);
             d.allocations[0] = Allocation { count: 4, running: true, block: 1 };
-            bound.apply_after(&ps, 4, 2, true, &mut d);
+            bound.apply_after(&ps, 4, 2, true, None, &mut d);
         }
         assert_eq!((d.allocations[0].count, d.allocations[1].count), (2, 2), "{:?}", d.allocations);
         assert!(d.allocations[1].running && !d.allocations[2].running);

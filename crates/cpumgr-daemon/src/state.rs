@@ -709,13 +709,16 @@ impl State {
             self.policy.decide(&view, &mut decision);
         }
         let oversubscribe = self.policy.oversubscribes();
-        if self.share == Share::User && !oversubscribe {
-            let uids: Vec<u32> = self.entries.values().map(|e| e.uid).collect();
-            share_between_users(self.offered.len() as u32, &programs, &uids, &mut decision);
+        let owners: Option<Vec<u32>> =
+            (self.share == Share::User && !oversubscribe).then(|| self.entries.values().map(|e| e.uid).collect());
+        if let Some(uids) = &owners {
+            share_between_users(self.offered.len() as u32, &programs, uids, &mut decision);
         }
-        // A time-sharing policy rotates on its own; every other one gets the starvation bound.
+        // A time-sharing policy rotates on its own; every other one gets the starvation bound
+        // (counted at boundaries: `walk` is a boundary step's).
         if !oversubscribe && !self.policy.time_sharing() {
-            self.starvation.apply(&programs, self.offered.len() as u32, self.quantum, walk, &mut decision);
+            let cpus = self.offered.len() as u32;
+            self.starvation.apply(&programs, cpus, self.quantum, walk, owners.as_deref(), &mut decision);
         }
         let mut sets = std::mem::take(&mut self.sets);
         // What the policy meant each program to have: a squeezed cooperative program runs as a

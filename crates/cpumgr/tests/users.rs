@@ -134,7 +134,8 @@ fn call(socket: &Path, req: Request) -> String {
 }
 
 /// A manager run by root for every user: its socket in a directory anyone may enter, its
-/// settings from a config file; stopped (SIGTERM) with every program when dropped.
+/// settings from a config file (a quantum of 50 ms unless it names one); stopped (SIGTERM) with
+/// every program when dropped.
 struct Shared {
     dir: tempfile::TempDir,
     socket: PathBuf,
@@ -150,8 +151,10 @@ impl Shared {
         let socket = dir.path().join("cpumgr.sock");
         let file = dir.path().join("cpumgr.toml");
         std::fs::write(&file, config).unwrap();
+        let quantum: &[&str] = if config.contains("quantum") { &[] } else { &["--quantum", "50ms"] };
         let manager = Command::new(BIN)
-            .args(["daemon", "--config", file.to_str().unwrap(), "--quantum", "50ms", "--cpus", "0-1"])
+            .args(["daemon", "--config", file.to_str().unwrap(), "--cpus", "0-1"])
+            .args(quantum)
             .env("CPUMGR_SOCKET", &socket)
             .stderr(Stdio::null())
             .spawn()
@@ -274,9 +277,12 @@ fn held(s: &StatusReport, pids: &[i32]) -> u32 {
 fn share_user_gives_each_user_half_whatever_the_number_of_programs() {
     let (Some(a), Some(b)) = (User::create("fa"), User::create("fb")) else { return };
     // Equipartition's rule with 4 programs on 2 CPUs runs the first two: user A's, registered
-    // first. Per program, B's lone program waits; per user, it holds one CPU throughout.
-    for (share, b_runs) in [("program", false), ("user", true)] {
-        let mut m = Shared::start(&format!("policy = \"equipartition\"\nshare = \"{share}\"\n"));
+    // first. Per program, B's lone program waits, until the starvation bound (1 s, or a
+    // quantum: 5 s here) grants it a turn; per user, it holds one CPU throughout, and still
+    // once A's waiting programs have had their turns (the bound at 50 ms quanta), on A's CPU.
+    for (share, b_runs, quantum) in [("program", false, "5s"), ("user", true, "50ms")] {
+        let config = format!("policy = \"equipartition\"\nshare = \"{share}\"\nquantum = \"{quantum}\"\n");
+        let mut m = Shared::start(&config);
         let a_pids: Vec<i32> = (0..3).map(|i| m.run(Some(&a), &format!("a{i}"), BUSY)).collect();
         let b_pid = m.run(Some(&b), "b0", BUSY);
         let (b_cpus, a_cpus) = if b_runs { (1, 1) } else { (0, 2) };
@@ -287,6 +293,14 @@ fn share_user_gives_each_user_half_whatever_the_number_of_programs() {
         }
         if b_runs {
             assert!(!stopped(b_pid) && allowed(b_pid).is_some_and(|c| c.len() == 1));
+            // Every one of A's programs runs in turn, and B keeps its CPU meanwhile.
+            let mut ran = std::collections::BTreeSet::new();
+            wait_for("each of A's programs to have a turn", || {
+                let s = m.status();
+                assert!(expected(&s), "share {share}, during A's turns: {s:?}");
+                ran.extend(s.programs.iter().filter(|p| a_pids.contains(&p.pid) && p.state == "running").map(|p| p.pid));
+                ran.len() == a_pids.len()
+            });
         }
     }
 }
