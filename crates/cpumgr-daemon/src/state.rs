@@ -30,6 +30,13 @@ use crate::starvation::StarvationBound;
 use crate::team::TeamGuard;
 use crate::worklist::WorkList;
 
+/// The shortest lease a step gives: an allocation holds for three quanta, and at least this
+/// long, so that a manager stalled for a moment (a loaded machine, a short quantum: 150 ms at
+/// 50 ms quanta) does not send every cooperative runtime back to its own full team, which would
+/// oversubscribe the machine until the next step. A manager that stops releases its programs at
+/// once (`lease_until = 0`); one killed outright is obeyed at most this long after its death.
+pub const LEASE_FLOOR: Duration = Duration::from_secs(1);
+
 /// The shortest and longest quantum accepted.
 pub const QUANTUM_RANGE: (Duration, Duration) = (Duration::from_millis(1), Duration::from_secs(10));
 
@@ -737,7 +744,7 @@ impl State {
             }
         }
         self.epoch += 1;
-        let lease = mono + 3 * self.quantum.as_nanos() as u64;
+        let lease = mono + (3 * self.quantum).max(LEASE_FLOOR).as_nanos() as u64;
         let mut changed = Vec::new();
         for (i, ((e, a), set)) in self.entries.values_mut().zip(&decision.allocations).zip(&sets).enumerate() {
             let running = a.running && (a.count > 0 || oversubscribe);

@@ -47,12 +47,15 @@ impl Rng {
     }
 }
 
-/// Starts `cpumgr daemon` on `d`'s socket again (after it died), with `extra` arguments.
+/// Starts `cpumgr daemon` on `d`'s socket again (after it died), with `extra` arguments, and
+/// waits until it answers, or died first: a manager in chaos mode may die at its first step,
+/// before anyone connected, and leave its socket file behind (the caller sees `d.child` ended
+/// and starts another).
 fn restart(d: &mut Daemon, policy: &str, extra: &[&str]) {
     let mut args = vec!["daemon", "--policy", policy, "--quantum", "50ms", "--cpus", "0-1"];
     args.extend_from_slice(extra);
     d.child = d.cpumgr(&args).spawn().unwrap();
-    wait_for("the new manager to answer", || Conn::connect(&d.socket).is_ok());
+    wait_for("the new manager to answer", || Conn::connect(&d.socket).is_ok() || d.child.try_wait().unwrap().is_some());
 }
 
 /// `status`, or `None` when the manager is down or lost the message (chaos).
