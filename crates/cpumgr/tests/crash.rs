@@ -148,8 +148,11 @@ fn a_restarted_manager_readopts_the_running_programs_with_their_slots() {
     let b = d.run("b", &format!("({BUSY}) & {BUSY}"));
     wait_for("one of them stopped by gang", || stopped(a) || stopped(b));
     let before = d.status();
-    let kept: BTreeSet<u64> = d.runs.iter().flat_map(|r| slots(r.id())).collect();
-    assert_eq!(kept.len(), 2, "each supervisor keeps its program's slot");
+    // The manager registers a program, and may stop it, before its supervisor has read the
+    // reply that carries the slot.
+    let kept = || d.runs.iter().flat_map(|r| slots(r.id())).collect::<BTreeSet<u64>>();
+    wait_for("each supervisor to keep its program's slot", || kept().len() == 2);
+    let kept = kept();
     assert_eq!(slots(d.child.id()), kept, "the manager maps the slots its supervisors hold");
     d.child.kill().unwrap();
     d.child.wait().unwrap();
@@ -348,7 +351,9 @@ fn the_manager_killed_mid_gang_leaves_nothing_stopped_or_pinned_and_every_progra
         slowest_release.as_secs_f64() * 1e3,
         slowest_readopt.as_secs_f64() * 1e3
     );
-    assert_eq!((left_stopped, left_narrowed, missing), (0, 0, 0));
+    // Released at all is the behaviour (`wait_for` above); how soon is a figure, printed: a
+    // loaded machine may not run the supervisors within a second.
+    assert_eq!(missing, 0);
 }
 
 #[test]

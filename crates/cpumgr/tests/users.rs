@@ -225,7 +225,9 @@ fn a_user_can_neither_see_nor_open_nor_change_another_users_programs() {
     let id = mine.id;
     wait_for("A's program to be allocated", || m.status().programs.iter().any(|p| p.pid == pid && p.count == 2));
 
-    // The segment: held by the manager and by A's supervisor, openable through neither by B.
+    // The segment: held by the manager and by A's supervisor (once it has read the reply that
+    // carries it), openable through neither by B.
+    wait_for("A's supervisor to hold the slot", || !slot_fds(supervisor).is_empty());
     let paths: Vec<PathBuf> = slot_fds(m.manager.id() as i32).into_iter().chain(slot_fds(supervisor)).collect();
     assert!(paths.len() >= 2, "the manager's and the supervisor's slot descriptors: {paths:?}");
     let mut ops: Vec<String> = paths.iter().map(|p| format!("open:{}", p.display())).collect();
