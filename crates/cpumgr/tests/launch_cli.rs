@@ -221,7 +221,7 @@ fn a_run_at_the_time_limit_is_a_lower_bound_not_a_failure() {
     let out = Command::new(env!("CARGO_BIN_EXE_cpumgr"))
         .arg("launch")
         .arg(&workload)
-        .args(["--baseline", "os", "--policy", "", "--time-limit", "1s"])
+        .args(["--baseline", "os", "--policy", "", "--time-limit", "3s"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -234,7 +234,7 @@ fn a_run_at_the_time_limit_is_a_lower_bound_not_a_failure() {
     assert_eq!(state(pid), None, "the stopped job's process is gone");
     assert!(stdout.contains("no slowdown for long: alone, it outlasted the time limit"), "{stdout}");
     // A policy run the limit stops is an error, a baseline's is not.
-    let out = Command::new(env!("CARGO_BIN_EXE_cpumgr")).arg("launch").arg(&workload).args(["--baseline", "", "--policy", "equipartition", "--time-limit", "1s"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cpumgr")).arg("launch").arg(&workload).args(["--baseline", "", "--policy", "equipartition", "--time-limit", "3s"]).output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && stderr.contains("policy runs stopped at the time limit: equipartition"), "{stderr}");
 }
