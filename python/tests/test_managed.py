@@ -27,7 +27,8 @@ while True:
 
 def sections(path):
     out = []
-    for line in path.read_text().splitlines():
+    # Whole lines only: the worker may be writing the last one.
+    for line in path.read_text().split("\n")[:-1]:
         if line.startswith("section "):
             out.append(dict(f.split("=", 1) for f in line.split()[1:]))
     return out

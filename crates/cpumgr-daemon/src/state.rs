@@ -294,7 +294,13 @@ impl State {
             out.push(ev.clone());
         }
         if let Some(w) = &mut self.trace {
-            let ok = serde_json::to_writer(&mut *w, &ev).is_ok() && w.write_all(b"\n").is_ok();
+            // The line is made whole before the buffer sees it: a buffer that fills flushes what
+            // it holds, and a manager killed after that flush must leave whole lines behind.
+            let line = serde_json::to_vec(&ev).map(|mut l| {
+                l.push(b'\n');
+                l
+            });
+            let ok = line.is_ok_and(|l| w.write_all(&l).is_ok());
             if !ok {
                 tracing::warn!("trace file write failed; tracing stops");
                 self.trace = None;

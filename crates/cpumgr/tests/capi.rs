@@ -70,7 +70,7 @@ struct Region {
 }
 
 fn regions(text: &str) -> Vec<Region> {
-    text.lines()
+    whole_lines(text)
         .filter_map(|l| l.strip_prefix("region "))
         .map(|l| {
             let field = |k: &str| -> u32 {

@@ -49,9 +49,7 @@ fn adapter_is_built() {
 
 /// The team of every region logged so far in `log`.
 fn teams(log: &Path) -> Vec<u32> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
+    whole_lines(&std::fs::read_to_string(log).unwrap_or_default())
         .filter(|l| l.starts_with("region "))
         .filter_map(|l| l.split_whitespace().find_map(|f| f.strip_prefix("threads=")).and_then(|t| t.parse().ok()))
         .collect()

@@ -111,6 +111,12 @@ pub fn daemon_refuses(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
+/// The lines of `text` that are whole: a log read while its program still writes may end in
+/// half a line.
+pub fn whole_lines(text: &str) -> impl Iterator<Item = &str> {
+    text.split_inclusive('\n').filter_map(|l| l.strip_suffix('\n'))
+}
+
 pub fn wait_for(what: &str, ok: impl FnMut() -> bool) {
     wait_for_or(what, ok, String::new);
 }
