@@ -107,6 +107,16 @@ pub trait Policy: Send {
     /// Decides one quantum. `out` arrives [`Decision::reset`] to `view.programs.len()` entries.
     fn decide(&mut self, view: &View, out: &mut Decision);
 
+    /// Decides again within the current quantum, as [`Policy::decide`] does except that what
+    /// turns once per quantum stays where it is (a gang's row, a sliding window's place). The
+    /// live manager calls it at the steps it is kicked to between boundaries (a registration,
+    /// a request, a released CPU), which come as often as programs ask: a policy that turned at
+    /// each would rotate as fast as programs ring. The default decides afresh, for the policies
+    /// whose decision keeps no turn.
+    fn refit(&mut self, view: &View, out: &mut Decision) {
+        self.decide(view, out);
+    }
+
     /// Brings this policy's last decision up to date instead of deciding afresh, when the view
     /// changed only by programs leaving and `appended` programs arriving at its end: `out` holds
     /// the last decision (from [`Policy::decide`] or this method) for the programs still

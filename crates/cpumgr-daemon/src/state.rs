@@ -719,7 +719,12 @@ impl State {
                     self.policy.on_arrival(&view, id);
                 }
             }
-            self.policy.decide(&view, &mut decision);
+            // A kicked step re-fits the quantum; only a boundary (`walk`) turns it.
+            if walk {
+                self.policy.decide(&view, &mut decision);
+            } else {
+                self.policy.refit(&view, &mut decision);
+            }
         }
         let oversubscribe = self.policy.oversubscribes();
         let owners: Option<Vec<u32>> =

@@ -65,3 +65,34 @@ fn a_cpu_released_through_the_slot_reaches_the_waiting_program_at_once_when_the_
     assert_eq!(state_of(&s, a), ("waiting".into(), 0));
     assert_eq!(s.programs.iter().find(|p| p.id == b).unwrap().cpus, CpuSet::parse("0").unwrap());
 }
+
+/// A kicked step re-fits the programs within the quantum; it does not start the next one. Under
+/// gang, with two one-CPU programs on one CPU, rings between boundaries leave the row that runs
+/// as it is (each used to turn the rotation, so a program that rang at every request change
+/// switched the gang's rows as fast as the manager would step).
+#[test]
+fn a_kicked_step_does_not_turn_a_time_sharing_rotation() {
+    let kids = Sleepers::spawn(2);
+    let settings =
+        Settings { policy: "gang".into(), quantum: QUANTUM, cpus: Some(CpuSet::parse("0").unwrap()), ..Default::default() };
+    let live = Live::start(&settings);
+    let pids = kids.pids();
+    let (a, a_slot) = live.register(pids[0], 1);
+    let (b, _b_slot) = live.register(pids[1], 1);
+    let bell = live.doorbell(a);
+    let one_runs = |s: &cpumgr_proto::msg::StatusReport| {
+        let (sa, sb) = (state_of(s, a).0, state_of(s, b).0);
+        (sa == "running") != (sb == "running")
+    };
+    let s = live.wait_status("one of the two running", one_runs);
+    let running = state_of(&s, a).0 == "running";
+    let mut ticks = s.ticks;
+    for _ in 0..3 {
+        a_slot.slot().set_request(1, 1, 1);
+        bell.ring();
+        let s = live.wait_status("the kicked step", |s| s.ticks > ticks);
+        ticks = s.ticks;
+        assert_eq!(state_of(&s, a).0 == "running", running, "the rotation turned at a kicked step: {s:?}");
+        assert!(one_runs(&s), "{s:?}");
+    }
+}

@@ -156,7 +156,7 @@ fn a_restarted_manager_readopts_the_running_programs_with_their_slots() {
     assert_eq!(slots(d.child.id()), kept, "the manager maps the slots its supervisors hold");
     d.child.kill().unwrap();
     d.child.wait().unwrap();
-    let all = online();
+    let all = inherited();
     wait_for("both released by their supervisors", || held(a, &all) == (false, false) && held(b, &all) == (false, false));
     restart(&mut d, "gang", &[]);
     wait_for("both re-adopted", || try_status(&d).is_some_and(|s| pids(&s) == pids(&before)));
@@ -313,7 +313,7 @@ fn the_manager_killed_mid_gang_leaves_nothing_stopped_or_pinned_and_every_progra
     let restarts = size("CPUMGR_SOAK_RESTARTS", 5);
     let mut d = Daemon::start("gang");
     let programs = [d.run("one", BUSY), d.run("team", &format!("({BUSY}) & {BUSY}")), d.run("three", BUSY)];
-    let all = online();
+    let all = inherited();
     let (mut left_stopped, mut left_narrowed, mut missing) = (0, 0, 0);
     let (mut slowest_release, mut slowest_readopt) = (Duration::ZERO, Duration::ZERO);
     for _ in 0..restarts {
@@ -382,7 +382,7 @@ fn under_chaos_programs_are_never_left_stopped_or_pinned() {
     let _ = kill(Pid::from_raw(d.child.id() as i32), Signal::SIGTERM);
     d.child.wait().unwrap();
     let survivors: BTreeSet<i32> = programs.iter().copied().filter(|&p| !group(p).is_empty()).collect();
-    let all = online();
+    let all = inherited();
     wait_for("every program released", || survivors.iter().all(|&p| held(p, &all) == (false, false)));
     // A manager without chaos re-adopts every program still running.
     restart(&mut d, "gang", &[]);
@@ -438,7 +438,7 @@ fn the_watchdog_releases_programs_without_a_supervisor_when_the_manager_is_kille
     wait_for("gang to stop one of them", || stopped(pa) || stopped(pb));
     d.child.kill().unwrap();
     d.child.wait().unwrap();
-    let all = online();
+    let all = inherited();
     wait_for("both released by the watchdog", || held(pa, &all) == (false, false) && held(pb, &all) == (false, false));
     wait_for("the watchdog to end", || dogs.iter().all(|&w| gone(w)));
     // A manager that stops cleanly reaps its watchdog: no process, no zombie left.
@@ -500,7 +500,7 @@ fn a_program_registered_again_while_stopped_is_continued_when_allocated() {
 fn a_stopped_manager_leaves_no_program_stopped_or_pinned() {
     let mut d = Daemon::start("gang");
     let programs = [d.run("one", BUSY), d.run("two", BUSY)];
-    let all = online();
+    let all = inherited();
     wait_for("gang to stop a program", || programs.iter().any(|&p| stopped(p)));
     let manager = Pid::from_raw(d.child.id() as i32);
     kill(manager, Signal::SIGSTOP).unwrap();

@@ -144,7 +144,7 @@ fn after_sigterm_of_the_manager_nothing_is_left_stopped_or_pinned() {
     wait_for("one of them stopped", || stopped(a) || stopped(b));
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(d.child.id() as i32), nix::sys::signal::SIGTERM).unwrap();
     assert!(d.child.wait().unwrap().success());
-    let all = online();
+    let all = inherited();
     wait_for("both released", || !stopped(a) && !stopped(b) && allowed(a) == Some(all.clone()) && allowed(b) == Some(all.clone()));
 }
 
@@ -225,7 +225,7 @@ fn a_dead_manager_is_replaced_by_the_run_supervisor_releasing_its_program() {
     wait_for("one of them stopped", || stopped(a) || stopped(b));
     d.child.kill().unwrap(); // SIGKILL: the manager cleans nothing up itself
     d.child.wait().unwrap();
-    let all = online();
+    let all = inherited();
     wait_for("both released by their supervisors", || {
         !stopped(a) && !stopped(b) && allowed(a) == Some(all.clone()) && allowed(b) == Some(all.clone())
     });

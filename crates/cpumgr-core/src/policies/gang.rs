@@ -37,7 +37,7 @@ pub fn build(
     slots_key: &'static str,
     admit: Option<u32>,
 ) -> Result<Box<dyn Policy>, ParamError> {
-    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, admit, next_row: 0, rotation: Rotation::new(0), rows: Vec::new(), used: 0 }))
+    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, admit, row: 0, next_row: 0, rotation: Rotation::new(0), rows: Vec::new(), used: 0 }))
 }
 
 /// The gang scheduler.
@@ -47,6 +47,8 @@ pub struct Gang {
     slots: u32,
     fill: bool,
     admit: Option<u32>,
+    /// The row that runs this quantum, and the one the next quantum turns to.
+    row: usize,
     next_row: usize,
     /// The rows of the matrix at the last decision, as a rotation (rows run in turn, and the
     /// rows are a function of the view).
@@ -105,26 +107,18 @@ impl Gang {
             }
         }
     }
-}
 
-/// The CPUs program `p` needs to run: its request, or its processes if rigid, up to the machine.
-fn need(view: &View, p: &crate::program::Program) -> u32 {
-    p.wants().min(view.cpus).max(1)
-}
-
-impl Policy for Gang {
-    fn name(&self) -> &'static str {
-        self.name
-    }
-
-    fn decide(&mut self, view: &View, out: &mut Decision) {
+    /// Packs the view and runs a row: the next one when the quantum `turns`, else the one
+    /// that ran this quantum (the same members, unless the packing changed).
+    fn run_row(&mut self, view: &View, out: &mut Decision, turns: bool) {
         self.pack(view);
         let rows = &self.rows[..self.used];
         let need_of = |i: usize| need(view, &view.programs[i]);
         if rows.is_empty() {
             return;
         }
-        let r = self.next_row % rows.len();
+        let r = if turns { self.next_row % rows.len() } else { self.row % rows.len() };
+        self.row = r;
         self.next_row = (r + 1) % rows.len();
         let mut free = rows[r].0;
         for &i in &rows[r].1 {
@@ -140,6 +134,25 @@ impl Policy for Gang {
                 }
             }
         }
+    }
+}
+
+/// The CPUs program `p` needs to run: its request, or its processes if rigid, up to the machine.
+fn need(view: &View, p: &crate::program::Program) -> u32 {
+    p.wants().min(view.cpus).max(1)
+}
+
+impl Policy for Gang {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn decide(&mut self, view: &View, out: &mut Decision) {
+        self.run_row(view, out, true);
+    }
+
+    fn refit(&mut self, view: &View, out: &mut Decision) {
+        self.run_row(view, out, false);
     }
 
     fn time_sharing(&self) -> bool {

@@ -132,27 +132,12 @@ impl Pdpa {
         }
         s.last_speedup = speedup;
     }
-}
 
-impl Policy for Pdpa {
-    fn name(&self) -> &'static str {
-        INFO.name
-    }
-
-    fn on_exit(&mut self, id: ProgramId) {
-        self.programs.remove(&id);
-    }
-
-    /// Its searches move on the speedup reports.
-    fn reads_usage(&self) -> bool {
-        true
-    }
-
-    fn settled(&self) -> bool {
-        self.settled
-    }
-
-    fn decide(&mut self, view: &View, out: &mut Decision) {
+    /// Decides a quantum: each program at the size its search holds, a new one at the base.
+    /// When the quantum `turns`, the searches take in the reports measured at the sizes they
+    /// asked for and stable programs may start a probe; a refit within the quantum does
+    /// neither, or it would take one measurement in twice and probe before the quantum ends.
+    fn fit(&mut self, view: &View, out: &mut Decision, turns: bool) {
         let searches = self.programs.len();
         self.programs.retain(|id, _| view.index_of(*id).is_some());
         // A search started, ended, moved or probed at this decision: not settled.
@@ -174,7 +159,7 @@ impl Policy for Pdpa {
                 rest: false,
             });
             let cap = p.wants();
-            if let Some(r) = p.speedup.filter(|r| s.awaiting && r.cpus.get() == s.given(cap) && r.speedup.is_finite() && r.speedup > 0.0) {
+            if let Some(r) = p.speedup.filter(|r| turns && s.awaiting && r.cpus.get() == s.given(cap) && r.speedup.is_finite() && r.speedup > 0.0) {
                 let before = s.state;
                 self.advance(&mut s, r.cpus.get(), r.speedup);
                 // Still searching, moved, or just settled: the next report counts too.
@@ -191,7 +176,7 @@ impl Policy for Pdpa {
             let mut free = left - total as u32;
             for (k, &i) in open.iter().enumerate() {
                 let s = self.programs.get_mut(&view.programs[i].id).expect("inserted above");
-                if s.state == State::Stable && !s.rest && s.tests_left > 0 && free >= 2 {
+                if turns && s.state == State::Stable && !s.rest && s.tests_left > 0 && free >= 2 {
                     s.state = State::Test;
                     s.tests_left -= 1;
                     desired[k] += 2;
@@ -216,6 +201,33 @@ impl Policy for Pdpa {
             out.give(i, c);
         }
         self.settled = !moved;
+    }
+}
+
+impl Policy for Pdpa {
+    fn name(&self) -> &'static str {
+        INFO.name
+    }
+
+    fn on_exit(&mut self, id: ProgramId) {
+        self.programs.remove(&id);
+    }
+
+    /// Its searches move on the speedup reports.
+    fn reads_usage(&self) -> bool {
+        true
+    }
+
+    fn settled(&self) -> bool {
+        self.settled
+    }
+
+    fn decide(&mut self, view: &View, out: &mut Decision) {
+        self.fit(view, out, true);
+    }
+
+    fn refit(&mut self, view: &View, out: &mut Decision) {
+        self.fit(view, out, false);
     }
 }
 

@@ -14,7 +14,9 @@
 //! - equal requests under `equipartition` get counts that differ by at most one CPU;
 //! - determinism: a second run from the same inputs decides exactly the same;
 //! - a policy that says it does not read usage figures ([`Policy::reads_usage`]) decides the same
-//!   when every program's CPU time and speedup report are scrambled before each quantum.
+//!   when every program's CPU time and speedup report are scrambled before each quantum;
+//! - a [`Policy::refit`] right after a decision decides the same, and refits between quanta
+//!   change none of the quanta that follow (a kicked step does not turn the rotation).
 //!
 //! Besides the defaults, a few policies run with non-default parameters ([`VARIANTS`]).
 
@@ -100,18 +102,28 @@ fn specs() -> impl Iterator<Item = &'static str> {
     CATALOG.iter().map(|i| i.name).chain(VARIANTS.iter().copied())
 }
 
+/// What a run does besides deciding each quantum.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Twist {
+    /// Nothing.
+    None,
+    /// The programs' usage figures are replaced with unrelated values before each decision.
+    Scramble,
+    /// Each decision is followed by a [`Policy::refit`] on the same view, which must agree.
+    Refit,
+}
+
 /// Runs `quanta` quanta of `spec` (built through the catalog, or as a concrete [`Pdpa`] so its
-/// states can be asked), checking the invariants; returns every quantum's sets. With `scramble`,
-/// the programs' usage figures are replaced with unrelated values before each decision.
-fn run(spec: &str, topology: &Topology, programs: Vec<Program>, quanta: u32, scramble: bool) -> Result<Vec<Vec<CpuSet>>, TestCaseError> {
+/// states can be asked), checking the invariants; returns every quantum's sets.
+fn run(spec: &str, topology: &Topology, programs: Vec<Program>, quanta: u32, twist: Twist) -> Result<Vec<Vec<CpuSet>>, TestCaseError> {
     let parsed = PolicySpec::parse(spec).expect("test specs parse");
     if parsed.name == "pdpa" {
         let params = Params::new(super::pdpa::INFO.name, super::pdpa::INFO.params, &parsed.values).expect("known keys");
         let mut pdpa = Pdpa::new(&params).expect("valid values");
-        return run_policy(spec, &mut pdpa, |p, id| p.state(id) == Some(State::Test), topology, programs, quanta, scramble);
+        return run_policy(spec, &mut pdpa, |p, id| p.state(id) == Some(State::Test), topology, programs, quanta, twist);
     }
     let mut policy = super::build(spec).expect("test specs build");
-    run_policy(spec, policy.as_mut(), |_, _| false, topology, programs, quanta, scramble)
+    run_policy(spec, policy.as_mut(), |_, _| false, topology, programs, quanta, twist)
 }
 
 /// SCS's `mpl` parameter in `spec`, when `spec` is SCS.
@@ -129,7 +141,7 @@ fn run_policy<P: Policy + ?Sized>(
     topology: &Topology,
     mut programs: Vec<Program>,
     quanta: u32,
-    scramble: bool,
+    twist: Twist,
 ) -> Result<Vec<Vec<CpuSet>>, TestCaseError> {
     let managed = topology.cpus().clone();
     let cpus = managed.len() as u32;
@@ -140,10 +152,10 @@ fn run_policy<P: Policy + ?Sized>(
         policy.on_arrival(&view, programs[i].id);
     }
     let mut placer = Placer::new();
-    let mut decision = Decision::default();
+    let (mut decision, mut again) = (Decision::default(), Decision::default());
     let mut history = Vec::new();
     for q in 0..quanta {
-        if scramble {
+        if twist == Twist::Scramble {
             for (k, p) in programs.iter_mut().enumerate() {
                 let x = (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ q as u64;
                 p.cpu_time = x % (1 << 40);
@@ -154,6 +166,11 @@ fn run_policy<P: Policy + ?Sized>(
         decision.reset(programs.len());
         policy.decide(&view, &mut decision);
         prop_assert_eq!(decision.allocations.len(), programs.len());
+        if twist == Twist::Refit {
+            again.reset(programs.len());
+            policy.refit(&view, &mut again);
+            prop_assert!(again.allocations == decision.allocations, "{}, quantum {}: a refit decides otherwise", spec, q);
+        }
         let mut sets = Vec::new();
         if !policy.oversubscribes() {
             placer.place(topology, &managed, &programs, &decision, &mut sets);
@@ -217,11 +234,13 @@ fn run_policy<P: Policy + ?Sized>(
 fn check_every_spec(topology: &Topology, raw: &[(u8, u32, u32, u32, u8, f64)], quanta: u32) -> Result<(), TestCaseError> {
     let programs = build_programs(raw);
     for spec in specs() {
-        let first = run(spec, topology, programs.clone(), quanta, false)?;
-        let second = run(spec, topology, programs.clone(), quanta, false)?;
+        let first = run(spec, topology, programs.clone(), quanta, Twist::None)?;
+        let second = run(spec, topology, programs.clone(), quanta, Twist::None)?;
         prop_assert_eq!(&first, &second, "{} is not deterministic", spec);
+        let refitted = run(spec, topology, programs.clone(), quanta, Twist::Refit)?;
+        prop_assert_eq!(&first, &refitted, "{} turns at a refit", spec);
         if !super::build(spec).expect("test specs build").reads_usage() {
-            let blind = run(spec, topology, programs.clone(), quanta, true)?;
+            let blind = run(spec, topology, programs.clone(), quanta, Twist::Scramble)?;
             prop_assert_eq!(&first, &blind, "{} says it does not read usage figures, but decides on them", spec);
         }
     }
@@ -265,6 +284,6 @@ proptest! {
 fn the_property_loop_reaches_pdpa_probes() {
     let topology = Topology::flat(32);
     let programs = build_programs(&[(0, 6, 0, 0, 1, 0.85)]);
-    let history = run("pdpa", &topology, programs, 8, false).expect("invariants hold");
+    let history = run("pdpa", &topology, programs, 8, Twist::None).expect("invariants hold");
     assert!(history.iter().any(|sets| sets[0].len() > 6), "{history:?}");
 }

@@ -50,6 +50,8 @@ pub struct Sliding {
     k: f64,
     quantum: Option<crate::program::Nanos>,
     admit: Option<u32>,
+    /// Where this quantum's window starts, and where the next quantum's will.
+    current: ProgramId,
     start: ProgramId,
     memo: RotationMemo,
 }
@@ -64,7 +66,7 @@ impl Sliding {
         quantum: Option<crate::program::Nanos>,
     ) -> Result<Box<dyn Policy>, ParamError> {
         let (k, admit) = (p.float("k")?, super::admission(p.u32("admit")?));
-        Ok(Box::new(Sliding { name, step, k, quantum, admit, start: ProgramId(0), memo: RotationMemo::default() }))
+        Ok(Box::new(Sliding { name, step, k, quantum, admit, current: ProgramId(0), start: ProgramId(0), memo: RotationMemo::default() }))
     }
 }
 
@@ -74,7 +76,12 @@ impl Policy for Sliding {
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
-        let members = window(view, self.start, limit(self.k, view));
+        self.current = self.start;
+        self.refit(view, out);
+    }
+
+    fn refit(&mut self, view: &View, out: &mut Decision) {
+        let members = window(view, self.current, limit(self.k, view));
         if members.is_empty() {
             return;
         }

@@ -15,8 +15,11 @@ pub const BIN: &str = env!("CARGO_BIN_EXE_cpumgr");
 pub const BUSY: &str = "while :; do :; done";
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
-pub fn online() -> CpuSet {
-    CpuSet::parse(std::fs::read_to_string("/sys/devices/system/cpu/online").unwrap().trim()).unwrap()
+/// The CPUs this test may run on: what a released program's affinity goes back to (its
+/// affinity at registration, inherited from here). Every online CPU, unless the test runs in a
+/// cpuset or under `taskset`.
+pub fn inherited() -> CpuSet {
+    allowed(std::process::id() as i32).expect("the test's own affinity")
 }
 
 /// A manager (`cpumgr daemon`) on a private socket, stopped with SIGTERM when dropped.
