@@ -224,7 +224,8 @@ impl Drop for Manager {
 /// How many times the state was held for a kicked step must pass before the next kicked step.
 const KICK_SPACING: u32 = 4;
 
-/// The scheduler thread: a step at every quantum boundary, and at once when kicked. `/proc` is
+/// The scheduler thread: a step at every quantum boundary, at once when kicked, and when the
+/// policy asked (`Decision::wake_at`). `/proc` is
 /// read without the state held ([`State::survey`]): a walk of every process on a busy machine
 /// takes milliseconds, in which requests and program exits are served.
 fn schedule(shared: Arc<Shared>) {
@@ -239,7 +240,10 @@ fn schedule(shared: Arc<Shared>) {
             state = shared.lock();
         }
         let began = Instant::now();
-        let survey = state.survey(boundary);
+        // A boundary step runs at the time its boundary was due, unless it is a quantum or more
+        // late (the schedule starts over from now then, below).
+        let due = (boundary && began.saturating_duration_since(next) < state.quantum()).then_some(next);
+        let survey = state.survey(boundary.then(|| due.unwrap_or(began)));
         drop(state);
         let samples = survey.read();
         state = shared.lock();
@@ -280,10 +284,13 @@ fn schedule(shared: Arc<Shared>) {
             }
             let now = Instant::now();
             boundary = now >= next;
-            if boundary || (state.kick && now >= earliest) {
+            // The policy's own wake-up (VTQ-DSS's member expiries) is a step between boundaries.
+            let wake = state.wake_at();
+            if boundary || (state.kick && now >= earliest) || wake.is_some_and(|w| now >= w) {
                 break;
             }
             let until = if state.kick { earliest.min(next) } else { next };
+            let until = wake.map_or(until, |w| until.min(w));
             state = shared.wake.wait_timeout(state, (until - now).min(Duration::from_secs(1))).map(|r| r.0).unwrap_or_else(|e| e.into_inner().0);
         }
     }

@@ -148,30 +148,31 @@ pub struct State {
 /// lock and read without it.
 pub struct Survey {
     targets: Vec<procfs::Target>,
-    walk: bool,
+    boundary: Option<Instant>,
 }
 
 impl Survey {
     /// Reads `/proc`: a walk over every process for every program's group, or each new
     /// program's leader alone.
     pub fn read(self) -> Samples {
-        let samples = if self.walk { procfs::scan(&self.targets) } else { procfs::scan_leaders(&self.targets) };
-        Samples { samples, walk: self.walk }
+        let samples =
+            if self.boundary.is_some() { procfs::scan(&self.targets) } else { procfs::scan_leaders(&self.targets) };
+        Samples { samples, boundary: self.boundary }
     }
 }
 
 /// What [`Survey::read`] found, for [`State::step`].
 pub struct Samples {
     samples: HashMap<procfs::Target, procfs::Sample>,
-    walk: bool,
+    boundary: Option<Instant>,
 }
 
-/// The policy's view of `$state` with `$programs`, built from fields so that the policy itself
-/// can be borrowed mutably beside it.
+/// The policy's view of `$state` with `$programs` at `$now` (nanoseconds since the manager
+/// started), built from fields so that the policy itself can be borrowed mutably beside it.
 macro_rules! view {
-    ($state:expr, $programs:expr) => {
+    ($state:expr, $programs:expr, $now:expr) => {
         View {
-            now: $state.start.elapsed().as_nanos() as Nanos,
+            now: $now,
             quantum: $state.quantum.as_nanos() as Nanos,
             topology: &$state.topology,
             cpus: $state.offered.len() as u32,
@@ -502,7 +503,7 @@ impl State {
         // Every program is an arrival for the new policy, including those not yet scheduled.
         self.arrived.clear();
         let ids: Vec<ProgramId> = programs.iter().map(|p| p.id).collect();
-        let view = view!(self, &programs);
+        let view = view!(self, &programs, self.now());
         for id in ids {
             self.policy.on_arrival(&view, id);
         }
@@ -676,7 +677,7 @@ impl State {
     /// One scheduler step, `/proc` read included: [`State::survey`], [`Survey::read`] and
     /// [`State::step`] in a row (the scheduler thread reads `/proc` without holding the state).
     pub fn tick(&mut self, boundary: bool) {
-        let samples = self.survey(boundary).read();
+        let samples = self.survey(boundary.then(Instant::now)).read();
         self.step(samples);
     }
 
@@ -684,11 +685,19 @@ impl State {
     /// most of a step's cost (docs/LIVE.md), so only a step at a quantum `boundary` walks; a
     /// kicked step between boundaries reuses the last walk's samples, so a released CPU reaches a
     /// waiting program in well under a millisecond, and samples only programs new since then,
-    /// from their leaders alone (the next walk finds the rest of their groups).
-    pub fn survey(&mut self, boundary: bool) -> Survey {
+    /// from their leaders alone (the next walk finds the rest of their groups). `boundary`: the
+    /// time the quantum boundary of this step was due, `None` for a step between boundaries.
+    pub fn survey(&mut self, boundary: Option<Instant>) -> Survey {
         self.kick = false;
-        let targets = self.entries.values().filter(|e| boundary || e.ticks_start.is_none()).map(|e| e.target).collect();
-        Survey { targets, walk: boundary }
+        let walk = boundary.is_some();
+        let targets = self.entries.values().filter(|e| walk || e.ticks_start.is_none()).map(|e| e.target).collect();
+        Survey { targets, boundary }
+    }
+
+    /// When the policy asked to decide again before the next boundary ([`Decision::wake_at`]:
+    /// VTQ-DSS's member expiries), if it did at the last step.
+    pub fn wake_at(&self) -> Option<Instant> {
+        self.decision.wake_at.map(|w| self.start + Duration::from_nanos(w))
     }
 
     /// The scheduler step on `samples`, read for [`State::survey`]'s list: programs that went
@@ -697,7 +706,12 @@ impl State {
         let now = Instant::now();
         self.ticks += 1;
         let n = self.managed.len() as u32;
-        let Samples { mut samples, walk } = samples;
+        let Samples { mut samples, boundary } = samples;
+        let walk = boundary.is_some();
+        // The policy's clock: a boundary step sees the time its boundary was due, so that what
+        // a policy times by the quantum (VTQ-DSS's gang) ends at the next boundary however late
+        // this step ran; a step between boundaries sees the time it runs.
+        let at = boundary.map_or_else(|| self.now(), |b| b.saturating_duration_since(self.start).as_nanos() as Nanos);
         let mono = monotonic_ns();
         let serial_after = self.quantum.as_nanos() as u64;
         let mut inside = 0;
@@ -713,7 +727,7 @@ impl State {
         let mut decision = std::mem::take(&mut self.decision);
         decision.reset(programs.len());
         {
-            let view = view!(self, &programs);
+            let view = view!(self, &programs, at);
             for id in self.arrived.drain(..) {
                 if self.entries.contains_key(&id) {
                     self.policy.on_arrival(&view, id);

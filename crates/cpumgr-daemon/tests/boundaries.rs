@@ -71,3 +71,66 @@ fn a_storm_of_requests_does_not_hold_back_the_walks_of_proc() {
     assert!(seen_more, "no walk of /proc during a storm of {sent} requests");
     assert!(sent > 10, "a storm: {sent} requests");
 }
+
+/// VTQ-DSS times its gang by the quantum: each boundary must start the next gang, however late
+/// the step runs. It saw the time the step ran, so a boundary step earlier after its boundary
+/// than the last one had been ended nothing (the gang's end was still ahead), and the same gang
+/// ran a second quantum: about a third of the boundaries, at 100 ms quanta. Two programs of two
+/// CPUs on two, one gang each: every boundary step switches them.
+#[test]
+fn every_boundary_starts_the_next_time_shared_gang() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.jsonl");
+    let settings = Settings {
+        policy: "vtq-dss".into(),
+        quantum: Duration::from_millis(50),
+        cpus: Some(CpuSet::parse("0-1").unwrap()),
+        trace: Some(trace.clone()),
+        ..Default::default()
+    };
+    let live = Live::start(&settings);
+    let kids = Sleepers::spawn(2);
+    for pid in kids.pids() {
+        live.register(pid, 2);
+    }
+    // The gangs switched: the trace's allocations that start a program (whole lines: the
+    // manager may be writing the next).
+    let switches = || {
+        let text = std::fs::read_to_string(&trace).unwrap_or_default();
+        text.split_inclusive('\n')
+            .filter(|l| l.ends_with('\n') && l.contains("\"kind\":\"allocate\"") && l.contains("\"running\":true"))
+            .count()
+    };
+    support::wait_for("both gangs to have run", || switches() >= 2);
+    // No kicks from here on (sleeping programs ask nothing): every step is a boundary's. A step
+    // may fall between reading the ticks and the trace, at either end.
+    let (ticks, before) = (live.status().ticks, switches());
+    std::thread::sleep(Duration::from_secs(1));
+    let (after, steps) = (switches(), live.status().ticks - ticks);
+    assert!(steps >= 5, "the boundaries came: {steps} steps in a second");
+    assert!(after - before + 2 >= steps as usize, "{} switches in {steps} boundary steps", after - before);
+}
+
+/// VTQ-DSS's members run for quanta of their own (inversely to their CPUs) and the policy asks
+/// for a step when one expires (`Decision::wake_at`); the manager steps then. On three CPUs, a
+/// gang of a two-CPU and a one-CPU program: the wide one's quantum is half the gang's, so it
+/// stops halfway while the other runs on (without the wake-up it ran to the boundary, and the
+/// next gang was the same two). Needs three CPUs: skipped, and says so, on fewer.
+#[test]
+fn a_policy_wake_up_is_a_step() {
+    let mine = cpumgr_daemon::enforce::affinity(0).unwrap();
+    if mine.len() < 3 {
+        eprintln!("skipped: VTQ-DSS's members differ in width on three CPUs or more, this test has {}", mine.len());
+        return;
+    }
+    let three: CpuSet = mine.iter().take(3).collect();
+    let settings = Settings { policy: "vtq-dss".into(), quantum: Duration::from_secs(2), cpus: Some(three), ..Default::default() };
+    let live = Live::start(&settings);
+    let kids = Sleepers::spawn(2);
+    let (wide, _w) = live.register(kids.pids()[0], 2);
+    let (narrow, _n) = live.register(kids.pids()[1], 1);
+    let state = |s: &cpumgr_proto::msg::StatusReport, id| support::state_of(s, id).0;
+    live.wait_status("the wide program stopped at its own quantum's end, the narrow one running", |s| {
+        state(s, wide) != "running" && state(s, narrow) == "running"
+    });
+}
