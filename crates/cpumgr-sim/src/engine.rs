@@ -926,7 +926,13 @@ impl Engine<'_, '_> {
         };
         if !updated {
             self.decision.reset(n);
-            self.policy.decide(&view, &mut self.decision);
+            // A wake-up between boundaries decides within the quantum, as the live manager's
+            // kicked steps do.
+            if regular {
+                self.policy.decide(&view, &mut self.decision);
+            } else {
+                self.policy.refit(&view, &mut self.decision);
+            }
         }
         let kept = if updated { n - self.appended } else { 0 };
         // Kept in step with the list only when the policy may bring it up to date (a pass over
