@@ -15,9 +15,10 @@
 //! decision that starves nobody, which is every decision while programs fit the machine.
 //!
 //! Under per-user sharing (`share = "user"`) a turn comes out of the waiting program's own
-//! user's share while that user holds any CPU: one user's programs take turns among themselves
-//! and never eat into another user's half. A user that holds none takes from anyone, so no user
-//! waits for good either.
+//! user's share when its user's CPUs (and the idle ones) could serve it: one user's programs take
+//! turns among themselves and do not eat into another user's half. A program its user's CPUs
+//! cannot serve (a user holding none, or fewer than a wide program needs) takes from anyone, so
+//! none waits for good either.
 //!
 //! The bound counts quanta at boundaries only. The manager also steps between boundaries when
 //! kicked (a registration, a request, a released CPU), as often as requests come; such a step
@@ -103,13 +104,16 @@ impl StarvationBound {
         let mut granted = vec![false; programs.len()];
         for i in due {
             let need = need(&programs[i]).min(cpus);
-            // Under per-user sharing, from the program's own user while that user holds a CPU;
-            // a turn begun goes on, and a new one is never taken from a program that waited as
-            // long (the policy gave it a CPU back, it has had no turn yet: it runs first).
+            // A turn begun goes on, and a new one is never taken from a program that waited as
+            // long (the policy gave it a CPU back, it has had no turn yet: it runs first). Under
+            // per-user sharing, it comes from the program's own user while that user's CPUs and
+            // the idle ones could serve it (else from anyone: a user holding none, or fewer than
+            // a wide program needs, would wait for good).
             let mine = |j: usize| owners.is_none_or(|o| o[j] == o[i]);
-            let holds = owners.is_some() && (0..programs.len()).any(|j| j != i && mine(j) && gets(decision, j));
+            let users = (0..programs.len()).filter(|&j| mine(j)).map(|j| decision.allocations[j].granted()).sum::<u32>();
+            let own = owners.is_some() && users + cpus.saturating_sub(decision.total() as u32) >= need;
             let waited = if owed(&turns[i]) { u32::MAX } else { turns[i].waited };
-            let from = |j: usize| (!holds || mine(j)) && turns[j].waited < waited;
+            let from = |j: usize| (!own || mine(j)) && turns[j].waited < waited;
             if take(programs, &turns, &granted, cpus, need, from, decision) {
                 decision.allocations[i].count = need;
                 decision.allocations[i].running = true;
@@ -129,10 +133,10 @@ impl StarvationBound {
             if gets(decision, i) {
                 t.in_turn = granted[i] || t.owed > 0;
                 t.waited = 0;
-                t.ran += 1;
+                t.ran = t.ran.saturating_add(1);
                 t.owed = if granted[i] && t.owed == 0 { after - 1 } else { t.owed.saturating_sub(1) };
             } else {
-                t = Turn { waited: if wants(i) { t.waited + 1 } else { 0 }, ..Turn::default() };
+                t = Turn { waited: if wants(i) { t.waited.saturating_add(1) } else { 0 }, ..Turn::default() };
             }
             next.insert(p.id, t);
         }
@@ -290,6 +294,26 @@ mod tests {
             third += u32::from(d.allocations[2].running);
         }
         assert!(third >= 10, "a user with no CPU takes turns from the others: ran {third} of 30 quanta");
+    }
+
+    /// Per-user sharing with a wide program: A's rigid program of two processes, beside A's
+    /// one-CPU program and B's on two CPUs, cannot be served from A's one CPU; it takes B's too
+    /// rather than wait for good.
+    #[test]
+    fn a_program_its_users_cpus_cannot_serve_takes_from_anyone() {
+        let mut ps = programs(3);
+        ps[1].kind = Kind::Rigid(2);
+        let owners = [1, 1, 2];
+        let mut bound = StarvationBound::default();
+        let mut wide = 0;
+        for _ in 0..30 {
+            let mut d = first_get_one(3, 2);
+            d.allocations.swap(1, 2);
+            bound.apply_after(&ps, 2, 2, true, Some(&owners), &mut d);
+            assert!(d.allocations.iter().filter(|a| a.running).map(|a| a.count).sum::<u32>() <= 2);
+            wide += u32::from(d.allocations[1].running && d.allocations[1].count == 2);
+        }
+        assert!(wide >= 5, "the wide program ran {wide} of 30 quanta");
     }
 
     /// A decision that starves nobody is left as it is, and a time-shared one is not seen here

@@ -751,6 +751,9 @@ impl State {
         if !oversubscribe && !self.policy.time_sharing() {
             let cpus = self.offered.len() as u32;
             self.starvation.apply(&programs, cpus, self.quantum, walk, owners.as_deref(), &mut decision);
+        } else {
+            // Turns counted before a time-sharing policy took over mean nothing after it.
+            self.starvation = StarvationBound::default();
         }
         let mut sets = std::mem::take(&mut self.sets);
         // What the policy meant each program to have: a squeezed cooperative program runs as a

@@ -13,6 +13,7 @@
 use super::PolicyInfo;
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
 use crate::policy::{Decision, Policy, Rotation, View};
+use crate::program::ProgramId;
 
 const PARAMS: &[ParamSpec] = &[
     ParamSpec { key: "slots", help: "most rows (time slots) in the matrix; 0 for no limit", kind: ParamKind::Int { default: 0, min: 0, max: 65536 } },
@@ -37,7 +38,7 @@ pub fn build(
     slots_key: &'static str,
     admit: Option<u32>,
 ) -> Result<Box<dyn Policy>, ParamError> {
-    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, admit, row: 0, next_row: 0, rotation: Rotation::new(0), rows: Vec::new(), used: 0 }))
+    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, admit, row: 0, next_row: 0, running: Vec::new(), rotation: Rotation::new(0), rows: Vec::new(), used: 0 }))
 }
 
 /// The gang scheduler.
@@ -50,6 +51,9 @@ pub struct Gang {
     /// The row that runs this quantum, and the one the next quantum turns to.
     row: usize,
     next_row: usize,
+    /// The ids of the row that runs this quantum, in id order: what a refit finds it by when
+    /// the rows were packed again (a program left or changed its request).
+    running: Vec<ProgramId>,
     /// The rows of the matrix at the last decision, as a rotation (rows run in turn, and the
     /// rows are a function of the view).
     rotation: Rotation,
@@ -117,9 +121,23 @@ impl Gang {
         if rows.is_empty() {
             return;
         }
-        let r = if turns { self.next_row % rows.len() } else { self.row % rows.len() };
+        let r = if turns {
+            self.next_row % rows.len()
+        } else {
+            // The row holding most of the quantum's runners (the first of equals), or the same
+            // place when none is left.
+            let kept = |row: &[usize]| row.iter().filter(|&&i| self.running.binary_search(&view.programs[i].id).is_ok()).count();
+            let (best, n) = rows.iter().enumerate().map(|(k, row)| (k, kept(&row.1))).fold((0, 0), |a, b| if b.1 > a.1 { b } else { a });
+            if n > 0 {
+                best
+            } else {
+                self.row % rows.len()
+            }
+        };
         self.row = r;
         self.next_row = (r + 1) % rows.len();
+        self.running.clear();
+        self.running.extend(rows[r].1.iter().map(|&i| view.programs[i].id));
         let mut free = rows[r].0;
         for &i in &rows[r].1 {
             out.give(i, need_of(i));
@@ -170,7 +188,7 @@ impl Policy for Gang {
 
 #[cfg(test)]
 mod tests {
-    use crate::policies::sliding::tests::running;
+    use crate::policies::sliding::tests::{running, runners};
     use crate::testing::programs;
 
     #[test]
@@ -190,6 +208,22 @@ mod tests {
             }
         }
         assert!(quanta.values().all(|&c| c == 2), "{quanta:?}");
+    }
+
+    /// A refit after a program left finds the quantum's row by its members, though the rows
+    /// were packed again; the next quantum turns to the row after it.
+    #[test]
+    fn a_refit_keeps_the_running_row_when_the_rows_are_packed_again() {
+        // 4 CPUs: rows {p1 (4)}, {p2 (3), p4 (1)}, {p3 (2)}.
+        let all = programs(&[4, 3, 2, 1]);
+        let mut p = crate::policies::build("gang:fill=false").unwrap();
+        let mut step = |progs: &[crate::program::Program], boundary: bool| runners(p.as_mut(), 4, progs, boundary);
+        assert_eq!(step(&all, true), ["p1"]);
+        assert_eq!(step(&all, true), ["p2", "p4"]);
+        // p1 leaves: the rows are {p2, p4}, {p3}; the row running is the first now.
+        let rest = &all[1..];
+        assert_eq!(step(rest, false), ["p2", "p4"], "the refit keeps the quantum's runners");
+        assert_eq!(step(rest, true), ["p3"], "the next quantum turns to the row after theirs");
     }
 
     #[test]

@@ -68,6 +68,17 @@ impl Sliding {
         let (k, admit) = (p.float("k")?, super::admission(p.u32("admit")?));
         Ok(Box::new(Sliding { name, step, k, quantum, admit, current: ProgramId(0), start: ProgramId(0), memo: RotationMemo::default() }))
     }
+
+    /// Runs this quantum's window, from where it starts, with DSS shares; its members (view
+    /// indices), or `None` when nobody runs.
+    fn run_window(&self, view: &View, out: &mut Decision) -> Option<Vec<usize>> {
+        let members = window(view, self.current, limit(self.k, view));
+        if members.is_empty() {
+            return None;
+        }
+        dss_shares(view, &members, view.cpus, out);
+        Some(members)
+    }
 }
 
 impl Policy for Sliding {
@@ -77,16 +88,15 @@ impl Policy for Sliding {
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
         self.current = self.start;
-        self.refit(view, out);
+        if let Some(members) = self.run_window(view, out) {
+            self.start = next_id(view, self.step.advance()(&members));
+        }
     }
 
     fn refit(&mut self, view: &View, out: &mut Decision) {
-        let members = window(view, self.current, limit(self.k, view));
-        if members.is_empty() {
-            return;
-        }
-        dss_shares(view, &members, view.cpus, out);
-        self.start = next_id(view, self.step.advance()(&members));
+        // Where the next window starts was set at the boundary: programs a refit brings into
+        // this window (one of it left) still have their own quantum next.
+        self.run_window(view, out);
     }
 
     fn time_sharing(&self) -> bool {
@@ -122,6 +132,21 @@ pub(crate) mod tests {
         d.reset(progs.len());
         policy.decide(&view, &mut d);
         d.allocations.iter().map(|a| a.granted()).collect()
+    }
+
+    /// One step of `policy` on `cpus` flat CPUs: a decision at a boundary, else a refit; the
+    /// names of the programs that run.
+    pub(crate) fn runners(policy: &mut dyn Policy, cpus: u32, progs: &[Program], boundary: bool) -> Vec<String> {
+        let t = Topology::flat(cpus);
+        let view = View { now: 0, quantum: 1, topology: &t, cpus, programs: progs };
+        let mut d = Decision::default();
+        d.reset(progs.len());
+        if boundary {
+            policy.decide(&view, &mut d);
+        } else {
+            policy.refit(&view, &mut d);
+        }
+        progs.iter().zip(&d.allocations).filter(|(_, a)| a.running).map(|(p, _)| p.name.to_string()).collect()
     }
 
     /// Runs `quanta` quanta of `spec` and returns, per quantum, the names of the running

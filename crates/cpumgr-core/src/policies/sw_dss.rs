@@ -20,7 +20,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
 
 #[cfg(test)]
 mod tests {
-    use crate::policies::sliding::tests::running;
+    use crate::policies::sliding::tests::{running, runners};
     use crate::testing::programs;
 
     #[test]
@@ -33,5 +33,19 @@ mod tests {
         assert_eq!(names(2), vec!["p1", "p4"]);
         assert_eq!(r[1], vec![("p3".to_string(), 8)]);
         assert_eq!(r[2], vec![("p1".to_string(), 4), ("p4".to_string(), 2)]);
+    }
+
+    /// A refit after a member left fills its place from the programs after the window, and the
+    /// next window still starts where the boundary put it: those programs keep their quantum.
+    #[test]
+    fn a_refit_leaves_the_next_window_where_it_was() {
+        // 2 CPUs, one each: windows {1, 2}, {3, 4}.
+        let all = programs(&[1, 1, 1, 1]);
+        let mut p = crate::policies::build("sw-dss").unwrap();
+        let mut step = |progs: &[crate::program::Program], boundary: bool| runners(p.as_mut(), 2, progs, boundary);
+        assert_eq!(step(&all, true), ["p1", "p2"]);
+        let rest = &all[1..];
+        assert_eq!(step(rest, false), ["p2", "p3"], "p1 left: p3 fills its place for the rest of the quantum");
+        assert_eq!(step(rest, true), ["p3", "p4"], "and has its own quantum next");
     }
 }

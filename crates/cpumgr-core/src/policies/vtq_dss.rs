@@ -6,7 +6,8 @@
 //! they would run next — until the gang's quantum is over.
 //!
 //! The policy asks to be called at each member's expiry through [`Decision::wake_at`]; the live
-//! manager and the simulator honour it.
+//! manager and the simulator honour it with a [`Policy::refit`]. A gang starts at a boundary
+//! ([`Policy::decide`]) only: one started between boundaries would end between them too.
 //!
 //! Good at: equal CPU time for programs of different widths under time sharing. Bad at: it stops
 //! wide programs often (more stop/continue, more cache reloads), and a program's progress per
@@ -85,10 +86,15 @@ impl Policy for VtqDss {
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
+        self.new_gang(view, out);
+        self.refit(view, out);
+    }
+
+    /// Within the quantum: the members whose own quantum has not expired run, and the
+    /// repository fills the rest; no gang starts (a gang started between boundaries would end
+    /// between them too).
+    fn refit(&mut self, view: &View, out: &mut Decision) {
         self.gang.retain(|m| view.index_of(m.id).is_some());
-        if self.gang.is_empty() || view.now >= self.gang_end {
-            self.new_gang(view, out);
-        }
         let mut free = view.cpus;
         let mut wake = self.gang_end;
         let n = view.programs.len();
@@ -170,7 +176,11 @@ mod tests {
         while now < end {
             let view = View { now, quantum, topology: &t, cpus, programs: &progs };
             d.reset(progs.len());
-            policy.decide(&view, &mut d);
+            if now.is_multiple_of(quantum) {
+                policy.decide(&view, &mut d);
+            } else {
+                policy.refit(&view, &mut d);
+            }
             assert!(d.total() <= cpus as u64);
             let next_tick = (now / quantum + 1) * quantum;
             let until = d.wake_at.map_or(next_tick, |w| w.min(next_tick));
@@ -202,7 +212,12 @@ mod tests {
         let decide_at = |p: &mut Box<dyn Policy>, now: Nanos| {
             let mut d = Decision::default();
             d.reset(3);
-            p.decide(&View { now, quantum: 100, topology: &t, cpus: 4, programs: &progs }, &mut d);
+            let view = View { now, quantum: 100, topology: &t, cpus: 4, programs: &progs };
+            if now.is_multiple_of(100) {
+                p.decide(&view, &mut d);
+            } else {
+                p.refit(&view, &mut d);
+            }
             d
         };
         let mut plain = crate::policies::build("vtq-dss:k=1.25").unwrap();
@@ -233,7 +248,7 @@ mod tests {
         p.decide(&View { now: 0, quantum: 100, topology: &t, cpus: 4, programs: &progs }, &mut d);
         let wake = d.wake_at.expect("p1 expires before the gang ends");
         d.reset(3);
-        p.decide(&View { now: wake, quantum: 100, topology: &t, cpus: 4, programs: &progs }, &mut d);
+        p.refit(&View { now: wake, quantum: 100, topology: &t, cpus: 4, programs: &progs }, &mut d);
         assert!(!d.allocations[0].running && d.allocations[1].running && d.allocations[2].running, "{d:?}");
     }
 }
