@@ -247,6 +247,10 @@ impl Policy for Disguised {
         self.0.decide(view, out)
     }
 
+    fn refit(&mut self, view: &View, out: &mut Decision) {
+        self.0.refit(view, out)
+    }
+
     fn time_sharing(&self) -> bool {
         self.0.time_sharing()
     }
