@@ -117,6 +117,16 @@ pub trait Policy: Send {
         self.decide(view, out);
     }
 
+    /// What a scheduler step calls: [`Policy::decide`] at a quantum `boundary`, else
+    /// [`Policy::refit`]. Policies override those two, not this.
+    fn decide_at(&mut self, boundary: bool, view: &View, out: &mut Decision) {
+        if boundary {
+            self.decide(view, out);
+        } else {
+            self.refit(view, out);
+        }
+    }
+
     /// Brings this policy's last decision up to date instead of deciding afresh, when the view
     /// changed only by programs leaving and `appended` programs arriving at its end: `out` holds
     /// the last decision (from [`Policy::decide`] or this method) for the programs still

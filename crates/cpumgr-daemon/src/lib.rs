@@ -242,8 +242,8 @@ fn schedule(shared: Arc<Shared>) {
         let began = Instant::now();
         // A boundary step runs at the time its boundary was due, unless it is a quantum or more
         // late (the schedule starts over from now then, below).
-        let due = (boundary && began.saturating_duration_since(next) < state.quantum()).then_some(next);
-        let survey = state.survey(boundary.then(|| due.unwrap_or(began)));
+        let late = began.saturating_duration_since(next) >= state.quantum();
+        let survey = state.survey(boundary.then_some(if late { began } else { next }));
         drop(state);
         let samples = survey.read();
         state = shared.lock();

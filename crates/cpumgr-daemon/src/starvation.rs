@@ -91,7 +91,7 @@ impl StarvationBound {
             .map(|p| self.turns.get(&p.id).map_or_else(Turn::default, |&t| Turn { in_turn: t.in_turn && !boundary, ..t }))
             .collect();
         let wants = |i: usize| programs[i].request.now > 0 && programs[i].wants() > 0;
-        let gets = |d: &Decision, i: usize| d.allocations[i].running && d.allocations[i].count > 0;
+        let gets = |d: &Decision, i: usize| d.allocations[i].granted() > 0;
         // Those in or owed the rest of a turn, then those that waited too long, longest first.
         // `waited` counted the quantum in course as waited: between boundaries it has not
         // passed yet, and only a program the last boundary could not serve is due.
@@ -111,12 +111,11 @@ impl StarvationBound {
             // a wide program needs, would wait for good).
             let mine = |j: usize| owners.is_none_or(|o| o[j] == o[i]);
             let users = (0..programs.len()).filter(|&j| mine(j)).map(|j| decision.allocations[j].granted()).sum::<u32>();
-            let own = owners.is_some() && users + cpus.saturating_sub(decision.total() as u32) >= need;
+            let own = owners.is_some() && u64::from(users) + u64::from(cpus).saturating_sub(decision.total()) >= u64::from(need);
             let waited = if owed(&turns[i]) { u32::MAX } else { turns[i].waited };
             let from = |j: usize| (!own || mine(j)) && turns[j].waited < waited;
             if take(programs, &turns, &granted, cpus, need, from, decision) {
-                decision.allocations[i].count = need;
-                decision.allocations[i].running = true;
+                decision.give(i, need);
                 granted[i] = true;
             }
         }
@@ -163,12 +162,11 @@ fn take(
     from: impl Fn(usize) -> bool,
     decision: &mut Decision,
 ) -> bool {
-    let held = |d: &Decision| d.allocations.iter().filter(|a| a.running).map(|a| a.count).sum::<u32>();
     let spare = |d: &Decision, i: usize| {
         from(i) && !granted[i] && turns[i].owed == 0 && !turns[i].in_turn && d.allocations[i].running && d.allocations[i].count > 0
     };
     let mut plan = decision.clone();
-    while cpus.saturating_sub(held(&plan)) < wanted {
+    while u64::from(cpus).saturating_sub(plan.total()) < u64::from(wanted) {
         // A program that can shrink, the largest above its minimum first.
         let shrink = (0..programs.len())
             .filter(|&i| spare(&plan, i) && programs[i].kind.rigid_procs().is_none() && plan.allocations[i].count > need(&programs[i]))

@@ -734,11 +734,7 @@ impl State {
                 }
             }
             // A kicked step re-fits the quantum; only a boundary (`walk`) turns it.
-            if walk {
-                self.policy.decide(&view, &mut decision);
-            } else {
-                self.policy.refit(&view, &mut decision);
-            }
+            self.policy.decide_at(walk, &view, &mut decision);
         }
         let oversubscribe = self.policy.oversubscribes();
         let owners: Option<Vec<u32>> =

@@ -928,11 +928,7 @@ impl Engine<'_, '_> {
             self.decision.reset(n);
             // A wake-up between boundaries decides within the quantum, as the live manager's
             // kicked steps do.
-            if regular {
-                self.policy.decide(&view, &mut self.decision);
-            } else {
-                self.policy.refit(&view, &mut self.decision);
-            }
+            self.policy.decide_at(regular, &view, &mut self.decision);
         }
         let kept = if updated { n - self.appended } else { 0 };
         // Kept in step with the list only when the policy may bring it up to date (a pass over

@@ -38,7 +38,7 @@ pub fn build(
     slots_key: &'static str,
     admit: Option<u32>,
 ) -> Result<Box<dyn Policy>, ParamError> {
-    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, admit, row: 0, next_row: 0, running: Vec::new(), rotation: Rotation::new(0), rows: Vec::new(), used: 0 }))
+    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, admit, next_row: 0, running: Vec::new(), rotation: Rotation::new(0), rows: Vec::new(), used: 0 }))
 }
 
 /// The gang scheduler.
@@ -48,8 +48,7 @@ pub struct Gang {
     slots: u32,
     fill: bool,
     admit: Option<u32>,
-    /// The row that runs this quantum, and the one the next quantum turns to.
-    row: usize,
+    /// The row the next quantum turns to (the one before it runs this quantum).
     next_row: usize,
     /// The ids of the row that runs this quantum, in id order: what a refit finds it by when
     /// the rows were packed again (a program left or changed its request).
@@ -125,16 +124,15 @@ impl Gang {
             self.next_row % rows.len()
         } else {
             // The row holding most of the quantum's runners (the first of equals), or the same
-            // place when none is left.
+            // place (the one before the next) when none is left.
             let kept = |row: &[usize]| row.iter().filter(|&&i| self.running.binary_search(&view.programs[i].id).is_ok()).count();
             let (best, n) = rows.iter().enumerate().map(|(k, row)| (k, kept(&row.1))).fold((0, 0), |a, b| if b.1 > a.1 { b } else { a });
             if n > 0 {
                 best
             } else {
-                self.row % rows.len()
+                (self.next_row + rows.len() - 1) % rows.len()
             }
         };
-        self.row = r;
         self.next_row = (r + 1) % rows.len();
         self.running.clear();
         self.running.extend(rows[r].1.iter().map(|&i| view.programs[i].id));

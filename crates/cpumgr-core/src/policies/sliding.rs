@@ -141,11 +141,7 @@ pub(crate) mod tests {
         let view = View { now: 0, quantum: 1, topology: &t, cpus, programs: progs };
         let mut d = Decision::default();
         d.reset(progs.len());
-        if boundary {
-            policy.decide(&view, &mut d);
-        } else {
-            policy.refit(&view, &mut d);
-        }
+        policy.decide_at(boundary, &view, &mut d);
         progs.iter().zip(&d.allocations).filter(|(_, a)| a.running).map(|(p, _)| p.name.to_string()).collect()
     }
 

@@ -176,11 +176,7 @@ mod tests {
         while now < end {
             let view = View { now, quantum, topology: &t, cpus, programs: &progs };
             d.reset(progs.len());
-            if now.is_multiple_of(quantum) {
-                policy.decide(&view, &mut d);
-            } else {
-                policy.refit(&view, &mut d);
-            }
+            policy.decide_at(now.is_multiple_of(quantum), &view, &mut d);
             assert!(d.total() <= cpus as u64);
             let next_tick = (now / quantum + 1) * quantum;
             let until = d.wake_at.map_or(next_tick, |w| w.min(next_tick));
@@ -213,11 +209,7 @@ mod tests {
             let mut d = Decision::default();
             d.reset(3);
             let view = View { now, quantum: 100, topology: &t, cpus: 4, programs: &progs };
-            if now.is_multiple_of(100) {
-                p.decide(&view, &mut d);
-            } else {
-                p.refit(&view, &mut d);
-            }
+            p.decide_at(now.is_multiple_of(100), &view, &mut d);
             d
         };
         let mut plain = crate::policies::build("vtq-dss:k=1.25").unwrap();
