@@ -107,6 +107,7 @@ fn every_boundary_starts_the_next_time_shared_gang() {
     let (ticks, before) = (live.status().ticks, switches());
     std::thread::sleep(Duration::from_secs(1));
     let (after, steps) = (switches(), live.status().ticks - ticks);
+    println!("{} gang switches in {steps} boundary steps", after - before);
     assert!(steps >= 5, "the boundaries came: {steps} steps in a second");
     assert!(after - before + 2 >= steps as usize, "{} switches in {steps} boundary steps", after - before);
 }
