@@ -110,8 +110,10 @@ impl StarvationBound {
             // the idle ones could serve it (else from anyone: a user holding none, or fewer than
             // a wide program needs, would wait for good).
             let mine = |j: usize| owners.is_none_or(|o| o[j] == o[i]);
-            let users = (0..programs.len()).filter(|&j| mine(j)).map(|j| decision.allocations[j].granted()).sum::<u32>();
-            let own = owners.is_some() && u64::from(users) + u64::from(cpus).saturating_sub(decision.total()) >= u64::from(need);
+            let own = owners.is_some() && {
+                let users: u64 = (0..programs.len()).filter(|&j| mine(j)).map(|j| u64::from(decision.allocations[j].granted())).sum();
+                users + u64::from(cpus).saturating_sub(decision.total()) >= u64::from(need)
+            };
             let waited = if owed(&turns[i]) { u32::MAX } else { turns[i].waited };
             let from = |j: usize| (!own || mine(j)) && turns[j].waited < waited;
             if take(programs, &turns, &granted, cpus, need, from, decision) {
@@ -280,6 +282,7 @@ mod tests {
                 *r += u32::from(a.running);
             }
         }
+        println!("quanta run of 60, A's three programs and B's: {ran:?}");
         assert!(ran[..3].iter().all(|&r| r >= 10), "each of A's programs gets turns: {ran:?}");
 
         let ps = programs(3);
