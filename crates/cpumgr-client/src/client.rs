@@ -287,6 +287,20 @@ impl Client {
         }
     }
 
+    /// Tells the manager a parallel region with `team` threads runs folded onto whatever it is
+    /// allocated (its threads wait cooperatively, so any allocation of one CPU or more runs it):
+    /// the manager gives it CPUs as the policy decides and never gangs it. Rings the doorbell
+    /// when the region was rigid before, so the CPUs the gang held go to others at once.
+    pub fn fold_region_at(&self, team: u32, now_ns: u64) {
+        if let Some(s) = self.slot() {
+            let was = s.raw_phase();
+            s.set_phase(Phase::Folding, team, now_ns);
+            if was == Phase::Parallel {
+                self.ring();
+            }
+        }
+    }
+
     /// Tells the manager the region ended and the program is serial: once that lasts a quantum, it
     /// counts as a request of one CPU until the next region.
     #[inline]

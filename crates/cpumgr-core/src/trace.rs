@@ -52,6 +52,15 @@ pub enum EventKind {
         /// Speedup against one CPU.
         speedup: f64,
     },
+    /// How a program's team runs changed (what its runtime says in its slot): `serial`,
+    /// `rigid` (a parallel team that must run whole: it spins, or is not judged yet), `folding`
+    /// (a team that folds onto whatever it is given), `idle`.
+    Team {
+        /// How it runs.
+        team: String,
+        /// Its threads (0 when it does not say).
+        threads: u32,
+    },
     /// A program ended.
     Exit {
         /// Exit status (or 128 + signal); `None` when unknown.

@@ -75,6 +75,8 @@ pub struct Entry {
     pub ticks_used: u64,
     /// What validation changed in its slot last time, to log each kind of change once.
     pub last_clamps: Vec<Clamp>,
+    /// The last parallel [`Entry::team_mode`] the trace was told (`rigid`, `folding`).
+    pub team_traced: &'static str,
 }
 
 impl Entry {
@@ -122,6 +124,7 @@ impl Entry {
             ticks_start: None,
             ticks_used: 0,
             last_clamps: Vec::new(),
+            team_traced: "",
         }
     }
 
@@ -169,6 +172,27 @@ impl Entry {
     /// Whether the program cooperates: its runtime beats in its slot.
     pub fn cooperative(&self) -> bool {
         self.segment.slot().raw_heartbeat() != 0
+    }
+
+    /// How its team runs, as its runtime says in its slot (the words of `status` and the trace's
+    /// `team` events); empty when it does not say.
+    pub fn team_mode(&self) -> &'static str {
+        if !self.cooperative() {
+            return "";
+        }
+        match self.segment.slot().raw_phase() {
+            Phase::Serial => "serial",
+            Phase::Parallel => "rigid",
+            Phase::Folding => "folding",
+            Phase::Idle => "idle",
+            Phase::Unknown => "",
+        }
+    }
+
+    /// Whether its team folds onto any allocation (its runtime says [`Phase::Folding`]): it is
+    /// given CPUs as the policy decides, never ganged, and pinned at once when it shrinks.
+    pub fn folds(&self) -> bool {
+        self.cooperative() && self.segment.slot().raw_phase() == Phase::Folding
     }
 
     /// Whether its affinity may be narrowed yet. An OpenMP runtime counts the CPUs of its initial

@@ -246,6 +246,7 @@ mod tests {
                 cpus: CpuSet::parse("1-2").unwrap(),
                 state: "running".into(),
                 threads: Some(2),
+                team: String::new(),
                 cpu_ms: 1500,
                 speedup: None,
             }],

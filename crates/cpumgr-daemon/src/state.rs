@@ -563,6 +563,7 @@ impl State {
                     cpus: e.cpus.clone(),
                     state: e.state().into(),
                     threads: e.team(n),
+                    team: e.team_mode().into(),
                     cpu_ms: e.ticks_used * 1000 / self.ticks_per_sec.max(1),
                     speedup: e.speedup.map(|s| s.speedup),
                 })
@@ -715,10 +716,21 @@ impl State {
         let mono = monotonic_ns();
         let serial_after = self.quantum.as_nanos() as u64;
         let mut inside = 0;
+        let mut teams = Vec::new();
         for e in self.entries.values_mut() {
             let before = e.ticks_used;
             e.refresh(samples.remove(&e.target), n, mono, serial_after);
             inside += e.ticks_used.saturating_sub(before);
+            // Parallel teams only: a program of short regions is serial between them many
+            // times a quantum, and the trace would say so at every step.
+            let mode = e.team_mode();
+            if matches!(mode, "rigid" | "folding") && mode != e.team_traced {
+                e.team_traced = mode;
+                teams.push((e.id, EventKind::Team { team: mode.into(), threads: e.segment.slot().raw_team() }));
+            }
+        }
+        for (id, ev) in teams {
+            self.emit(Some(id), ev);
         }
         if walk {
             self.measure_outside(inside);
@@ -760,7 +772,9 @@ impl State {
             sets.clear();
             sets.resize(programs.len(), self.managed.clone());
         } else {
-            let teams: Vec<Option<u32>> = programs.iter().map(|p| p.threads).collect();
+            // A folding team runs on whatever it is given: never squeezed.
+            let teams: Vec<Option<u32>> =
+                programs.iter().zip(self.entries.values()).map(|(p, e)| p.threads.filter(|_| !e.folds())).collect();
             squeezed = self.guard.apply(&programs, &teams, self.offered.len() as u32, &mut decision);
             self.placer.place(&self.topology, &self.offered, &programs, &decision, &mut sets);
             if let Err(e) = cpumgr_core::placer::validate(&self.offered, &decision, &sets) {
@@ -835,7 +849,7 @@ impl State {
             let shrinks = e.applied.as_ref().is_some_and(|old| !old.is_subset(&e.cpus));
             let set = if shrinks && e.cooperative() && !grace.is_zero() {
                 let since = *e.shrink_since.get_or_insert(now);
-                let shrunk = e.team(n).is_some_and(|t| t <= e.count);
+                let shrunk = e.folds() || e.team(n).is_some_and(|t| t <= e.count);
                 if shrunk || now.duration_since(since) >= grace {
                     e.shrink_since = None;
                     e.cpus.clone()

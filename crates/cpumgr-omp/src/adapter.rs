@@ -11,6 +11,8 @@ use std::time::Duration;
 use cpumgr_client::estimator::Estimator;
 use cpumgr_client::{monotonic_ns, Client, Mode};
 
+use crate::fold::{self, Verdict};
+
 
 /// The program's own team when a region names none: `omp_set_num_threads`'s last value, else the
 /// first entry of `OMP_NUM_THREADS`, else the CPUs it could use at start (libgomp's and libomp's
@@ -40,7 +42,7 @@ pub fn client() -> &'static Client {
 }
 
 /// The real `omp_get_level`, to leave nested regions alone.
-fn level() -> c_int {
+pub fn level() -> c_int {
     static F: OnceLock<Option<unsafe extern "C" fn() -> c_int>> = OnceLock::new();
     let f = F.get_or_init(|| {
         let p = next_symbol(c"omp_get_level");
@@ -88,18 +90,26 @@ const TIMED_NS: u64 = 50_000;
 /// baseline probe: shorter ones give noisy baselines, and the probe costs at most one instance.
 const PROBE_NS: u64 = 1_000_000;
 
+/// A region whose last instance took at least this long is sized to the program's whole default
+/// team, folded onto its allocation, so that it can spread out when CPUs come back without
+/// waiting for a next region that may never come; shorter ones are sized to the allocation at
+/// each fork. A region never seen before counts as long.
+const LONG_NS: u64 = 100_000_000;
+
 /// An outermost region the adapter tracks, from its fork to its join.
 #[derive(Debug, Clone, Copy)]
 pub struct Region {
     /// The region's code (the outlined body's or the fork's return address): what the estimator
-    /// groups timings by; 0 when the region is not timed.
-    key: u64,
+    /// and the fold history group instances by; 0 when unknown.
+    pub key: u64,
     /// The team it runs with.
     team: u32,
     /// When it started, `CLOCK_MONOTONIC` ns.
     start_ns: u64,
     /// Whether it is the SelfAnalyzer's baseline run (one thread) rather than the allocation.
     probe: bool,
+    /// What its key's last instance was judged (see [`fold`]).
+    pub verdict: Verdict,
 }
 
 /// Timings of the process's regions per key and team size (paper 000 §4.4's SelfAnalyzer).
@@ -115,28 +125,32 @@ fn probing() -> bool {
 }
 
 /// A region with code `key` starts with `requested` threads asked by the program's
-/// `num_threads` clause (0: no clause). Returns the team to pass to the runtime and the tracked
+/// `num_threads` clause (0: no clause). `folds` says whether the runtime's hooks can fold its
+/// team (libgomp's can: [`crate::gomp`]). Returns the team to pass to the runtime and the tracked
 /// region (to hand to [`end`]), if it is tracked.
 ///
-/// Only a region without a clause follows the allocation (capped by the program's default
-/// team); a clause is the program naming its team, which code may depend on (a hand-written
-/// barrier for exactly that many threads), so it is kept and reported as it is, as libomp does
-/// by itself (see [`crate::ompt`]). Nested regions and unmanaged clients are left alone.
+/// A clause is the program naming its team, which code may depend on (a hand-written barrier
+/// for exactly that many threads), so it is kept. Without one, a region that folds and is long
+/// (or new) gets the program's default team, folded onto the allocation; any other gets the
+/// allocation (capped by the default team). Nested regions and unmanaged clients are left alone.
 ///
 /// The SelfAnalyzer's baseline: an unmodified program never varies its own team, and a manager
 /// may never vary its allocation (a program alone under `pdpa`), so after a region key has run
 /// once for at least a millisecond on a team larger than one, its next instance runs on one thread,
 /// once. Its time against the allocation's gives the speedup that [`end`] reports.
 #[inline]
-pub fn begin(requested: u32, key: u64) -> (u32, Option<Region>) {
-    if requested > 0 {
-        return (requested, begin_fixed(requested));
-    }
+pub fn begin(requested: u32, key: u64, folds: bool) -> (u32, Option<Region>) {
     if !tracks() {
         return (requested, None);
     }
     let now = monotonic_ns();
-    let mut team = client().team_at(default_team(), || now);
+    let history = fold::history(key);
+    let verdict = if folds { history.verdict } else { Verdict::Rigid };
+    if requested > 0 {
+        return (requested, Some(start(Region { key, team: requested, start_ns: now, probe: false, verdict })));
+    }
+    let whole = verdict != Verdict::Rigid && history.took_ns.is_none_or(|t| t >= LONG_NS);
+    let mut team = if whole { default_team() } else { client().team_at(default_team(), || now) };
     let probe = team > 1
         && key != 0
         && PROBE.load(Ordering::Relaxed) == key
@@ -144,33 +158,32 @@ pub fn begin(requested: u32, key: u64) -> (u32, Option<Region>) {
     if probe {
         team = 1;
     }
-    client().begin_region_at(team, now);
-    log_team(team, probe);
-    (team, Some(Region { key, team, start_ns: now, probe }))
+    (team, Some(start(Region { key, team, start_ns: now, probe, verdict })))
 }
 
-/// A region starts with a team the adapter cannot change (a `num_threads` clause): reports it,
-/// untimed; returns the tracked region, if it is tracked.
-#[inline]
-pub fn begin_fixed(team: u32) -> Option<Region> {
-    if !tracks() {
-        return None;
+/// Tells the manager the region started: folding with its team when its key was judged so,
+/// else rigid with it.
+fn start(r: Region) -> Region {
+    if r.verdict == Verdict::Folding {
+        client().fold_region_at(r.team, r.start_ns);
+    } else {
+        client().begin_region_at(r.team, r.start_ns);
     }
-    let now = monotonic_ns();
-    client().begin_region_at(team, now);
-    log_team(team, false);
-    Some(Region { key: 0, team, start_ns: now, probe: false })
+    log(format_args!("cpumgr-omp: region team {}{}", r.team, if r.probe { " (baseline probe)" } else { "" }));
+    r
 }
 
-/// The tracked region that [`begin`] started has ended: the program is serial again, and a
-/// region long enough to time goes to the estimator.
+/// The tracked region that [`begin`] started has ended: the program is serial again, the fold
+/// history takes its length, and a region long enough to time, never folded, goes to the
+/// estimator (`folded`: whether its team ran folded at some barrier).
 #[inline]
-pub fn end(region: Option<Region>) {
+pub fn end(region: Option<Region>, folded: bool) {
     let Some(r) = region else { return };
     let now = monotonic_ns();
     client().end_region_at(now);
     let took = now.saturating_sub(r.start_ns);
-    if r.key != 0 && took >= TIMED_NS {
+    fold::ended(r.key, took);
+    if r.key != 0 && took >= TIMED_NS && !folded {
         analyze(r, took);
     }
 }
@@ -193,13 +206,25 @@ fn analyze(r: Region, took_ns: u64) {
     }
 }
 
-/// With `CPUMGR_OMP_LOG` set, prints each tracked region's team on stderr (for tests and for
-/// users who want to see the adapter work).
-fn log_team(team: u32, probe: bool) {
+/// With `CPUMGR_OMP_LOG` set, prints a line on stderr (each tracked region's team, each team's
+/// verdict: for tests and for users who want to see the adapter work).
+pub fn log(line: std::fmt::Arguments) {
     static ON: OnceLock<bool> = OnceLock::new();
     if *ON.get_or_init(|| std::env::var_os("CPUMGR_OMP_LOG").is_some()) {
-        cpumgr_client::say(format_args!("cpumgr-omp: region team {team}{}", if probe { " (baseline probe)" } else { "" }));
+        cpumgr_client::say(line);
     }
+}
+
+/// The number of threads in the calling thread's team (the real `omp_get_num_threads`).
+pub fn team_size() -> u32 {
+    static F: OnceLock<Option<unsafe extern "C" fn() -> c_int>> = OnceLock::new();
+    let f = F.get_or_init(|| {
+        let p = next_symbol(c"omp_get_num_threads");
+        // SAFETY: omp_get_num_threads has this signature in every OpenMP runtime.
+        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(p) })
+    });
+    // SAFETY: the real function, no arguments.
+    f.map_or(1, |f| unsafe { f() }).max(1) as u32
 }
 
 /// Interposed `omp_set_num_threads`: remembered as the program's default team, then passed on.

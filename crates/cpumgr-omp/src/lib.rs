@@ -20,5 +20,6 @@
 //! nothing but one line on stderr.
 
 pub mod adapter;
+pub mod fold;
 pub mod gomp;
 pub mod ompt;

@@ -104,9 +104,9 @@ unsafe extern "C" fn parallel_begin(
     let last = LAST_SET.load(Ordering::Relaxed);
     let explicit = last != 0 && requested != last && requested != adapter::default_team();
     let tracked = if explicit {
-        adapter::begin_fixed(requested)
+        adapter::begin(requested, 0, false).1
     } else {
-        let (team, tracked) = adapter::begin(0, code as usize as u64);
+        let (team, tracked) = adapter::begin(0, code as usize as u64, false);
         if tracked.is_some() && team != last {
             adapter::real_set_num_threads(team);
             LAST_SET.store(team, Ordering::Relaxed);
@@ -125,6 +125,6 @@ unsafe extern "C" fn parallel_begin(
 unsafe extern "C" fn parallel_end(region: *mut OmptData, _task: *mut OmptData, _flags: c_int, _code: *const c_void) {
     // SAFETY: the word parallel_begin wrote.
     if !region.is_null() && unsafe { (*region).value } == TRACKED {
-        adapter::end(OPEN.with(|o| o.take()));
+        adapter::end(OPEN.with(|o| o.take()), false);
     }
 }

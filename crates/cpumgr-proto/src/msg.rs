@@ -183,6 +183,11 @@ pub struct ProgramStatus {
     pub state: String,
     /// Its runnable threads, as last seen in `/proc` or reported by its runtime.
     pub threads: Option<u32>,
+    /// How its team runs, as its runtime says: `serial`, `rigid` (a parallel team run whole:
+    /// it spins, or is not judged yet), `folding` (a team that folds onto its CPUs, sleeping at
+    /// barriers when it has fewer CPUs than threads), `idle`; empty when it does not say.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub team: String,
     /// CPU time used since registration, milliseconds.
     pub cpu_ms: u64,
     /// Its newest speedup report (speedup against one CPU), when its runtime sends them.

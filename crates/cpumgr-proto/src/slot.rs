@@ -58,6 +58,11 @@ pub enum Phase {
     Parallel = 2,
     /// Nothing to do; its CPUs may go to others.
     Idle = 3,
+    /// Inside a parallel region whose team of [`ProgramFields::team`] threads folds onto whatever
+    /// it is allocated: its threads wait for each other cooperatively (one that shares a CPU with
+    /// its team sleeps at a barrier instead of spinning), so it runs on any allocation of at least
+    /// one CPU and spreads out again when CPUs come back. The manager never gangs it.
+    Folding = 4,
 }
 
 impl Phase {
@@ -67,6 +72,7 @@ impl Phase {
             1 => Phase::Serial,
             2 => Phase::Parallel,
             3 => Phase::Idle,
+            4 => Phase::Folding,
             _ => Phase::Unknown,
         }
     }
@@ -100,7 +106,7 @@ pub struct ProgramFields {
     pub request_min: AtomicU32,
     /// Most CPUs the program can use.
     pub request_max: AtomicU32,
-    /// What the program is doing: 0 unknown, 1 serial, 2 parallel, 3 idle.
+    /// What the program is doing: 0 unknown, 1 serial, 2 parallel, 3 idle, 4 folding.
     pub phase: AtomicU32,
     /// Threads the program's runtime runs now (its team); 0 when it does not say.
     pub team: AtomicU32,

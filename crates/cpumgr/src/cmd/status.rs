@@ -31,12 +31,24 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "policy {}  quantum {} ms  backend {}  cpus {}  manager pid {}  quanta {}",
         s.policy, s.quantum_ms, s.backend, s.cpus, s.pid, s.ticks
     );
-    println!("{:>4} {:>8} {:<16} {:>7} {:>5} {:<12} {:<8} {:>7} {:>10}", "id", "pid", "name", "request", "count", "cpus", "state", "threads", "cpu ms");
+    println!(
+        "{:>4} {:>8} {:<16} {:>7} {:>5} {:<12} {:<8} {:>7} {:<8} {:>10}",
+        "id", "pid", "name", "request", "count", "cpus", "state", "threads", "team", "cpu ms"
+    );
     for p in &s.programs {
         let threads = p.threads.map_or("-".to_string(), |t| t.to_string());
         println!(
-            "{:>4} {:>8} {:<16} {:>7} {:>5} {:<12} {:<8} {:>7} {:>10}",
-            p.id, p.pid, p.name, p.request, p.count, p.cpus.to_string(), p.state, threads, p.cpu_ms
+            "{:>4} {:>8} {:<16} {:>7} {:>5} {:<12} {:<8} {:>7} {:<8} {:>10}",
+            p.id,
+            p.pid,
+            p.name,
+            p.request,
+            p.count,
+            p.cpus.to_string(),
+            p.state,
+            threads,
+            if p.team.is_empty() { "-" } else { &p.team },
+            p.cpu_ms
         );
     }
     Ok(())

@@ -177,6 +177,17 @@ fn cpu_map(v: &View) -> Vec<Line<'static>> {
         .collect()
 }
 
+/// Its team's threads and how they run: `2 folded` when a folding team has fewer CPUs than
+/// threads, `2 rigid`, `serial`, or `-` when its runtime does not say.
+fn team_cell(p: &ProgramStatus) -> String {
+    match (p.team.as_str(), p.threads) {
+        ("", _) => "-".into(),
+        ("folding", Some(t)) if t > p.count => format!("{t} folded"),
+        ("folding" | "rigid", Some(t)) => format!("{t} {}", p.team),
+        (mode, _) => mode.into(),
+    }
+}
+
 fn program_table(v: &View) -> Table<'static> {
     let mut programs = v.status.programs.clone();
     v.sort.order(&mut programs);
@@ -189,6 +200,7 @@ fn program_table(v: &View) -> Table<'static> {
             p.count.to_string(),
             p.cpus.to_string(),
             p.state.clone(),
+            team_cell(&p),
             format!("{:.1}s", p.cpu_ms as f64 / 1000.0),
             p.speedup.map_or("-".into(), |s| format!("{s:.2}")),
         ])
@@ -202,10 +214,11 @@ fn program_table(v: &View) -> Table<'static> {
         Constraint::Length(5),
         Constraint::Length(9),
         Constraint::Length(7),
+        Constraint::Length(11),
         Constraint::Length(8),
         Constraint::Length(5),
     ];
-    let header = Row::new(["id", "name", "pid", "req", "alloc", "cpus", "state", "cpu time", "spdup"])
+    let header = Row::new(["id", "name", "pid", "req", "alloc", "cpus", "state", "team", "cpu time", "spdup"])
         .style(Style::new().add_modifier(Modifier::BOLD));
     Table::new(rows, widths).header(header).block(Block::bordered().title(format!(" programs, by {} ", v.sort.label())))
 }
@@ -341,6 +354,7 @@ mod tests {
             cpus,
             state: state.into(),
             threads: Some(4),
+            team: String::new(),
             cpu_ms: 1500 * id,
             speedup: (id == 1).then_some(1.75),
         }

@@ -1,0 +1,392 @@
+//! Folding: a team that follows its allocation inside one long parallel region.
+//!
+//! Real OpenMP codes open one region around their whole time loop, so a team sized at the fork
+//! stays that size for the run. Instead, the adapter lets a running team *fold*: it keeps its
+//! threads, the manager pins them to fewer CPUs than threads, and at every barrier the compiler
+//! emits (`GOMP_barrier`, the ends of `omp for` and `sections`: see [`crate::gomp`]) a thread of a
+//! folded team sleeps instead of spinning, so the thread it waits for gets the CPU at once. When
+//! CPUs come back the manager widens the affinity, the threads spread out, and waiters spin
+//! briefly again as libgomp's would.
+//!
+//! Folding keeps every semantics (the team keeps its size, so `omp_get_num_threads` and code
+//! that depends on it stay right) but is efficient only for a team that waits at the runtime's
+//! barriers: one that waits in its own loops (point-to-point flags, hand-written spin barriers)
+//! burns a time slice at every hand-over. So each team is judged by measurement:
+//! - *measuring*: reported rigid (the manager gangs it when squeezed) until [`REFERENCE`]
+//!   barrier intervals have been timed unfolded;
+//! - *folding*: reported as [`Phase::Folding`](cpumgr_proto::slot::Phase) with its reference;
+//! - *rigid*: its folded intervals, scaled to its CPUs, came out more than [`SLOWER`] times its
+//!   reference (or a barrier stayed pending that long: the [`watch`] thread), so it is reported
+//!   rigid for the rest of the region, and its region key starts rigid from then on ([`history`]).
+
+use std::cell::Cell;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
+use std::sync::{Mutex, Once};
+use std::time::Duration;
+
+use cpumgr_client::monotonic_ns;
+
+use crate::adapter;
+
+/// Unfolded barrier intervals timed before a team may fold.
+pub const REFERENCE: u64 = 16;
+
+/// A folded team whose barrier intervals, scaled by its CPUs over its threads, exceed its
+/// reference by more than this factor waits in a way folding does not serve (its own spin loops,
+/// or grains so fine that a hand-over costs more than the work): it is scheduled whole.
+pub const SLOWER: u64 = 2;
+
+/// Folded intervals averaged before a verdict.
+const JUDGED: u64 = 16;
+
+/// How long an unfolded waiter spins before it sleeps (libgomp's own spin is of this order).
+const SPIN_NS: u64 = 100_000;
+
+/// The longest sleep of a waiter before it looks at its barrier again (a safety net: every
+/// completion wakes the sleepers).
+const NAP: Duration = Duration::from_millis(100);
+
+/// How often the [`watch`] thread looks at the open team.
+const WATCH_EVERY: Duration = Duration::from_millis(10);
+
+/// Whether the program has created an explicit task: tasks complete at barriers inside libgomp,
+/// so from then on each barrier also runs libgomp's own after the cooperative one.
+pub static TASKS: AtomicBool = AtomicBool::new(false);
+
+/// What the manager is told about a team.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Verdict {
+    /// Not yet judged: rigid until it has a reference.
+    Measuring = 0,
+    /// Folds onto any allocation.
+    Folding = 1,
+    /// Waits in ways folding does not serve: rigid.
+    Rigid = 2,
+}
+
+/// One tracked region's team: its cooperative barrier and what is known of its waiting.
+#[derive(Debug)]
+pub struct Team {
+    /// The region's key (0: none), to remember its verdict.
+    key: u64,
+    /// Threads in the team (each member stores the same value as it starts).
+    size: AtomicU32,
+    /// Members arrived at the current barrier.
+    arrived: AtomicU32,
+    /// Completed barriers: the futex word waiters sleep on.
+    generation: AtomicU32,
+    /// Members asleep on `generation`.
+    sleepers: AtomicU32,
+    /// Whether the barrier that just completed also runs libgomp's (set by its last arriver).
+    also_real: AtomicBool,
+    /// When the last barrier completed (or the region started), `CLOCK_MONOTONIC` ns, and the
+    /// allocation epoch then: an interval the manager re-decided within is not timed (it may hold
+    /// a stop).
+    last_ns: AtomicU64,
+    last_epoch: AtomicU64,
+    /// Unfolded intervals: sum (ns) and count.
+    reference: (AtomicU64, AtomicU64),
+    /// Folded intervals scaled by CPUs / threads, since the last verdict: sum (ns) and count.
+    folded: (AtomicU64, AtomicU64),
+    /// Whether it ran folded at any barrier (its timing then says nothing of its speedup).
+    ever_folded: AtomicBool,
+    /// A [`Verdict`].
+    verdict: AtomicU8,
+}
+
+thread_local! {
+    /// The tracked team this thread is a member of, while it runs the region's body.
+    static MEMBER: Cell<*const Team> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The open tracked team the [`watch`] thread looks at (a `*const Team` as `usize`; 0: none).
+/// Registered by the forking thread for the region's lifetime, under the lock, so the watcher
+/// never reads a team that is gone.
+static OPEN: Mutex<usize> = Mutex::new(0);
+
+/// What the process has seen of one region key.
+#[derive(Debug, Clone, Copy)]
+pub struct History {
+    /// Its last team's verdict (measuring when none was reached).
+    pub verdict: Verdict,
+    /// How long its last instance took; `None` before any ended.
+    pub took_ns: Option<u64>,
+}
+
+/// The history of every region key seen (a handful per program).
+static HISTORY: Mutex<Vec<(u64, History)>> = Mutex::new(Vec::new());
+
+/// What is known of region `key` (nothing for key 0).
+pub fn history(key: u64) -> History {
+    let h = HISTORY.lock().unwrap_or_else(|e| e.into_inner());
+    h.iter().find(|(k, _)| *k == key && key != 0).map_or(History { verdict: Verdict::Measuring, took_ns: None }, |e| e.1)
+}
+
+fn record(key: u64, change: impl FnOnce(&mut History)) {
+    if key == 0 {
+        return;
+    }
+    let mut h = HISTORY.lock().unwrap_or_else(|e| e.into_inner());
+    let i = match h.iter().position(|(k, _)| *k == key) {
+        Some(i) => i,
+        None => {
+            h.push((key, History { verdict: Verdict::Measuring, took_ns: None }));
+            h.len() - 1
+        }
+    };
+    change(&mut h[i].1);
+}
+
+/// An instance of region `key` ended after `took_ns`.
+pub fn ended(key: u64, took_ns: u64) {
+    record(key, |h| h.took_ns = Some(took_ns));
+}
+
+/// CPUs the allocation pins the program to and the allocation's epoch; `None` unmanaged.
+fn allocated() -> Option<(u32, u64)> {
+    adapter::client().allocation().map(|a| (a.cpus.len() as u32, a.epoch))
+}
+
+impl Team {
+    /// A team about to start, with the verdict its region key had.
+    pub fn new(key: u64, verdict: Verdict) -> Team {
+        let now = monotonic_ns();
+        Team {
+            key,
+            size: AtomicU32::new(0),
+            arrived: AtomicU32::new(0),
+            generation: AtomicU32::new(0),
+            sleepers: AtomicU32::new(0),
+            also_real: AtomicBool::new(false),
+            last_ns: AtomicU64::new(now),
+            last_epoch: AtomicU64::new(allocated().map_or(0, |a| a.1)),
+            reference: (AtomicU64::new(0), AtomicU64::new(0)),
+            folded: (AtomicU64::new(0), AtomicU64::new(0)),
+            ever_folded: AtomicBool::new(false),
+            verdict: AtomicU8::new(verdict as u8),
+        }
+    }
+
+    /// Its verdict.
+    pub fn verdict(&self) -> Verdict {
+        match self.verdict.load(Ordering::Relaxed) {
+            1 => Verdict::Folding,
+            2 => Verdict::Rigid,
+            _ => Verdict::Measuring,
+        }
+    }
+
+    /// Whether it ran folded at some barrier.
+    pub fn ever_folded(&self) -> bool {
+        self.ever_folded.load(Ordering::Relaxed)
+    }
+
+    /// Registers it as the process's open team (for the watcher) until [`Team::close`].
+    pub fn open(&self) {
+        *OPEN.lock().unwrap_or_else(|e| e.into_inner()) = self as *const Team as usize;
+        static WATCHER: Once = Once::new();
+        WATCHER.call_once(|| {
+            let _ = std::thread::Builder::new().name("cpumgr-omp-watch".into()).spawn(watch);
+        });
+    }
+
+    /// Unregisters it; remembers its verdict for its region key.
+    pub fn close(&self) {
+        let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        if *open == self as *const Team as usize {
+            *open = 0;
+        }
+        drop(open);
+        let v = self.verdict();
+        if v != Verdict::Measuring {
+            record(self.key, |h| h.verdict = v);
+        }
+    }
+
+    /// Runs `body(data)` as a member of this team (every thread of the region calls it).
+    ///
+    /// # Safety
+    /// `body` is the region's outlined body and `data` its argument.
+    pub unsafe fn member(&self, body: unsafe extern "C" fn(*mut c_void), data: *mut c_void) {
+        self.size.store(adapter::team_size(), Ordering::Relaxed);
+        MEMBER.with(|m| m.set(self));
+        // SAFETY: the caller's contract.
+        unsafe { body(data) };
+        MEMBER.with(|m| m.set(std::ptr::null()));
+    }
+
+    /// The team the calling thread runs the body of, at the outermost level; `None` in nested
+    /// regions and outside tracked ones.
+    pub fn current() -> Option<&'static Team> {
+        let p = MEMBER.with(|m| m.get());
+        // SAFETY: MEMBER points at the team whose body this thread is running; the team outlives
+        // the body (it lives in the forking call, which returns after the join).
+        (!p.is_null() && adapter::level() == 1).then(|| unsafe { &*p })
+    }
+
+    /// A team barrier: every member waits until all have arrived, sleeping when the team is
+    /// folded. Then, once the program has created tasks, `real` (libgomp's own barrier, where
+    /// they complete), called by every member or by none.
+    pub fn barrier(&self, real: impl FnOnce()) {
+        let size = self.size.load(Ordering::Relaxed);
+        if size > 1 {
+            let generation = self.generation.load(Ordering::Acquire);
+            let alloc = allocated();
+            if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == size {
+                self.complete(size, alloc);
+                self.arrived.store(0, Ordering::Relaxed);
+                self.generation.store(generation.wrapping_add(1), Ordering::SeqCst);
+                if self.sleepers.load(Ordering::SeqCst) > 0 {
+                    futex_wake_all(&self.generation);
+                }
+            } else {
+                self.wait(generation, size, alloc);
+            }
+        }
+        if size <= 1 || self.also_real.load(Ordering::Acquire) {
+            real();
+        }
+    }
+
+    /// Waits for the barrier of `generation` to complete: at once asleep when folded, else after
+    /// a short spin (rechecking the allocation, which may fold the team meanwhile).
+    fn wait(&self, generation: u32, size: u32, alloc: Option<(u32, u64)>) {
+        let mut folded = alloc.is_some_and(|(cpus, _)| cpus < size);
+        let start = if folded { 0 } else { monotonic_ns() };
+        let mut spins = 0u32;
+        while self.generation.load(Ordering::Acquire) == generation {
+            if !folded {
+                spins += 1;
+                std::hint::spin_loop();
+                if spins % 256 != 0 {
+                    continue;
+                }
+                folded = allocated().is_some_and(|(cpus, _)| cpus < size);
+                if !folded && monotonic_ns().saturating_sub(start) < SPIN_NS {
+                    continue;
+                }
+            }
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            if self.generation.load(Ordering::SeqCst) == generation {
+                futex_wait(&self.generation, generation, NAP);
+            }
+            self.sleepers.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The last arriver's bookkeeping: times the interval since the last barrier, judges the
+    /// team, and says whether members also run libgomp's barrier.
+    fn complete(&self, size: u32, alloc: Option<(u32, u64)>) {
+        self.also_real.store(TASKS.load(Ordering::SeqCst), Ordering::Release);
+        let now = monotonic_ns();
+        let took = now.saturating_sub(self.last_ns.swap(now, Ordering::Relaxed));
+        let Some((cpus, epoch)) = alloc else { return };
+        let same = self.last_epoch.swap(epoch, Ordering::Relaxed) == epoch;
+        let folded = cpus < size;
+        if folded {
+            self.ever_folded.store(true, Ordering::Relaxed);
+        }
+        if !same || cpus == 0 {
+            return;
+        }
+        let add = |(sum, n): &(AtomicU64, AtomicU64), v: u64| {
+            sum.fetch_add(v, Ordering::Relaxed);
+            n.fetch_add(1, Ordering::Relaxed) + 1
+        };
+        match (self.verdict(), folded) {
+            (Verdict::Measuring, false) => {
+                if add(&self.reference, took) >= REFERENCE {
+                    self.judge(Verdict::Folding, size, now, format_args!(""));
+                }
+            }
+            (Verdict::Folding, false) => {
+                add(&self.reference, took);
+            }
+            (Verdict::Folding, true) => {
+                if add(&self.folded, took * cpus as u64 / size as u64) >= JUDGED {
+                    let (sum, n) = (self.folded.0.swap(0, Ordering::Relaxed), self.folded.1.swap(0, Ordering::Relaxed));
+                    let mean = sum / n.max(1);
+                    if mean > SLOWER * self.reference_ns() {
+                        self.judge(Verdict::Rigid, size, now, format_args!(", {} us folded per CPU", mean / 1000));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The mean unfolded barrier interval, ns (0 before any).
+    fn reference_ns(&self) -> u64 {
+        self.reference.0.load(Ordering::Relaxed) / self.reference.1.load(Ordering::Relaxed).max(1)
+    }
+
+    /// Takes `v` as the team's verdict and tells the manager.
+    fn judge(&self, v: Verdict, size: u32, now: u64, why: std::fmt::Arguments) {
+        self.verdict.store(v as u8, Ordering::Relaxed);
+        let client = adapter::client();
+        match v {
+            Verdict::Folding => client.fold_region_at(size, now),
+            _ => client.begin_region_at(size, now),
+        }
+        adapter::log(format_args!(
+            "cpumgr-omp: team of {size} {} (a barrier every {} us unfolded{why})",
+            if v == Verdict::Folding { "folds" } else { "is rigid" },
+            self.reference_ns() / 1000
+        ));
+    }
+}
+
+/// The watcher: a folding team whose current barrier has stayed pending far longer than folding
+/// explains (every member spins in its own loops, none reaches a barrier) is judged rigid. Only
+/// time the watcher itself ran counts: a tick that took much longer than asked means the process
+/// was stopped (a gang's other quanta) or starved, which says nothing of how it waits.
+fn watch() {
+    let mut seen = (0usize, 0u32);
+    let mut pending = 0u64;
+    let mut last = monotonic_ns();
+    loop {
+        std::thread::sleep(WATCH_EVERY);
+        let now = monotonic_ns();
+        let tick = now.saturating_sub(last);
+        last = now;
+        let open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+        if *open == 0 {
+            continue;
+        }
+        // SAFETY: registered teams stay alive until they unregister under this lock.
+        let team = unsafe { &*(*open as *const Team) };
+        let size = team.size.load(Ordering::Relaxed);
+        let generation = team.generation.load(Ordering::Relaxed);
+        let folded = allocated().filter(|&(c, _)| c > 0 && c < size);
+        if seen != (*open, generation) || team.verdict() != Verdict::Folding || folded.is_none() {
+            seen = (*open, generation);
+            pending = 0;
+            continue;
+        }
+        if tick < 2 * WATCH_EVERY.as_nanos() as u64 {
+            pending += tick;
+        }
+        let cpus = folded.map_or(1, |(c, _)| c) as u64;
+        let limit = (4 * SLOWER * team.reference_ns() * size as u64 / cpus).max(50_000_000);
+        if pending > limit {
+            team.judge(Verdict::Rigid, size, now, format_args!(", one pending {} ms folded", pending / 1_000_000));
+        }
+    }
+}
+
+fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
+    let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+    // SAFETY: FUTEX_WAIT on a live, aligned u32 with a valid timeout; spurious returns are fine.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, expected, &ts as *const libc::timespec);
+    }
+}
+
+fn futex_wake_all(word: &AtomicU32) {
+    // SAFETY: FUTEX_WAKE on a live, aligned u32.
+    unsafe {
+        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX);
+    }
+}
