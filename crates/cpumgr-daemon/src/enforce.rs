@@ -99,15 +99,15 @@ impl Backend {
     /// Leaves program `id` as if no manager had touched it: out of any cgroup of the manager's,
     /// continued, every thread's affinity back to `wide`. A program the manager never confined
     /// (`confined` false: it only waited, stopped, or was still in its start-up grace) is only
-    /// continued: finding a process group's threads walks all of `/proc`, which under a churn of
+    /// continued, with `strays`, its processes outside its group at its last scan,: finding a process group's threads walks all of `/proc`, which under a churn of
     /// short registrations was most of an unregistration's cost.
-    pub fn release(&mut self, id: ProgramId, target: Target, wide: &CpuSet, confined: bool) {
+    pub fn release(&mut self, id: ProgramId, target: Target, wide: &CpuSet, confined: bool, strays: &[i32]) {
         if let Backend::Cpuset(c) = self {
             c.release(id);
         }
         if confined {
-            release(target, wide);
-        } else if let Err(e) = cont(target) {
+            release(target, wide, strays);
+        } else if let Err(e) = cont(target, strays) {
             tracing::warn!(?target, "cannot continue: {e}");
         }
     }
@@ -165,30 +165,45 @@ pub fn signal(target: Target, sig: Signal) -> io::Result<()> {
     }
 }
 
-/// Stops a program (every process of its group).
-pub fn stop(target: Target) -> io::Result<()> {
-    signal(target, Signal::SIGSTOP)
+/// Sends `sig` to a program: its group (or its one process), and `strays`, its processes outside
+/// the group (see [`procfs::Sample::strays`]).
+pub fn signal_all(target: Target, strays: &[i32], sig: Signal) -> io::Result<()> {
+    let r = signal(target, sig);
+    for &p in strays {
+        match kill(Pid::from_raw(p), sig) {
+            Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
+            Err(e) => tracing::warn!(pid = p, "cannot signal a process of {target:?}: {e}"),
+        }
+    }
+    r
 }
 
-/// Continues a program.
-pub fn cont(target: Target) -> io::Result<()> {
-    signal(target, Signal::SIGCONT)
+/// Stops a program: every process of its group, and its `strays`.
+pub fn stop(target: Target, strays: &[i32]) -> io::Result<()> {
+    signal_all(target, strays, Signal::SIGSTOP)
+}
+
+/// Continues a program: every process of its group, and its `strays`.
+pub fn cont(target: Target, strays: &[i32]) -> io::Result<()> {
+    signal_all(target, strays, Signal::SIGCONT)
 }
 
 /// Leaves a program as if no manager had touched it: continued, out of any manager's cpuset
-/// cgroup (one a manager that died left it in), and every thread's affinity set back to `wide`.
-/// Safe to call on a program that is gone or was never touched.
-pub fn release(target: Target, wide: &CpuSet) {
-    if let Err(e) = cont(target) {
+/// cgroup (one a manager that died left it in), and every thread's affinity set back to `wide`:
+/// its group, the descendants a fresh scan finds outside it, and `known`, the strays it had at
+/// its last scan (orphans whose launcher died). Safe to call on a program that is gone or was
+/// never touched.
+pub fn release(target: Target, wide: &CpuSet, known: &[i32]) {
+    let mut s = procfs::scan(&[target]).remove(&target).unwrap_or_default();
+    procfs::add_known(&mut s, known);
+    if let Err(e) = cont(target, &s.strays) {
         tracing::warn!(?target, "cannot continue: {e}");
     }
-    if let Some(s) = procfs::scan(&[target]).remove(&target) {
-        for &pid in &s.pids {
-            cpuset::escape(pid);
-        }
-        let failed = pin(&s.tids, wide);
-        if failed > 0 {
-            tracing::warn!(?target, failed, "cannot widen the affinity of some threads");
-        }
+    for &pid in &s.pids {
+        cpuset::escape(pid);
+    }
+    let failed = pin(&s.tids, wide);
+    if failed > 0 {
+        tracing::warn!(?target, failed, "cannot widen the affinity of some threads");
     }
 }

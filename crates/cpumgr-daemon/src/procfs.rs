@@ -79,6 +79,9 @@ pub struct Sample {
     pub runnable: u32,
     /// Threads in state `T` (stopped).
     pub stopped: u32,
+    /// Its processes outside its group (also in `pids`): descendants that made groups or sessions
+    /// of their own, as MPI launchers' proxies and ranks do. Signals to the group miss them.
+    pub strays: Vec<i32>,
     /// CPU time of its live processes, clock ticks.
     pub ticks: u64,
 }
@@ -119,7 +122,49 @@ pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
         };
         add_process(out.entry(target).or_default(), pid, &stat);
     }
+    for (target, s) in out.iter_mut() {
+        if let Target::Group(g) = target {
+            add_descendants(s, *g);
+        }
+    }
     out
+}
+
+/// Adds to `s`, a sample of group `group`, the descendants of its processes that left the group
+/// (transitively), from each process's list of children (its main thread's: launchers fork from
+/// it). A program's processes are its group and everything it started, whatever groups and
+/// sessions those make.
+fn add_descendants(s: &mut Sample, group: i32) {
+    let mut i = 0;
+    while i < s.pids.len() {
+        let pid = s.pids[i];
+        i += 1;
+        let Some(children) = read_proc(&format!("/proc/{pid}/task/{pid}/children")) else { continue };
+        for child in children.split_ascii_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+            if s.pids.contains(&child) {
+                continue;
+            }
+            // One in the group that the walk did not see yet started since: the next scan finds it.
+            if let Some(stat) = read_stat(child).filter(|st| st.pgrp != group) {
+                s.strays.push(child);
+                add_process(s, child, &stat);
+            }
+        }
+    }
+}
+
+/// Adds to `s` the processes of `known` that are still alive and not in it: strays a program had
+/// at its last scan whose launcher has died since (orphans leave its tree, not its care).
+pub fn add_known(s: &mut Sample, known: &[i32]) {
+    for &pid in known {
+        if s.pids.contains(&pid) {
+            continue;
+        }
+        if let Some(stat) = read_stat(pid) {
+            s.strays.push(pid);
+            add_process(s, pid, &stat);
+        }
+    }
 }
 
 /// Samples only the leading process of each of `targets` (the group leader, or the process): a

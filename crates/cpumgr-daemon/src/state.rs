@@ -584,7 +584,7 @@ impl State {
             }
         }
         self.exits.forget(e.pidfd.as_fd());
-        self.backend.release(e.id, e.target, &e.original, e.applied.is_some());
+        self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.sample.strays);
         tracing::info!(id = id.0, pid = e.pid, "program gone; CPUs {} reclaimed", e.cpus);
         self.policy.on_exit(id);
         self.worklist.remove(id);
@@ -623,7 +623,7 @@ impl State {
             // A supervisor released its program before coming back, but a program's own client
             // (rejoin) may have sent this while a step stopped it: continue it, or no step would.
             if e.stopped {
-                let _ = enforce::cont(e.target);
+                let _ = enforce::cont(e.target, &e.sample.strays);
             }
             e.stopped = false;
             e.applied = None;
@@ -644,7 +644,7 @@ impl State {
     /// Releases every program: continued, affinity widened back. The manager's last act.
     pub fn release_all(&mut self) {
         for e in self.entries.values_mut() {
-            self.backend.release(e.id, e.target, &e.original, e.applied.is_some());
+            self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.sample.strays);
             e.stopped = false;
             e.applied = None;
             e.segment.slot().beat(monotonic_ns(), 0);
@@ -809,7 +809,7 @@ impl State {
         if oversubscribe {
             for e in self.entries.values_mut() {
                 if e.stopped || e.applied.is_some() {
-                    self.backend.release(e.id, e.target, &e.original, e.applied.is_some());
+                    self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.sample.strays);
                     e.stopped = false;
                     e.applied = None;
                 }
@@ -836,7 +836,7 @@ impl State {
         // A program that gave every CPU back itself (request 0: its runtime is idle) is not
         // stopped: it could never ask again. It keeps the CPUs it last had until it does.
         for e in self.entries.values_mut().filter(|e| !e.running && !e.stopped && e.request.now > 0) {
-            match enforce::stop(e.target) {
+            match enforce::stop(e.target, &e.sample.strays) {
                 Ok(()) => e.stopped = true,
                 Err(err) => tracing::warn!(id = e.id.0, "cannot stop: {err}"),
             }
@@ -867,7 +867,7 @@ impl State {
             e.applied = Some(set);
         }
         for e in self.entries.values_mut().filter(|e| e.running && e.stopped) {
-            match enforce::cont(e.target) {
+            match enforce::cont(e.target, &e.sample.strays) {
                 Ok(()) => e.stopped = false,
                 Err(err) => tracing::warn!(id = e.id.0, "cannot continue: {err}"),
             }

@@ -129,7 +129,7 @@ fn a_dead_managers_cgroups_are_escaped_by_supervisors_and_removed_by_the_next_ma
     std::mem::forget(dead);
     assert_eq!(affinity(pid), CpuSet::parse("1").unwrap());
     // Its supervisor releases the program: out of the dead manager's cgroup, widened back.
-    enforce::release(Target::Group(pid), &wide);
+    enforce::release(Target::Group(pid), &wide, &[]);
     assert_eq!(cgroup_of(pid), home);
     assert_eq!(affinity(pid), wide);
     assert!(dead_dir.exists(), "a live process's manager directory is not stale");

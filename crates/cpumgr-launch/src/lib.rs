@@ -6,6 +6,7 @@
 
 pub mod adapter;
 pub mod metrics;
+pub mod mpi;
 pub mod runner;
 pub mod workload;
 

@@ -248,9 +248,17 @@ impl Workload {
             if j.repeat == 0 {
                 return Err(bad("repeat", "must be at least 1".into()));
             }
-            let kind = j.kind.clone().unwrap_or_else(|| if j.procs.is_some() { "rigid".into() } else { "malleable".into() });
+            // An MPI launcher's job is rigid with its ranks unless the file says otherwise.
+            let ranks = if j.kind.is_none() && j.procs.is_none() {
+                crate::mpi::ranks(&j.command.iter().map(|c| expand.apply(c)).collect::<Vec<_>>())
+            } else {
+                None
+            };
+            let kind = j.kind.clone().unwrap_or_else(|| {
+                if j.procs.is_some() || ranks.is_some() { "rigid".into() } else { "malleable".into() }
+            });
             let procs = match &j.procs {
-                None => None,
+                None => ranks,
                 Some(c) => Some(c.value(expand).ok_or_else(|| bad("procs", format!("{} is not a count >= 1", c.written())))?),
             };
             match (kind.as_str(), procs) {

@@ -18,7 +18,7 @@ use std::process::Command;
 use clap::Parser;
 use cpumgr_daemon::enforce;
 use cpumgr_daemon::procfs::Target;
-use cpumgr_launch::adapter;
+use cpumgr_launch::{adapter, mpi};
 
 use super::daemon;
 use super::session::{ProgramArgs, Session};
@@ -82,15 +82,23 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let mut child = cmd.spawn().map_err(|e| InputError::new(format!("{}: {e}", args.cmd[0])))?;
     let pid = child.id() as i32;
     let target = Target::Group(pid);
-    if let Err(message) = session.register(args.program.registration(pid, &args.cmd.join(" "))) {
+    let mut reg = args.program.registration(pid, &args.cmd.join(" "));
+    if args.program.says_nothing_of_size() {
+        if let Some(n) = mpi::ranks(&args.cmd) {
+            tracing::info!("{} starts {n} MPI ranks: registered as a rigid team of {n}", args.cmd[0]);
+            reg.rigid = Some(n);
+        }
+    }
+    if let Err(message) = session.register(reg) {
         tracing::warn!("not registered, running unmanaged: {message}");
     }
     let status = loop {
         while let Some(sig) = session.take_signal() {
             let _ = enforce::signal(target, sig);
-            // A program the manager holds stopped must see the signal now.
+            // A program the manager holds stopped must see the signal now, in every process.
             session.unregister();
-            let _ = enforce::cont(target);
+            let strays = cpumgr_daemon::procfs::scan(&[target]).remove(&target).map(|s| s.strays).unwrap_or_default();
+            let _ = enforce::cont(target, &strays);
         }
         if let Some(st) = child.try_wait()? {
             break st;

@@ -76,6 +76,12 @@ impl ProgramArgs {
         Ok(())
     }
 
+    /// Whether no option sizes the program (`--request`, `--min`, `--max`, `--rigid`), so what
+    /// its command shows (an MPI launcher's rank count) may.
+    pub fn says_nothing_of_size(&self) -> bool {
+        self.request.is_none() && self.min.is_none() && self.max.is_none() && self.rigid.is_none()
+    }
+
     /// The registration of process `pid`, named `default_name` unless `--name` says otherwise.
     pub fn registration(&self, pid: i32, default_name: &str) -> Registration {
         Registration {
@@ -225,7 +231,7 @@ impl Session {
         let frozen = lease != 0 && monotonic_ns() > lease.saturating_add(FROZEN_AFTER.as_nanos() as u64);
         if frozen && !self.frozen {
             tracing::warn!("the manager has not renewed the program's lease for {FROZEN_AFTER:?} (stopped or hung); releasing the program until it does");
-            enforce::release(target, original);
+            enforce::release(target, original, &[]);
         } else if !frozen && self.frozen {
             tracing::warn!("the manager renews the program's lease again");
         }
@@ -244,7 +250,7 @@ impl Session {
         // The only message the manager ever sends unasked is its end (EOF).
         if fds[0].revents().is_some_and(|r| !r.is_empty()) {
             tracing::warn!("the manager is gone; releasing the program");
-            enforce::release(target, original);
+            enforce::release(target, original, &[]);
             self.link = None;
             self.id = None;
             self.retry_at = Instant::now();
