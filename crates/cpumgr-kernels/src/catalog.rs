@@ -77,6 +77,12 @@ pub const KERNELS: &[Kernel] = &[
         bench_args: &["-n", "1048576", "-iters", "8000"],
         rigid: true,
     },
+    Kernel {
+        name: "constructs",
+        models: "one long region holding every construct (reductions, single, critical, ordered, tasks, sections), then nesting, cancellation and a hand-written spin barrier, checksummed",
+        bench_args: &["-steps", "2000"],
+        rigid: false,
+    },
 ];
 
 /// The kernel named `name`, if there is one.

@@ -12,11 +12,11 @@
 //! that depends on it stay right) but is efficient only for a team that waits at the runtime's
 //! barriers: one that waits in its own loops (point-to-point flags, hand-written spin barriers)
 //! burns a time slice at every hand-over. So each team is judged by measurement:
-//! - *measuring*: reported rigid (the manager gangs it when squeezed) until [`REFERENCE`]
+//! - *measuring*: reported rigid (the manager gangs it when squeezed) until [`WINDOW`]
 //!   barrier intervals have been timed unfolded;
 //! - *folding*: reported as [`Phase::Folding`](cpumgr_proto::slot::Phase) with its reference;
-//! - *rigid*: its folded intervals, scaled to its CPUs, came out more than [`SLOWER`] times its
-//!   reference (or a barrier stayed pending that long: the [`watch`] thread), so it is reported
+//! - *rigid*: its folded intervals, scaled to its CPUs, came out more than [`SLOWER_TENTHS`]
+//!   tenths of its reference (or a barrier stayed pending far longer: the [`watch`] thread), so it is reported
 //!   rigid for the rest of the region, and its region key starts rigid from then on ([`history`]).
 
 use std::cell::Cell;
@@ -29,16 +29,17 @@ use cpumgr_client::monotonic_ns;
 
 use crate::adapter;
 
-/// Unfolded barrier intervals timed before a team may fold.
-pub const REFERENCE: u64 = 16;
+/// Unfolded barrier intervals timed before a team may fold, and folded ones between verdicts:
+/// each judgement takes the median of this many (a migration or a cold cache right after the
+/// CPUs change makes a few intervals long, not the median).
+pub const WINDOW: usize = 16;
 
-/// A folded team whose barrier intervals, scaled by its CPUs over its threads, exceed its
-/// reference by more than this factor waits in a way folding does not serve (its own spin loops,
-/// or grains so fine that a hand-over costs more than the work): it is scheduled whole.
-pub const SLOWER: u64 = 2;
-
-/// Folded intervals averaged before a verdict.
-const JUDGED: u64 = 16;
+/// A folded team whose median barrier interval, scaled by its CPUs over its threads, exceeds its
+/// unfolded median by more than this factor (in tenths) waits in a way folding does not serve:
+/// its own spin loops, or grains so fine that the hand-overs cost more than the work. It then
+/// makes more progress run whole for a share of the time (a gang) than folded all the time: the
+/// break-even is 1, and the margin pays for the gang's switches.
+pub const SLOWER_TENTHS: u64 = 15;
 
 /// How long an unfolded waiter spins before it sleeps (libgomp's own spin is of this order).
 const SPIN_NS: u64 = 100_000;
@@ -86,14 +87,40 @@ pub struct Team {
     /// a stop).
     last_ns: AtomicU64,
     last_epoch: AtomicU64,
-    /// Unfolded intervals: sum (ns) and count.
-    reference: (AtomicU64, AtomicU64),
-    /// Folded intervals scaled by CPUs / threads, since the last verdict: sum (ns) and count.
-    folded: (AtomicU64, AtomicU64),
+    /// The latest unfolded intervals, ns.
+    reference: Window,
+    /// The latest folded intervals scaled by CPUs / threads, ns.
+    folded: Window,
     /// Whether it ran folded at any barrier (its timing then says nothing of its speedup).
     ever_folded: AtomicBool,
     /// A [`Verdict`].
     verdict: AtomicU8,
+}
+
+/// The latest [`WINDOW`] values of a series, written by one thread at a time (a barrier's last
+/// arriver) and read by any.
+#[derive(Debug, Default)]
+struct Window {
+    values: [AtomicU64; WINDOW],
+    count: AtomicU64,
+}
+
+impl Window {
+    /// Adds `v`; returns how many values were ever added.
+    fn push(&self, v: u64) -> u64 {
+        let n = self.count.load(Ordering::Relaxed);
+        self.values[n as usize % WINDOW].store(v, Ordering::Relaxed);
+        self.count.store(n + 1, Ordering::Relaxed);
+        n + 1
+    }
+
+    /// The median of the values held (0 before any).
+    fn median(&self) -> u64 {
+        let n = (self.count.load(Ordering::Relaxed) as usize).min(WINDOW);
+        let mut v: Vec<u64> = self.values[..n].iter().map(|x| x.load(Ordering::Relaxed)).collect();
+        v.sort_unstable();
+        v.get(n / 2).copied().unwrap_or(0)
+    }
 }
 
 thread_local! {
@@ -162,8 +189,8 @@ impl Team {
             also_real: AtomicBool::new(false),
             last_ns: AtomicU64::new(now),
             last_epoch: AtomicU64::new(allocated().map_or(0, |a| a.1)),
-            reference: (AtomicU64::new(0), AtomicU64::new(0)),
-            folded: (AtomicU64::new(0), AtomicU64::new(0)),
+            reference: Window::default(),
+            folded: Window::default(),
             ever_folded: AtomicBool::new(false),
             verdict: AtomicU8::new(verdict as u8),
         }
@@ -291,25 +318,20 @@ impl Team {
         if !same || cpus == 0 {
             return;
         }
-        let add = |(sum, n): &(AtomicU64, AtomicU64), v: u64| {
-            sum.fetch_add(v, Ordering::Relaxed);
-            n.fetch_add(1, Ordering::Relaxed) + 1
-        };
         match (self.verdict(), folded) {
             (Verdict::Measuring, false) => {
-                if add(&self.reference, took) >= REFERENCE {
+                if self.reference.push(took) >= WINDOW as u64 {
                     self.judge(Verdict::Folding, size, now, format_args!(""));
                 }
             }
             (Verdict::Folding, false) => {
-                add(&self.reference, took);
+                self.reference.push(took);
             }
             (Verdict::Folding, true) => {
-                if add(&self.folded, took * cpus as u64 / size as u64) >= JUDGED {
-                    let (sum, n) = (self.folded.0.swap(0, Ordering::Relaxed), self.folded.1.swap(0, Ordering::Relaxed));
-                    let mean = sum / n.max(1);
-                    if mean > SLOWER * self.reference_ns() {
-                        self.judge(Verdict::Rigid, size, now, format_args!(", {} us folded per CPU", mean / 1000));
+                if self.folded.push(took * cpus as u64 / size as u64) % WINDOW as u64 == 0 {
+                    let folded = self.folded.median();
+                    if folded * 10 > SLOWER_TENTHS * self.reference_ns() {
+                        self.judge(Verdict::Rigid, size, now, format_args!(", {} us folded per CPU", folded / 1000));
                     }
                 }
             }
@@ -317,9 +339,9 @@ impl Team {
         }
     }
 
-    /// The mean unfolded barrier interval, ns (0 before any).
+    /// The median unfolded barrier interval, ns (0 before any).
     fn reference_ns(&self) -> u64 {
-        self.reference.0.load(Ordering::Relaxed) / self.reference.1.load(Ordering::Relaxed).max(1)
+        self.reference.median()
     }
 
     /// Takes `v` as the team's verdict and tells the manager.
@@ -369,7 +391,7 @@ fn watch() {
             pending += tick;
         }
         let cpus = folded.map_or(1, |(c, _)| c) as u64;
-        let limit = (4 * SLOWER * team.reference_ns() * size as u64 / cpus).max(50_000_000);
+        let limit = (8 * team.reference_ns() * size as u64 / cpus).max(50_000_000);
         if pending > limit {
             team.judge(Verdict::Rigid, size, now, format_args!(", one pending {} ms folded", pending / 1_000_000));
         }

@@ -10,42 +10,8 @@ mod common;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::OnceLock;
 
 use common::*;
-
-/// The kernels built once per compiler for this test binary.
-fn kernels(cc: &str) -> PathBuf {
-    static DIRS: OnceLock<std::sync::Mutex<Vec<(String, tempfile::TempDir)>>> = OnceLock::new();
-    let dirs = DIRS.get_or_init(Default::default);
-    // A test whose compiler failed panicked with the lock held: the others still build theirs.
-    let mut dirs = dirs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, d)) = dirs.iter().find(|(c, _)| c == cc) {
-        return d.path().to_path_buf();
-    }
-    let d = tempfile::tempdir().unwrap();
-    cpumgr_kernels::build(d.path(), cc).unwrap_or_else(|e| panic!("building the kernels with {cc}: {e}"));
-    let p = d.path().to_path_buf();
-    dirs.push((cc.to_string(), d));
-    p
-}
-
-/// Whether clang with LLVM libomp is unusable here (probed once per test binary), said on
-/// stderr past the harness's capture as the kernels' own tests say it: the README's machine
-/// needs only gcc; CI installs clang and libomp, and runs these tests.
-fn clang_missing(test: &str) -> bool {
-    static WHY: OnceLock<Option<String>> = OnceLock::new();
-    let why = WHY.get_or_init(|| cpumgr_kernels::openmp_unusable(tempfile::tempdir().unwrap().path(), "clang"));
-    if let Some(why) = why {
-        let _ = writeln!(std::io::stderr(), "{test}: SKIPPED, {why} (apt-get install clang libomp-dev)");
-    }
-    why.is_some()
-}
-
-fn adapter_is_built() {
-    let lib = Path::new(BIN).with_file_name("libcpumgr_omp.so");
-    assert!(lib.is_file(), "{} is missing: run `cargo build --workspace` before the tests", lib.display());
-}
 
 /// The team of every region logged so far in `log`.
 fn teams(log: &Path) -> Vec<u32> {
@@ -381,18 +347,6 @@ impl Drop for OneCpu {
             let _ = r.wait();
         }
     }
-}
-
-/// `Cpus_allowed_list` of every thread of `pid`.
-fn thread_cpus(pid: i32) -> Vec<cpumgr_core::CpuSet> {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
-    tasks
-        .flatten()
-        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
-        .filter_map(|s| {
-            s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|v| cpumgr_core::CpuSet::parse(v.trim()).ok())
-        })
-        .collect()
 }
 
 /// `rigid` keeps 3 spinning threads whatever it is allocated (its `num_threads(3)` clause), on

@@ -3,7 +3,9 @@
 //! expected state, so a noisy machine slows the tests down but does not fail them.
 #![allow(dead_code)] // each test file uses its own part of these helpers
 
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -35,12 +37,14 @@ impl Daemon {
         Daemon::start_with(policy, &[])
     }
 
-    /// A manager with `extra` daemon flags after the usual ones.
+    /// A manager with `extra` daemon flags after the usual ones (CPUs 0-1 unless they name
+    /// `--cpus`).
     pub fn start_with(policy: &str, extra: &[&str]) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("cpumgr.sock");
         let child = Command::new(BIN)
-            .args(["daemon", "--policy", policy, "--quantum", "50ms", "--cpus", "0-1"])
+            .args(["daemon", "--policy", policy, "--quantum", "50ms"])
+            .args(if extra.contains(&"--cpus") { &[][..] } else { &["--cpus", "0-1"][..] })
             .args(extra)
             .env("CPUMGR_SOCKET", &socket)
             .stderr(Stdio::null())
@@ -155,3 +159,49 @@ pub fn gone(pid: i32) -> bool {
     }
 }
 
+
+/// The kernels built once per compiler for this test binary.
+pub fn kernels(cc: &str) -> PathBuf {
+    static DIRS: OnceLock<std::sync::Mutex<Vec<(String, tempfile::TempDir)>>> = OnceLock::new();
+    let dirs = DIRS.get_or_init(Default::default);
+    // A test whose compiler failed panicked with the lock held: the others still build theirs.
+    let mut dirs = dirs.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, d)) = dirs.iter().find(|(c, _)| c == cc) {
+        return d.path().to_path_buf();
+    }
+    let d = tempfile::tempdir().unwrap();
+    cpumgr_kernels::build(d.path(), cc).unwrap_or_else(|e| panic!("building the kernels with {cc}: {e}"));
+    let p = d.path().to_path_buf();
+    dirs.push((cc.to_string(), d));
+    p
+}
+
+/// Whether clang with LLVM libomp is unusable here (probed once per test binary), said on
+/// stderr past the harness's capture as the kernels' own tests say it: the README's machine
+/// needs only gcc; CI installs clang and libomp, and runs these tests.
+pub fn clang_missing(test: &str) -> bool {
+    static WHY: OnceLock<Option<String>> = OnceLock::new();
+    let why = WHY.get_or_init(|| cpumgr_kernels::openmp_unusable(tempfile::tempdir().unwrap().path(), "clang"));
+    if let Some(why) = why {
+        let _ = writeln!(std::io::stderr(), "{test}: SKIPPED, {why} (apt-get install clang libomp-dev)");
+    }
+    why.is_some()
+}
+
+/// Fails unless the OpenMP adapter was built beside the `cpumgr` binary.
+pub fn adapter_is_built() {
+    let lib = Path::new(BIN).with_file_name("libcpumgr_omp.so");
+    assert!(lib.is_file(), "{} is missing: run `cargo build --workspace` before the tests", lib.display());
+}
+
+/// `Cpus_allowed_list` of every thread of `pid`.
+pub fn thread_cpus(pid: i32) -> Vec<cpumgr_core::CpuSet> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return Vec::new() };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
+        .filter_map(|s| {
+            s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|v| cpumgr_core::CpuSet::parse(v.trim()).ok())
+        })
+        .collect()
+}

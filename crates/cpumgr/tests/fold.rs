@@ -1,0 +1,145 @@
+//! Folding, on unmodified OpenMP binaries with one long parallel region: every construct keeps its
+//! result when the team is folded onto fewer CPUs than threads; a barrier team folds when a
+//! second program arrives and spreads out again when it leaves, without a new region and without
+//! being stopped; a team that waits in its own spin loops is judged rigid and run whole.
+//!
+//! Needs `libcpumgr_omp.so` next to the `cpumgr` binary (the README's test command builds the
+//! whole workspace first) and two CPUs for the manager (`--cpus 0-1`).
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+use common::*;
+
+/// Runs `constructs` from `dir` with two threads and returns its result line without the timing
+/// and the team (libomp sizes its teams to the allocation):
+/// plainly, or under `cpumgr run` with manager `d`.
+fn constructs(dir: &Path, d: Option<&Daemon>) -> String {
+    let kernel = dir.join("constructs");
+    let mut cmd = match d {
+        Some(d) => {
+            let mut c = d.cpumgr(&["run", "--"]);
+            c.arg(&kernel);
+            c
+        }
+        None => Command::new(&kernel),
+    };
+    let out = cmd
+        .args(["-steps", "100"])
+        .env("OMP_NUM_THREADS", "2")
+        .env("OMP_CANCELLATION", "true")
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "constructs: {}", out.status);
+    let line = String::from_utf8_lossy(&out.stdout).into_owned();
+    line.split_whitespace().filter(|f| !f.starts_with("seconds=") && !f.starts_with("threads=")).collect::<Vec<_>>().join(" ")
+}
+
+/// Every construct's value, under a manager of one CPU (the team of two always folded) and of
+/// two, equals the plain run's.
+fn folded_teams_keep_every_constructs_result(cc: &str) {
+    adapter_is_built();
+    let dir = kernels(cc);
+    let plain = constructs(&dir, None);
+    assert!(plain.contains("spun=all"), "{plain}");
+    for cpus in ["0", "0-1"] {
+        let d = Daemon::start_with("equipartition", &["--cpus", cpus]);
+        assert_eq!(constructs(&dir, Some(&d)), plain, "managed on CPUs {cpus}");
+    }
+}
+
+#[test]
+fn gcc_libgomp_folded_teams_keep_every_constructs_result() {
+    folded_teams_keep_every_constructs_result("gcc");
+}
+
+#[test]
+fn clang_libomp_teams_keep_every_constructs_result() {
+    if clang_missing("clang_libomp_teams_keep_every_constructs_result") {
+        return;
+    }
+    folded_teams_keep_every_constructs_result("clang");
+}
+
+/// Starts `kernel ARGS` from the gcc build under `cpumgr run` with two threads, the adapter's
+/// log in `log`; returns its pid.
+fn start(d: &mut Daemon, kernel: &str, args: &[&str], log: &Path) -> i32 {
+    let path = kernels("gcc").join(kernel);
+    let child = d
+        .cpumgr(&["run", "--name", kernel, "--"])
+        .arg(path)
+        .args(args)
+        .env("OMP_NUM_THREADS", "2")
+        .env("CPUMGR_OMP_LOG", "1")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    d.runs.push(child);
+    let mut pid = 0;
+    wait_for(&format!("{kernel} to register"), || {
+        pid = d.status().programs.iter().find(|p| p.name == kernel).map_or(0, |p| p.pid);
+        pid != 0
+    });
+    pid
+}
+
+/// Waits until `log` has a line containing `what`.
+fn wait_log(log: &Path, what: &str) {
+    let read = || std::fs::read_to_string(log).unwrap_or_default();
+    wait_for_or(&format!("'{what}' in the adapter's log"), || whole_lines(&read()).any(|l| l.contains(what)), read);
+}
+
+/// How `name`'s team runs and on how many CPUs, as `status` says.
+fn team_of(d: &Daemon, name: &str) -> Option<(String, u32)> {
+    d.status().programs.into_iter().find(|p| p.name == name).map(|p| (p.team, p.count))
+}
+
+#[test]
+fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
+    adapter_is_built();
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("stencil.err");
+    let mut d = Daemon::start("equipartition");
+    // One region of sweeps far longer than the test.
+    let pid = start(&mut d, "stencil", &["-n", "256", "-iters", "100000000", "-regions", "1"], &log);
+    wait_log(&log, "team of 2 folds");
+    wait_for("the stencil's team of 2 folding on both CPUs", || {
+        team_of(&d, "stencil") == Some(("folding".into(), 2)) && thread_cpus(pid).iter().all(|c| c.len() == 2)
+    });
+    let busy = d.run("busy", BUSY);
+    wait_for("the team folded onto one CPU beside the busy program, never stopped", || {
+        assert!(!stopped(pid), "a folding team is never stopped:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+        team_of(&d, "stencil") == Some(("folding".into(), 1)) && thread_cpus(pid).iter().all(|c| c.len() == 1)
+    });
+    // Folded, it still makes progress in its one region: its CPU time grows.
+    let cpu = |d: &Daemon| d.status().programs.iter().find(|p| p.name == "stencil").map_or(0, |p| p.cpu_ms);
+    let before = cpu(&d);
+    wait_for("the folded stencil to use CPU time", || cpu(&d) > before + 200);
+    assert!(!stopped(pid));
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(busy), nix::sys::signal::SIGKILL).unwrap();
+    wait_for_or(
+        "the same region's team spread over both CPUs again",
+        || team_of(&d, "stencil") == Some(("folding".into(), 2)) && thread_cpus(pid).iter().all(|c| c.len() == 2),
+        || format!("{:?} {:?}\n{}", team_of(&d, "stencil"), thread_cpus(pid), std::fs::read_to_string(&log).unwrap_or_default()),
+    );
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(whole_lines(&lines).filter(|l| l.contains("region team")).count(), 1, "one region all along:\n{lines}");
+}
+
+#[test]
+fn a_team_that_spins_in_its_own_loops_is_judged_rigid_when_folded() {
+    adapter_is_built();
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("pipeline.err");
+    let mut d = Daemon::start("equipartition");
+    // The LU-like pipeline waits on its neighbour's flags in its own loops, in one region.
+    start(&mut d, "pipeline", &["-n", "512", "-iters", "100000000", "-regions", "1"], &log);
+    wait_log(&log, "team of 2 folds");
+    d.run("busy", BUSY);
+    wait_log(&log, "team of 2 is rigid");
+    wait_for("status to call the pipeline's team rigid", || team_of(&d, "pipeline").is_some_and(|(t, _)| t == "rigid"));
+}
