@@ -335,6 +335,36 @@ mod tests {
     }
 
     #[test]
+    fn a_group_scan_follows_descendants_into_their_own_sessions() {
+        use std::os::unix::process::CommandExt;
+        // The shell leads the group; its child makes a session of its own (as MPI launchers'
+        // proxies and ranks do) and starts a grandchild there.
+        let mut group = std::process::Command::new("sh")
+            .args(["-c", "setsid sh -c 'sleep 600 & wait' & wait"])
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let leader = group.id() as i32;
+        let target = Target::Group(leader);
+        let mut sample = Sample::default();
+        for _ in 0..2000 {
+            sample = scan(&[target]).remove(&target).unwrap_or_default();
+            if sample.pids.len() == 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        for &p in sample.strays.iter().chain([&leader]) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::SIGKILL);
+        }
+        let _ = group.wait();
+        assert_eq!(sample.pids.len(), 3, "the leader, its child and grandchild: {sample:?}");
+        assert_eq!(sample.strays.len(), 2, "both out of the group: {sample:?}");
+        assert!(!sample.strays.contains(&leader));
+        assert!(sample.strays.iter().all(|p| sample.pids.contains(p)));
+    }
+
+    #[test]
     fn a_scan_finds_our_own_process_and_threads() {
         let me = std::process::id() as i32;
         let target = Target::Process(me);

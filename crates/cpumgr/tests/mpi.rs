@@ -1,0 +1,113 @@
+//! Real MPI jobs (`mpiexec -n 2` of `kernels/halo.c`, built with `mpicc`) under plain
+//! `cpumgr run`: recognised as rigid teams of their ranks without `--rigid`, found whole although
+//! the launcher's proxy and ranks make sessions of their own, co-scheduled (stopped and continued
+//! together, every rank), and left running and unpinned when the manager is killed.
+//!
+//! Needs an MPI implementation (`mpicc`, `mpiexec`; CI installs Debian's MPICH): elsewhere each
+//! test says it skipped.
+
+mod common;
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+use common::*;
+
+/// `halo` built with `mpicc` once for this test binary; `None` (said on stderr) without MPI.
+fn halo(test: &str) -> Option<PathBuf> {
+    static BUILT: OnceLock<Result<(tempfile::TempDir, PathBuf), String>> = OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let bin = dir.path().join("halo");
+        let src = cpumgr_kernels::source_dir().join("halo.c");
+        let out = Command::new("mpicc").args(["-O2", "-o"]).arg(&bin).arg(&src).output();
+        match out {
+            Ok(o) if o.status.success() && Command::new("mpiexec").arg("--version").output().is_ok() => Ok((dir, bin)),
+            Ok(o) => Err(format!("mpicc failed: {}", String::from_utf8_lossy(&o.stderr))),
+            Err(e) => Err(format!("no mpicc ({e})")),
+        }
+    });
+    match built {
+        Ok((_, bin)) => Some(bin.clone()),
+        Err(why) => {
+            let _ = writeln!(std::io::stderr(), "{test}: SKIPPED, {why} (apt-get install mpich libmpich-dev)");
+            None
+        }
+    }
+}
+
+/// The processes running `bin` (the job's ranks).
+fn ranks(bin: &Path) -> Vec<i32> {
+    let want = bin.to_string_lossy().into_owned();
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| {
+            std::fs::read(format!("/proc/{p}/cmdline"))
+                .is_ok_and(|c| c.split(|&b| b == 0).next().is_some_and(|a| a == want.as_bytes()))
+        })
+        .filter(|&p| !gone(p))
+        .collect()
+}
+
+#[test]
+fn an_mpi_job_under_cpumgr_run_gives_the_plain_result() {
+    let Some(bin) = halo("an_mpi_job_under_cpumgr_run_gives_the_plain_result") else { return };
+    let plain = Command::new("mpiexec").args(["-n", "2"]).arg(&bin).args(["-steps", "2000"]).output().unwrap();
+    assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
+    let d = Daemon::start("equipartition");
+    let managed = d.cpumgr(&["run", "--", "mpiexec", "-n", "2"]).arg(&bin).args(["-steps", "2000"]).output().unwrap();
+    assert!(managed.status.success(), "{}", String::from_utf8_lossy(&managed.stderr));
+    let checksum = |o: &std::process::Output| {
+        let line = String::from_utf8_lossy(&o.stdout).into_owned();
+        line.split_whitespace().find(|f| f.starts_with("checksum=")).map(String::from)
+    };
+    assert!(checksum(&plain).is_some());
+    assert_eq!(checksum(&managed), checksum(&plain));
+}
+
+#[test]
+fn an_mpi_job_is_a_rigid_team_stopped_and_continued_whole_and_released_by_a_killed_manager() {
+    let Some(bin) = halo("an_mpi_job_is_a_rigid_team_stopped_and_continued_whole_and_released_by_a_killed_manager")
+    else {
+        return;
+    };
+    let mut d = Daemon::start("equipartition");
+    let job = d
+        .cpumgr(&["run", "--name", "halo", "--", "mpiexec", "-n", "2"])
+        .arg(&bin)
+        .args(["-steps", "1000000000"])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    d.runs.push(job);
+    wait_for("the job to register as a rigid team of its 2 ranks", || {
+        d.status().programs.iter().any(|p| p.name == "halo" && p.request == 2)
+    });
+    let mut pids = Vec::new();
+    wait_for("its 2 ranks to start", || {
+        pids = ranks(&bin);
+        pids.len() == 2
+    });
+    // Beside a busy program, equipartition means one CPU each: the job's two polling ranks are
+    // run as a gang in turns, every rank stopped while the busy program runs.
+    d.run("busy", BUSY);
+    let state = |d: &Daemon| d.status().programs.into_iter().find(|p| p.name == "halo").map(|p| (p.state, p.cpus.len()));
+    wait_for("a quantum with the job stopped, both ranks with it", || {
+        state(&d).is_some_and(|(s, _)| s == "stopped") && pids.iter().all(|&p| stopped(p))
+    });
+    wait_for("a quantum with the job running whole on both CPUs", || {
+        state(&d) == Some(("running".into(), 2))
+            && pids.iter().all(|&p| !stopped(p) && allowed(p).is_some_and(|c| c.len() == 2))
+    });
+    // Killed, the manager leaves no rank stopped or pinned (`cpumgr run` releases its job).
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    let wide = inherited();
+    wait_for("every rank continued and unpinned", || {
+        pids.iter().all(|&p| !stopped(p) && thread_cpus(p).iter().all(|c| *c == wide))
+    });
+}
