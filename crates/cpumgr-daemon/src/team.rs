@@ -13,6 +13,9 @@
 //! 1. squeezed programs whose credit covers their width ("due"), most credit first;
 //! 2. every other program, most credit first (ties by arrival), when its width fits.
 //!
+//! 3. the CPUs left over (a squeezed program that is not due left them) go to admitted programs
+//!    that are not squeezed, up to what they want and the threads they have.
+//!
 //! Without squeezed programs every width is the policy's count, the counts fit, and the decision is
 //! unchanged. Two squeezed 2-thread programs on 2 CPUs alternate quantum by quantum; a squeezed
 //! program beside unsqueezed ones takes its turns when due and they fill the CPUs in between.
@@ -51,7 +54,7 @@ impl TeamGuard {
             self.credit.clear();
             return squeezed;
         }
-        let width: Vec<u32> = (0..n)
+        let mut width: Vec<u32> = (0..n)
             .map(|i| if squeezed[i] { teams[i].unwrap_or(0).min(cpus) } else { entitled[i] })
             .collect();
         let bound = CREDIT_BOUND * cpus as i64;
@@ -70,6 +73,15 @@ impl TeamGuard {
                 free -= width[i];
                 admitted[i] = true;
             }
+        }
+        // CPUs a waiting gang leaves are not left idle: admitted programs that are not squeezed
+        // take them, most credit first, up to what they want and the threads they have (a
+        // folding team's are unknown: it runs on any count).
+        for &i in order.iter().filter(|&&i| admitted[i] && !squeezed[i]) {
+            let room = programs[i].wants().min(teams[i].unwrap_or(u32::MAX)).saturating_sub(width[i]);
+            let extra = room.min(free);
+            width[i] += extra;
+            free -= extra;
         }
         for i in 0..n {
             if admitted[i] {
@@ -142,6 +154,17 @@ mod tests {
         }
         assert_eq!(gang_quanta, 20, "the team gets its 1-CPU share as 2 CPUs half the time");
         assert_eq!(single_quanta, 20);
+    }
+
+    #[test]
+    fn a_folding_team_takes_the_cpu_a_waiting_gang_leaves() {
+        // Program 0 is squeezed (a rigid team of 2 on its 1-CPU share); program 1 folds (its team
+        // is not counted): in the quanta the gang waits, the folding one has both CPUs.
+        let p = progs(2);
+        let mut g = TeamGuard::new();
+        let seq: Vec<Vec<u32>> = (0..20).map(|_| run(&mut g, &p, &[Some(2), None], &[1, 1], 2)).collect();
+        assert!(seq.iter().all(|s| s == &vec![2, 0] || s == &vec![0, 2]), "{seq:?}");
+        assert_eq!(seq.iter().filter(|s| s[0] == 2).count(), 10, "{seq:?}");
     }
 
     #[test]

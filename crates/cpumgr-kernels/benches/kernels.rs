@@ -39,7 +39,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use cpumgr_kernels::{build, find, parse_summary, Kernel, Size, KERNELS};
+use cpumgr_kernels::{build, figure, find, median, parse_summary, Kernel, Size, KERNELS};
 
 const TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -472,16 +472,3 @@ fn llpc(bin: &Path, reps: usize) {
         println!("{:<54} {:>28} {:>9.2} {:>13.2}", setup.name, figure(&times[i], false), median(&times[i]) / dedicated, median(&teams[i]));
     }
 }
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s[s.len() / 2]
-}
-
-fn figure(v: &[f64], lower_bound: bool) -> String {
-    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = v.iter().copied().fold(0.0, f64::max);
-    format!("{}{:.3} [{:.3}-{:.3}]", if lower_bound { ">=" } else { "" }, median(v), min, max)
-}
-

@@ -10,9 +10,11 @@
 #![warn(missing_docs)]
 
 pub mod catalog;
+pub mod figures;
 pub mod make;
 pub mod output;
 
 pub use catalog::{find, Kernel, Size, KERNELS};
+pub use figures::{figure, median};
 pub use make::{build, compiler_present, openmp_unusable, probe, source_dir, BuildError};
 pub use output::{parse_region_log, parse_summary, ParseError, RegionRecord, Summary};

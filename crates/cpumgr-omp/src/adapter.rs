@@ -169,7 +169,8 @@ fn start(r: Region) -> Region {
     } else {
         client().begin_region_at(r.team, r.start_ns);
     }
-    log(format_args!("cpumgr-omp: region team {}{}", r.team, if r.probe { " (baseline probe)" } else { "" }));
+    let how = if r.verdict == Verdict::Folding { "folding" } else { "rigid" };
+    log(format_args!("cpumgr-omp: region team {} {how}{}", r.team, if r.probe { " (baseline probe)" } else { "" }));
     r
 }
 

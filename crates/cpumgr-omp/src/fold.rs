@@ -11,13 +11,22 @@
 //! Folding keeps every semantics (the team keeps its size, so `omp_get_num_threads` and code
 //! that depends on it stay right) but is efficient only for a team that waits at the runtime's
 //! barriers: one that waits in its own loops (point-to-point flags, hand-written spin barriers)
-//! burns a time slice at every hand-over. So each team is judged by measurement:
-//! - *measuring*: reported rigid (the manager gangs it when squeezed) until [`WINDOW`]
-//!   barrier intervals have been timed unfolded;
-//! - *folding*: reported as [`Phase::Folding`](cpumgr_proto::slot::Phase) with its reference;
-//! - *rigid*: its folded intervals, scaled to its CPUs, came out more than [`SLOWER_TENTHS`]
-//!   tenths of its reference (or a barrier stayed pending far longer: the [`watch`] thread), so it is reported
-//!   rigid for the rest of the region, and its region key starts rigid from then on ([`history`]).
+//! burns a time slice at every hand-over, and at very fine grains the hand-overs cost more than
+//! the work. So a folded team is judged by what it does, every [`WINDOW`] barriers:
+//! - a cooperative team folded onto `c` CPUs with `t` threads has about `(t - c) / t` of its
+//!   threads asleep at the barrier at any moment; one whose members sleep less than an eighth of
+//!   that waits somewhere else, in its own loops;
+//! - once the team has run unfolded (alone at start, or when CPUs came back), its median folded
+//!   barrier interval scaled by `c / t` against its median unfolded interval says whether it makes
+//!   more progress folded all the time or run whole for a share of the time (a gang): the
+//!   break-even is 1, [`SLOWER_TENTHS`] leaves the gang's switches a margin;
+//! - a barrier that stays pending far longer than either explains (no member reaches it: all
+//!   spin) is caught by the [`watch`] thread.
+//!
+//! A team judged rigid is reported so ([`Phase::Parallel`](cpumgr_proto::slot::Phase): the
+//! manager runs it whole, as a gang when squeezed) for the rest of its region, and its region key
+//! starts rigid from then on ([`history`]); any other team reports
+//! [`Phase::Folding`](cpumgr_proto::slot::Phase).
 
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -29,16 +38,13 @@ use cpumgr_client::monotonic_ns;
 
 use crate::adapter;
 
-/// Unfolded barrier intervals timed before a team may fold, and folded ones between verdicts:
-/// each judgement takes the median of this many (a migration or a cold cache right after the
-/// CPUs change makes a few intervals long, not the median).
+/// Folded barriers between two judgements of a team, and the intervals a median is taken of (a
+/// migration or a cold cache right after the CPUs change makes a few intervals long, not the
+/// median).
 pub const WINDOW: usize = 16;
 
 /// A folded team whose median barrier interval, scaled by its CPUs over its threads, exceeds its
-/// unfolded median by more than this factor (in tenths) waits in a way folding does not serve:
-/// its own spin loops, or grains so fine that the hand-overs cost more than the work. It then
-/// makes more progress run whole for a share of the time (a gang) than folded all the time: the
-/// break-even is 1, and the margin pays for the gang's switches.
+/// unfolded median by more than this factor (in tenths) is rigid.
 pub const SLOWER_TENTHS: u64 = 15;
 
 /// How long an unfolded waiter spins before it sleeps (libgomp's own spin is of this order).
@@ -59,12 +65,10 @@ pub static TASKS: AtomicBool = AtomicBool::new(false);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Verdict {
-    /// Not yet judged: rigid until it has a reference.
-    Measuring = 0,
     /// Folds onto any allocation.
-    Folding = 1,
+    Folding = 0,
     /// Waits in ways folding does not serve: rigid.
-    Rigid = 2,
+    Rigid = 1,
 }
 
 /// One tracked region's team: its cooperative barrier and what is known of its waiting.
@@ -89,8 +93,20 @@ pub struct Team {
     last_epoch: AtomicU64,
     /// The latest unfolded intervals, ns.
     reference: Window,
+    /// The lowest median of a full window of them (see [`Team::reference_ns`]).
+    best: AtomicU64,
     /// The latest folded intervals scaled by CPUs / threads, ns.
     folded: Window,
+    /// Nanoseconds members have slept at its barrier, in all.
+    slept: AtomicU64,
+    /// `slept` when the last barrier completed.
+    slept_mark: AtomicU64,
+    /// Since the last judgement, over folded intervals only: the thread-time they spanned
+    /// (interval × threads), the sleep a team waiting only at barriers would have had in them
+    /// (interval × (threads - CPUs)), and the sleep members had.
+    spanned: AtomicU64,
+    ideal: AtomicU64,
+    asleep: AtomicU64,
     /// Whether it ran folded at any barrier (its timing then says nothing of its speedup).
     ever_folded: AtomicBool,
     /// A [`Verdict`].
@@ -136,7 +152,7 @@ static OPEN: Mutex<usize> = Mutex::new(0);
 /// What the process has seen of one region key.
 #[derive(Debug, Clone, Copy)]
 pub struct History {
-    /// Its last team's verdict (measuring when none was reached).
+    /// Its last team's verdict (folding when none ended yet).
     pub verdict: Verdict,
     /// How long its last instance took; `None` before any ended.
     pub took_ns: Option<u64>,
@@ -148,7 +164,7 @@ static HISTORY: Mutex<Vec<(u64, History)>> = Mutex::new(Vec::new());
 /// What is known of region `key` (nothing for key 0).
 pub fn history(key: u64) -> History {
     let h = HISTORY.lock().unwrap_or_else(|e| e.into_inner());
-    h.iter().find(|(k, _)| *k == key && key != 0).map_or(History { verdict: Verdict::Measuring, took_ns: None }, |e| e.1)
+    h.iter().find(|(k, _)| *k == key && key != 0).map_or(History { verdict: Verdict::Folding, took_ns: None }, |e| e.1)
 }
 
 fn record(key: u64, change: impl FnOnce(&mut History)) {
@@ -159,7 +175,7 @@ fn record(key: u64, change: impl FnOnce(&mut History)) {
     let i = match h.iter().position(|(k, _)| *k == key) {
         Some(i) => i,
         None => {
-            h.push((key, History { verdict: Verdict::Measuring, took_ns: None }));
+            h.push((key, History { verdict: Verdict::Folding, took_ns: None }));
             h.len() - 1
         }
     };
@@ -190,7 +206,13 @@ impl Team {
             last_ns: AtomicU64::new(now),
             last_epoch: AtomicU64::new(allocated().map_or(0, |a| a.1)),
             reference: Window::default(),
+            best: AtomicU64::new(0),
             folded: Window::default(),
+            slept: AtomicU64::new(0),
+            spanned: AtomicU64::new(0),
+            ideal: AtomicU64::new(0),
+            slept_mark: AtomicU64::new(0),
+            asleep: AtomicU64::new(0),
             ever_folded: AtomicBool::new(false),
             verdict: AtomicU8::new(verdict as u8),
         }
@@ -199,9 +221,8 @@ impl Team {
     /// Its verdict.
     pub fn verdict(&self) -> Verdict {
         match self.verdict.load(Ordering::Relaxed) {
-            1 => Verdict::Folding,
-            2 => Verdict::Rigid,
-            _ => Verdict::Measuring,
+            0 => Verdict::Folding,
+            _ => Verdict::Rigid,
         }
     }
 
@@ -227,9 +248,7 @@ impl Team {
         }
         drop(open);
         let v = self.verdict();
-        if v != Verdict::Measuring {
-            record(self.key, |h| h.verdict = v);
-        }
+        record(self.key, |h| h.verdict = v);
     }
 
     /// Runs `body(data)` as a member of this team (every thread of the region calls it).
@@ -297,7 +316,9 @@ impl Team {
             }
             self.sleepers.fetch_add(1, Ordering::SeqCst);
             if self.generation.load(Ordering::SeqCst) == generation {
+                let asleep = monotonic_ns();
                 futex_wait(&self.generation, generation, NAP);
+                self.slept.fetch_add(monotonic_ns().saturating_sub(asleep), Ordering::Relaxed);
             }
             self.sleepers.fetch_sub(1, Ordering::SeqCst);
         }
@@ -311,37 +332,46 @@ impl Team {
         let took = now.saturating_sub(self.last_ns.swap(now, Ordering::Relaxed));
         let Some((cpus, epoch)) = alloc else { return };
         let same = self.last_epoch.swap(epoch, Ordering::Relaxed) == epoch;
+        let slept = self.slept.load(Ordering::Relaxed);
+        let slept_in = slept.saturating_sub(self.slept_mark.swap(slept, Ordering::Relaxed));
         let folded = cpus < size;
         if folded {
             self.ever_folded.store(true, Ordering::Relaxed);
         }
-        if !same || cpus == 0 {
+        if !same || cpus == 0 || self.verdict() == Verdict::Rigid {
             return;
         }
-        match (self.verdict(), folded) {
-            (Verdict::Measuring, false) => {
-                if self.reference.push(took) >= WINDOW as u64 {
-                    self.judge(Verdict::Folding, size, now, format_args!(""));
-                }
+        if !folded {
+            if self.reference.push(took) % WINDOW as u64 == 0 {
+                // The best window stands: contention from outside (or start-up page faults)
+                // only ever makes intervals longer.
+                let m = self.reference.median();
+                let best = self.best.load(Ordering::Relaxed);
+                self.best.store(if best == 0 { m } else { best.min(m) }, Ordering::Relaxed);
             }
-            (Verdict::Folding, false) => {
-                self.reference.push(took);
-            }
-            (Verdict::Folding, true) => {
-                if self.folded.push(took * cpus as u64 / size as u64) % WINDOW as u64 == 0 {
-                    let folded = self.folded.median();
-                    if folded * 10 > SLOWER_TENTHS * self.reference_ns() {
-                        self.judge(Verdict::Rigid, size, now, format_args!(", {} us folded per CPU", folded / 1000));
-                    }
-                }
-            }
-            _ => {}
+            return;
+        }
+        self.spanned.fetch_add(took * size as u64, Ordering::Relaxed);
+        self.ideal.fetch_add(took * (size - cpus) as u64, Ordering::Relaxed);
+        self.asleep.fetch_add(slept_in, Ordering::Relaxed);
+        if self.folded.push(took * cpus as u64 / size as u64) % WINDOW as u64 != 0 {
+            return;
+        }
+        let (ideal, asleep) = (self.ideal.swap(0, Ordering::Relaxed), self.asleep.swap(0, Ordering::Relaxed));
+        let spanned = self.spanned.swap(0, Ordering::Relaxed).max(1);
+        let (folded, reference) = (self.folded.median(), self.reference_ns());
+        if asleep * 8 < ideal {
+            let share = |v: u64| v * 100 / spanned;
+            self.judge(Verdict::Rigid, size, now, format_args!(", {}% asleep at barriers folded, {}% if it waited there", share(asleep), share(ideal)));
+        } else if reference > 0 && folded * 10 > SLOWER_TENTHS * reference {
+            self.judge(Verdict::Rigid, size, now, format_args!(", {} us folded per CPU", folded / 1000));
         }
     }
 
-    /// The median unfolded barrier interval, ns (0 before any).
+    /// The team's unfolded barrier interval: the lowest median of [`WINDOW`] unfolded intervals
+    /// seen, ns (0 before a window was full).
     fn reference_ns(&self) -> u64 {
-        self.reference.median()
+        self.best.load(Ordering::Relaxed)
     }
 
     /// Takes `v` as the team's verdict and tells the manager.
@@ -350,7 +380,7 @@ impl Team {
         let client = adapter::client();
         match v {
             Verdict::Folding => client.fold_region_at(size, now),
-            _ => client.begin_region_at(size, now),
+            Verdict::Rigid => client.begin_region_at(size, now),
         }
         adapter::log(format_args!(
             "cpumgr-omp: team of {size} {} (a barrier every {} us unfolded{why})",

@@ -13,6 +13,14 @@ use std::process::{Command, Stdio};
 
 use common::*;
 
+/// Held by each test that measures a team: a team's verdict comes from its barrier timings, and
+/// two such tests at once (each with a manager of its own on CPUs 0-1) load each other's CPUs.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Runs `constructs` from `dir` with two threads and returns its result line without the timing
 /// and the team (libomp sizes its teams to the allocation):
 /// plainly, or under `cpumgr run` with manager `d`.
@@ -41,6 +49,7 @@ fn constructs(dir: &Path, d: Option<&Daemon>) -> String {
 /// Every construct's value, under a manager of one CPU (the team of two always folded) and of
 /// two, equals the plain run's.
 fn folded_teams_keep_every_constructs_result(cc: &str) {
+    let _serial = one_at_a_time();
     adapter_is_built();
     let dir = kernels(cc);
     let plain = constructs(&dir, None);
@@ -100,13 +109,15 @@ fn team_of(d: &Daemon, name: &str) -> Option<(String, u32)> {
 
 #[test]
 fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
+    let _serial = one_at_a_time();
     adapter_is_built();
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("stencil.err");
     let mut d = Daemon::start("equipartition");
-    // One region of sweeps far longer than the test.
-    let pid = start(&mut d, "stencil", &["-n", "256", "-iters", "100000000", "-regions", "1"], &log);
-    wait_log(&log, "team of 2 folds");
+    // One region of sweeps far longer than the test, ~100 us of work per thread between barriers
+    // (folding costs a few per barrier: the team is never worth running whole).
+    let pid = start(&mut d, "stencil", &["-n", "1024", "-rows", "128", "-iters", "100000000", "-regions", "1"], &log);
+    wait_log(&log, "region team 2 folding");
     wait_for("the stencil's team of 2 folding on both CPUs", || {
         team_of(&d, "stencil") == Some(("folding".into(), 2)) && thread_cpus(pid).iter().all(|c| c.len() == 2)
     });
@@ -119,7 +130,7 @@ fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
     let cpu = |d: &Daemon| d.status().programs.iter().find(|p| p.name == "stencil").map_or(0, |p| p.cpu_ms);
     let before = cpu(&d);
     wait_for("the folded stencil to use CPU time", || cpu(&d) > before + 200);
-    assert!(!stopped(pid));
+    assert!(!stopped(pid), "{}", std::fs::read_to_string(&log).unwrap_or_default());
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(busy), nix::sys::signal::SIGKILL).unwrap();
     wait_for_or(
         "the same region's team spread over both CPUs again",
@@ -132,13 +143,14 @@ fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
 
 #[test]
 fn a_team_that_spins_in_its_own_loops_is_judged_rigid_when_folded() {
+    let _serial = one_at_a_time();
     adapter_is_built();
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("pipeline.err");
     let mut d = Daemon::start("equipartition");
     // The LU-like pipeline waits on its neighbour's flags in its own loops, in one region.
     start(&mut d, "pipeline", &["-n", "512", "-iters", "100000000", "-regions", "1"], &log);
-    wait_log(&log, "team of 2 folds");
+    wait_log(&log, "region team 2 folding");
     d.run("busy", BUSY);
     wait_log(&log, "team of 2 is rigid");
     wait_for("status to call the pipeline's team rigid", || team_of(&d, "pipeline").is_some_and(|(t, _)| t == "rigid"));
