@@ -12,7 +12,7 @@ use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 
 use crate::cpuset::{self, Cpusets};
-use crate::procfs::{self, Sample, Target};
+use crate::procfs::{self, Sample, Stray, Target};
 
 /// Which backend the manager asks for (`backend` setting).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -101,7 +101,7 @@ impl Backend {
     /// (`confined` false: it only waited, stopped, or was still in its start-up grace) is only
     /// continued, with `strays`, its processes outside its group at its last scan,: finding a process group's threads walks all of `/proc`, which under a churn of
     /// short registrations was most of an unregistration's cost.
-    pub fn release(&mut self, id: ProgramId, target: Target, wide: &CpuSet, confined: bool, strays: &[i32]) {
+    pub fn release(&mut self, id: ProgramId, target: Target, wide: &CpuSet, confined: bool, strays: &[Stray]) {
         if let Backend::Cpuset(c) = self {
             c.release(id);
         }
@@ -167,24 +167,24 @@ pub fn signal(target: Target, sig: Signal) -> io::Result<()> {
 
 /// Sends `sig` to a program: its group (or its one process), and `strays`, its processes outside
 /// the group (see [`procfs::Sample::strays`]).
-pub fn signal_all(target: Target, strays: &[i32], sig: Signal) -> io::Result<()> {
+pub fn signal_all(target: Target, strays: &[Stray], sig: Signal) -> io::Result<()> {
     let r = signal(target, sig);
-    for &p in strays {
-        match kill(Pid::from_raw(p), sig) {
+    for s in strays.iter().filter(|s| s.alive()) {
+        match kill(Pid::from_raw(s.pid), sig) {
             Ok(()) | Err(nix::errno::Errno::ESRCH) => {}
-            Err(e) => tracing::warn!(pid = p, "cannot signal a process of {target:?}: {e}"),
+            Err(e) => tracing::warn!(pid = s.pid, "cannot signal a process of {target:?}: {e}"),
         }
     }
     r
 }
 
 /// Stops a program: every process of its group, and its `strays`.
-pub fn stop(target: Target, strays: &[i32]) -> io::Result<()> {
+pub fn stop(target: Target, strays: &[Stray]) -> io::Result<()> {
     signal_all(target, strays, Signal::SIGSTOP)
 }
 
 /// Continues a program: every process of its group, and its `strays`.
-pub fn cont(target: Target, strays: &[i32]) -> io::Result<()> {
+pub fn cont(target: Target, strays: &[Stray]) -> io::Result<()> {
     signal_all(target, strays, Signal::SIGCONT)
 }
 
@@ -193,7 +193,7 @@ pub fn cont(target: Target, strays: &[i32]) -> io::Result<()> {
 /// its group, the descendants a fresh scan finds outside it, and `known`, the strays it had at
 /// its last scan (orphans whose launcher died). Safe to call on a program that is gone or was
 /// never touched.
-pub fn release(target: Target, wide: &CpuSet, known: &[i32]) {
+pub fn release(target: Target, wide: &CpuSet, known: &[Stray]) {
     let mut s = procfs::scan(&[target]).remove(&target).unwrap_or_default();
     procfs::add_known(&mut s, known);
     if let Err(e) = cont(target, &s.strays) {

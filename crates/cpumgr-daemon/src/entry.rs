@@ -9,7 +9,7 @@ use cpumgr_core::{CpuSet, Kind, Nanos, Program, ProgramId, Request, SpeedupRepor
 use cpumgr_proto::slot::{validate_request, validate_speedup, Clamp, Phase};
 use cpumgr_proto::Segment;
 
-use crate::procfs::{Sample, Target};
+use crate::procfs::{Sample, Stray, Target};
 
 /// Samples of the runnable-thread count kept to estimate a team (a thread blocked for a moment
 /// is still part of it).
@@ -75,6 +75,11 @@ pub struct Entry {
     pub ticks_used: u64,
     /// What validation changed in its slot last time, to log each kind of change once.
     pub last_clamps: Vec<Clamp>,
+    /// Its processes outside its group on the watchdog's board: the ones a stop may reach.
+    pub boarded: Vec<Stray>,
+    /// The processes outside its group its last stop reached: continued with whatever the
+    /// latest scan finds, even if they have left its tree since (their launcher died).
+    pub held_strays: Vec<Stray>,
     /// The last parallel [`Entry::team_mode`] the trace was told (`rigid`, `folding`).
     pub team_traced: &'static str,
 }
@@ -124,6 +129,8 @@ impl Entry {
             ticks_start: None,
             ticks_used: 0,
             last_clamps: Vec::new(),
+            boarded: Vec::new(),
+            held_strays: Vec::new(),
             team_traced: "",
         }
     }
@@ -143,7 +150,13 @@ impl Entry {
                 self.team_window[self.team_at % TEAM_WINDOW] = s.runnable;
                 self.team_at += 1;
             }
+            // A sample of the leaders alone (a kicked step's) does not look for strays: the
+            // last full scan's stand until the next.
+            let strays = std::mem::take(&mut self.sample.strays);
             self.sample = s;
+            if self.sample.leaders_only {
+                self.sample.strays = strays;
+            }
         }
         let slot = self.segment.slot();
         let mut clamps = Vec::new();
@@ -172,6 +185,14 @@ impl Entry {
     /// Whether the program cooperates: its runtime beats in its slot.
     pub fn cooperative(&self) -> bool {
         self.segment.slot().raw_heartbeat() != 0
+    }
+
+    /// Its processes outside its group to continue or release: those its last stop reached and
+    /// those the latest scan found.
+    pub fn strays(&self) -> Vec<Stray> {
+        let mut all = self.held_strays.clone();
+        all.extend(self.sample.strays.iter().filter(|s| !self.held_strays.contains(s)));
+        all
     }
 
     /// How its team runs, as its runtime says in its slot (the words of `status` and the trace's

@@ -253,7 +253,8 @@ fn schedule(shared: Arc<Shared>) {
         // step may stop or pin.
         if let Some(w) = &shared.watchdog {
             if boundary || published != Some(state.roster()) {
-                w.publish(state.originals());
+                let records = w.publish(state.board());
+                state.boarded(records);
                 published = Some(state.roster());
             } else {
                 w.revive();

@@ -27,6 +27,13 @@ impl Target {
         }
     }
 
+    /// The process that leads it (the group's leader, or the process).
+    pub fn leader(&self) -> i32 {
+        match *self {
+            Target::Group(p) | Target::Process(p) => p,
+        }
+    }
+
     /// Whether process `pid` is part of the target: what stopping the target would stop.
     pub fn includes(&self, pid: i32) -> bool {
         let pgrp = nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))).map_or(-1, |g| g.as_raw());
@@ -52,6 +59,8 @@ pub struct Stat {
     pub ticks: u64,
     /// Threads in the process (field 20).
     pub threads: u32,
+    /// When it started, clock ticks after boot (field 22): with the pid, a process's identity.
+    pub start: u64,
 }
 
 /// Parses a `stat` line. The command name (field 2) may hold spaces and parentheses, so the
@@ -65,7 +74,8 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
     let utime: u64 = f.get(11)?.parse().ok()?;
     let stime: u64 = f.get(12)?.parse().ok()?;
     let threads = f.get(17)?.parse().ok()?;
-    Some(Stat { state, pgrp, ticks: utime + stime, threads })
+    let start = f.get(19)?.parse().ok()?;
+    Some(Stat { state, pgrp, ticks: utime + stime, threads, start })
 }
 
 /// One program's processes and threads at one moment.
@@ -81,9 +91,28 @@ pub struct Sample {
     pub stopped: u32,
     /// Its processes outside its group (also in `pids`): descendants that made groups or sessions
     /// of their own, as MPI launchers' proxies and ranks do. Signals to the group miss them.
-    pub strays: Vec<i32>,
+    pub strays: Vec<Stray>,
     /// CPU time of its live processes, clock ticks.
     pub ticks: u64,
+    /// Whether only its leading process was read ([`scan_leaders`]): its strays are unknown.
+    pub leaders_only: bool,
+}
+
+/// A process of a program outside its group, known by pid and start time (so that a pid reused
+/// by another process is never taken for it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stray {
+    /// Its pid.
+    pub pid: i32,
+    /// Its start time, clock ticks after boot.
+    pub start: u64,
+}
+
+impl Stray {
+    /// Whether the process is still this one (alive, not a reuse of its pid).
+    pub fn alive(&self) -> bool {
+        read_stat(self.pid).is_some_and(|s| s.start == self.start && s.state != 'Z')
+    }
 }
 
 /// Scans `/proc` for the processes of `targets`.
@@ -122,9 +151,10 @@ pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
         };
         add_process(out.entry(target).or_default(), pid, &stat);
     }
+    let leaders: Vec<i32> = targets.iter().map(|t| t.leader()).collect();
     for (target, s) in out.iter_mut() {
         if let Target::Group(g) = target {
-            add_descendants(s, *g);
+            add_descendants(s, *g, &leaders);
         }
     }
     out
@@ -133,36 +163,57 @@ pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
 /// Adds to `s`, a sample of group `group`, the descendants of its processes that left the group
 /// (transitively), from each process's list of children (its main thread's: launchers fork from
 /// it). A program's processes are its group and everything it started, whatever groups and
-/// sessions those make.
-fn add_descendants(s: &mut Sample, group: i32) {
+/// sessions those make, except: another registered program (one of `leaders`) and its own; a
+/// `cpumgr` process (a nested `cpumgr run` or `attach` supervises its own program) and what it
+/// started; a process of another user (a `sudo` in a session of its own).
+fn add_descendants(s: &mut Sample, group: i32, leaders: &[i32]) {
+    let owner = uid_of_proc(group);
     let mut i = 0;
     while i < s.pids.len() {
         let pid = s.pids[i];
         i += 1;
         let Some(children) = read_proc(&format!("/proc/{pid}/task/{pid}/children")) else { continue };
         for child in children.split_ascii_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
-            if s.pids.contains(&child) {
+            if s.pids.contains(&child) || leaders.contains(&child) {
                 continue;
             }
             // One in the group that the walk did not see yet started since: the next scan finds it.
-            if let Some(stat) = read_stat(child).filter(|st| st.pgrp != group) {
-                s.strays.push(child);
-                add_process(s, child, &stat);
+            let Some(stat) = read_stat(child).filter(|st| st.pgrp != group) else { continue };
+            if uid_of_proc(child) != owner || is_cpumgr(child) {
+                continue;
             }
+            s.strays.push(Stray { pid: child, start: stat.start });
+            add_process(s, child, &stat);
         }
     }
 }
 
-/// Adds to `s` the processes of `known` that are still alive and not in it: strays a program had
-/// at its last scan whose launcher has died since (orphans leave its tree, not its care).
-pub fn add_known(s: &mut Sample, known: &[i32]) {
-    for &pid in known {
-        if s.pids.contains(&pid) {
+/// The owner of `/proc/PID` (the process's effective user at its start), without reading a file.
+fn uid_of_proc(pid: i32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
+}
+
+/// Whether process `pid` runs this very binary (`cpumgr`: a supervisor or a manager).
+fn is_cpumgr(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    static OURS: std::sync::OnceLock<Option<(u64, u64)>> = std::sync::OnceLock::new();
+    let ours = OURS.get_or_init(|| fs::metadata("/proc/self/exe").ok().map(|m| (m.dev(), m.ino())));
+    let theirs = fs::metadata(format!("/proc/{pid}/exe")).ok().map(|m| (m.dev(), m.ino()));
+    ours.is_some() && theirs == *ours
+}
+
+/// Adds to `s` the processes of `known` that are still the same processes and not in it: strays
+/// a program had when it was last stopped or scanned, whose launcher may have died since
+/// (orphans leave its tree, not its care).
+pub fn add_known(s: &mut Sample, known: &[Stray]) {
+    for k in known {
+        if s.pids.contains(&k.pid) {
             continue;
         }
-        if let Some(stat) = read_stat(pid) {
-            s.strays.push(pid);
-            add_process(s, pid, &stat);
+        if let Some(stat) = read_stat(k.pid).filter(|st| st.start == k.start) {
+            s.strays.push(*k);
+            add_process(s, k.pid, &stat);
         }
     }
 }
@@ -177,7 +228,9 @@ pub fn scan_leaders(targets: &[Target]) -> HashMap<Target, Sample> {
             Target::Group(p) | Target::Process(p) => p,
         };
         if let Some(stat) = read_stat(pid) {
-            add_process(out.entry(target).or_default(), pid, &stat);
+            let s: &mut Sample = out.entry(target).or_default();
+            s.leaders_only = true;
+            add_process(s, pid, &stat);
         }
     }
     out
@@ -272,7 +325,7 @@ mod tests {
     #[test]
     fn stat_lines_with_odd_names_parse() {
         let line = "4242 (a (b) c) R 1 4242 4242 0 -1 4194304 100 0 0 0 250 50 0 0 20 0 3 0 1 1 1";
-        assert_eq!(parse_stat(line), Some(Stat { state: 'R', pgrp: 4242, ticks: 300, threads: 3 }));
+        assert_eq!(parse_stat(line), Some(Stat { state: 'R', pgrp: 4242, ticks: 300, threads: 3, start: 1 }));
         assert_eq!(parse_stat("garbage"), None);
         assert_eq!(parse_stat("1 (x) S 1"), None);
     }
@@ -354,14 +407,13 @@ mod tests {
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        for &p in sample.strays.iter().chain([&leader]) {
+        for p in sample.strays.iter().map(|s| s.pid).chain([leader]) {
             let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::SIGKILL);
         }
         let _ = group.wait();
         assert_eq!(sample.pids.len(), 3, "the leader, its child and grandchild: {sample:?}");
         assert_eq!(sample.strays.len(), 2, "both out of the group: {sample:?}");
-        assert!(!sample.strays.contains(&leader));
-        assert!(sample.strays.iter().all(|p| sample.pids.contains(p)));
+        assert!(sample.strays.iter().all(|p| p.pid != leader && sample.pids.contains(&p.pid) && p.alive()));
     }
 
     #[test]

@@ -584,7 +584,7 @@ impl State {
             }
         }
         self.exits.forget(e.pidfd.as_fd());
-        self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.sample.strays);
+        self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.strays());
         tracing::info!(id = id.0, pid = e.pid, "program gone; CPUs {} reclaimed", e.cpus);
         self.policy.on_exit(id);
         self.worklist.remove(id);
@@ -609,6 +609,27 @@ impl State {
         self.entries.values().map(|e| (e.target, &e.original))
     }
 
+    /// What the watchdog's board lists, in this order: every program's target with its affinity
+    /// at registration, then every process of a program outside its group (the strays its last
+    /// scan found and those still held stopped), with its start time.
+    pub fn board(&self) -> impl Iterator<Item = (procfs::Target, u64, &CpuSet)> + '_ {
+        let targets = self.entries.values().map(|e| (e.target, 0, &e.original));
+        let strays = self.entries.values().flat_map(|e| e.strays().into_iter().map(move |s| (procfs::Target::Process(s.pid), s.start, &e.original)));
+        targets.chain(strays)
+    }
+
+    /// The board [`State::board`] listed holds its first `published` records: the strays among
+    /// them are the ones a stop may reach until the next publication.
+    pub fn boarded(&mut self, published: usize) {
+        let mut room = published.saturating_sub(self.entries.len());
+        for e in self.entries.values_mut() {
+            let strays = e.strays();
+            let n = strays.len().min(room);
+            room -= n;
+            e.boarded = strays[..n].to_vec();
+        }
+    }
+
     /// Re-registers a program whose supervisor kept its slot (`slot`) after losing its manager
     /// (module [`crate::adopt`]). The same program coming back to a manager that still has it
     /// (its connection was lost, not the manager) keeps its id; the supervisor released it, so
@@ -623,7 +644,8 @@ impl State {
             // A supervisor released its program before coming back, but a program's own client
             // (rejoin) may have sent this while a step stopped it: continue it, or no step would.
             if e.stopped {
-                let _ = enforce::cont(e.target, &e.sample.strays);
+                let _ = enforce::cont(e.target, &e.strays());
+                e.held_strays.clear();
             }
             e.stopped = false;
             e.applied = None;
@@ -644,7 +666,8 @@ impl State {
     /// Releases every program: continued, affinity widened back. The manager's last act.
     pub fn release_all(&mut self) {
         for e in self.entries.values_mut() {
-            self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.sample.strays);
+            self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.strays());
+            e.held_strays.clear();
             e.stopped = false;
             e.applied = None;
             e.segment.slot().beat(monotonic_ns(), 0);
@@ -809,7 +832,8 @@ impl State {
         if oversubscribe {
             for e in self.entries.values_mut() {
                 if e.stopped || e.applied.is_some() {
-                    self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.sample.strays);
+                    self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.strays());
+                    e.held_strays.clear();
                     e.stopped = false;
                     e.applied = None;
                 }
@@ -836,8 +860,13 @@ impl State {
         // A program that gave every CPU back itself (request 0: its runtime is idle) is not
         // stopped: it could never ask again. It keeps the CPUs it last had until it does.
         for e in self.entries.values_mut().filter(|e| !e.running && !e.stopped && e.request.now > 0) {
-            match enforce::stop(e.target, &e.sample.strays) {
-                Ok(()) => e.stopped = true,
+            // Only strays on the watchdog's board: if this manager dies, whatever it stopped is
+            // continued.
+            match enforce::stop(e.target, &e.boarded) {
+                Ok(()) => {
+                    e.stopped = true;
+                    e.held_strays = e.boarded.clone();
+                }
                 Err(err) => tracing::warn!(id = e.id.0, "cannot stop: {err}"),
             }
             e.shrink_since = None;
@@ -867,8 +896,11 @@ impl State {
             e.applied = Some(set);
         }
         for e in self.entries.values_mut().filter(|e| e.running && e.stopped) {
-            match enforce::cont(e.target, &e.sample.strays) {
-                Ok(()) => e.stopped = false,
+            match enforce::cont(e.target, &e.strays()) {
+                Ok(()) => {
+                    e.stopped = false;
+                    e.held_strays.clear();
+                }
                 Err(err) => tracing::warn!(id = e.id.0, "cannot continue: {err}"),
             }
         }

@@ -30,8 +30,9 @@ use crate::procfs::Target;
 
 /// Words of a CPU mask on the board (1024 CPUs, as in a slot).
 const MASK_WORDS: usize = 16;
-/// Words per program on the board: pid and kind, then the mask.
-const RECORD: usize = 1 + MASK_WORDS;
+/// Words per record on the board: pid and kind, the process's start time (0: not checked), then
+/// the mask.
+const RECORD: usize = 2 + MASK_WORDS;
 /// Board header: the active buffer (0 or 1), then each buffer's length.
 const HEADER: usize = 3;
 /// A record's kind bit: the pid is a process group.
@@ -122,16 +123,19 @@ impl Watchdog {
         unsafe { &*self.board.add(i) }
     }
 
-    /// Publishes the programs to release if the manager dies: each one's target and the
-    /// affinity to widen its threads back to. Programs past the board's capacity are left out
-    /// (with a warning): the manager refuses registrations past the same limit.
-    pub fn publish<'a>(&self, programs: impl Iterator<Item = (Target, &'a CpuSet)>) {
+    /// Publishes what to release if the manager dies: each program's target and the affinity to
+    /// widen its threads back to, then the processes of programs outside their groups (strays,
+    /// with their start times: the watchdog leaves a pid that another process took since). Records
+    /// past the board's capacity are left out (with a warning; the manager refuses registrations
+    /// past the same limit, and a stray not on the board is never stopped): pass the programs'
+    /// targets first.
+    pub fn publish<'a>(&self, programs: impl Iterator<Item = (Target, u64, &'a CpuSet)>) -> usize {
         self.revive();
         let active = self.word(0).load(Ordering::Relaxed) as usize & 1;
         let spare = 1 - active;
         let base = HEADER + spare * self.capacity * RECORD;
         let mut n = 0;
-        for (target, cpus) in programs {
+        for (target, start, cpus) in programs {
             if n == self.capacity {
                 tracing::warn!(capacity = self.capacity, "watchdog board full; later programs not covered");
                 break;
@@ -142,17 +146,19 @@ impl Watchdog {
                 Target::Process(p) => (p, 0),
             };
             self.word(r).store(kind | pid as u32 as u64, Ordering::Relaxed);
+            self.word(r + 1).store(start, Ordering::Relaxed);
             let mut mask = [0u64; MASK_WORDS];
             for c in cpus.iter().filter(|&c| (c as usize) < MASK_WORDS * 64) {
                 mask[c as usize / 64] |= 1 << (c % 64);
             }
             for (w, m) in mask.iter().enumerate() {
-                self.word(r + 1 + w).store(*m, Ordering::Relaxed);
+                self.word(r + 2 + w).store(*m, Ordering::Relaxed);
             }
             n += 1;
         }
         self.word(1 + spare).store(n as u64, Ordering::Relaxed);
         self.word(0).store(spare as u64, Ordering::Release);
+        n
     }
 
     /// Ends the watchdog with nothing to release (the manager released its programs itself).
@@ -238,16 +244,17 @@ unsafe fn watch(pipe: RawFd, escape: RawFd, board: *mut AtomicU64, capacity: usi
         let r = base + k * RECORD;
         let head = word(r);
         let pid = head as u32 as i32;
+        let start = word(r + 1);
         let mut mask: libc::cpu_set_t = std::mem::zeroed();
         for w in 0..MASK_WORDS {
-            let bits = word(r + 1 + w);
+            let bits = word(r + 2 + w);
             for b in 0..64 {
                 if bits & (1 << b) != 0 {
                     libc::CPU_SET(w * 64 + b, &mut mask);
                 }
             }
         }
-        if pid <= 0 {
+        if pid <= 0 || (start != 0 && stat_field(pid, 19) != Some(start as i64)) {
             continue;
         }
         if head & GROUP != 0 {
@@ -335,9 +342,14 @@ fn proc_path(out: &mut [u8; 64], pid: i32, suffix: &[u8]) -> usize {
     n + 1
 }
 
-/// The process group of `pid`, from `/proc/PID/stat` (the fifth field, counted after the last
-/// `)`), with system calls only.
+/// The process group of `pid`, from `/proc/PID/stat`, with system calls only.
 fn group_of(pid: i32) -> Option<i32> {
+    stat_field(pid, 2).and_then(|g| i32::try_from(g).ok())
+}
+
+/// Field `3 + n` of `/proc/PID/stat` (counted after the last `)`: 0 the state, 2 the group, 19
+/// the start time), as a number, with system calls only.
+fn stat_field(pid: i32, index: usize) -> Option<i64> {
     let mut path = [0u8; 64];
     proc_path(&mut path, pid, b"/stat");
     let mut buf = [0u8; 512];
@@ -353,15 +365,14 @@ fn group_of(pid: i32) -> Option<i32> {
     };
     let text = buf.get(..usize::try_from(n).ok()?)?;
     let close = text.iter().rposition(|&c| c == b')')?;
-    // After ") ": state, ppid, pgrp.
-    let mut fields = text[close + 1..].split(|&c| c == b' ').filter(|f| !f.is_empty());
-    let pgrp = fields.nth(2)?;
-    let mut v: i32 = 0;
-    for &c in pgrp {
+    let mut fields = text[close + 1..].split(|&c| c == b' ' || c == b'\n').filter(|f| !f.is_empty());
+    let field = fields.nth(index)?;
+    let mut v: i64 = 0;
+    for &c in field {
         if !c.is_ascii_digit() {
             return None;
         }
-        v = v.checked_mul(10)?.checked_add((c - b'0') as i32)?;
+        v = v.checked_mul(10)?.checked_add((c - b'0') as i64)?;
     }
     Some(v)
 }

@@ -203,7 +203,7 @@ fn command(case: &Case, dir: &Path, cpus: usize, config: Config, copy: usize, cp
     words.push(dir.join(case.args[0]).to_string_lossy().into_owned());
     words.extend(case.args[1..].iter().map(|a| expand(a, cpus)));
     let mut cmd = Command::new(&words[0]);
-    cmd.args(&words[1..]).env("OMP_NUM_THREADS", threads.to_string()).env("CPUMGR_SOCKET", socket).stdout(Stdio::null());
+    cmd.args(&words[1..]).env("OMP_NUM_THREADS", threads.to_string()).env("CPUMGR_SOCKET", socket).stdout(Stdio::null()).stderr(Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     cmd
 }

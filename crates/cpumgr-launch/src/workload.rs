@@ -20,7 +20,10 @@
 //! every = 0.5
 //! request = "{cpus}"          # CPUs it asks the manager for; default: all
 //! kind = "malleable"          # or "rigid" (with `procs`, a number or e.g. "{cpus}"),
-//!                             # "moldable", "evolving"
+//!                             # "moldable", "evolving"; a command that starts an MPI launcher
+//!                             # with a rank count is rigid with its ranks by default
+//! needs = ["mpiexec"]         # programs (on PATH) or files the job needs: without them it is
+//!                             # left out of every run, with a note
 //! ```
 //!
 //! With `arrivals = "swf"`, the workload's jobs (in file order, copies included) take the
@@ -87,6 +90,8 @@ struct JobSpec {
     kind: Option<String>,
     procs: Option<Count>,
     class: Option<String>,
+    #[serde(default)]
+    needs: Vec<String>,
 }
 
 /// A CPU or process count written as a number or as text with placeholders (`"{cpus}"`).
@@ -152,6 +157,26 @@ pub struct Workload {
     pub mpl: u32,
     /// Jobs in arrival order.
     pub jobs: Vec<Job>,
+    /// Jobs left out for what they need and this machine lacks: (the job's name, what).
+    pub left_out: Vec<(String, String)>,
+}
+
+/// Whether `program` is an executable file on `PATH`.
+pub fn on_path(program: &str) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path)
+            .any(|d| d.join(program).metadata().is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0))
+    })
+}
+
+/// Whether `need` (a path, or a program looked up on `PATH`) is here.
+fn present(need: &str) -> bool {
+    if need.contains('/') {
+        Path::new(need).exists()
+    } else {
+        on_path(need)
+    }
 }
 
 /// Values for the placeholders.
@@ -233,6 +258,7 @@ impl Workload {
             return Err(err(key_line(key), format!("field `{key}`: only for arrivals = \"swf\"")));
         }
         let mut jobs = Vec::new();
+        let mut left_out = Vec::new();
         for (k, j) in spec.job.iter().enumerate() {
             let line = headers.get(k).copied().unwrap_or(1);
             let bad = |field: &str, msg: String| err(line, format!("job {:?}: field `{field}`: {msg}", j.name));
@@ -280,6 +306,10 @@ impl Workload {
                     .filter(|n| *n > 0)
                     .ok_or_else(|| bad("request", format!("{r:?} is not a CPU count >= 1")))?,
             };
+            if let Some(missing) = j.needs.iter().map(|n| expand.apply(n)).find(|n| !present(n)) {
+                left_out.push((j.name.clone(), missing));
+                continue;
+            }
             for copy in 0..j.repeat {
                 jobs.push(Job {
                     name: if j.repeat > 1 { format!("{}#{}", j.name, copy + 1) } else { j.name.clone() },
@@ -315,9 +345,10 @@ impl Workload {
         }
         jobs.sort_by(|a, b| a.at.total_cmp(&b.at));
         if jobs.is_empty() {
-            return Err(err(1, "the workload has no [[job]]".into()));
+            return Err(err(1, "the workload has no [[job]] this machine can run".into()));
         }
-        Ok(Workload { name: spec.name.unwrap_or_else(|| file.file_stem().map_or("workload".into(), |s| s.to_string_lossy().into_owned())), mpl: spec.mpl, jobs })
+        let name = spec.name.unwrap_or_else(|| file.file_stem().map_or("workload".into(), |s| s.to_string_lossy().into_owned()));
+        Ok(Workload { name, mpl: spec.mpl, jobs, left_out })
     }
 }
 
@@ -349,6 +380,17 @@ fn swf_arrivals(jobs: &mut [Job], path: &Path, scale: f64, sizes: bool, cpus: u3
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_job_whose_needs_are_missing_is_left_out_and_said() {
+        let text = "[[job]]\nname = \"a\"\ncommand = [\"x\"]\n[[job]]\nname = \"mpi\"\ncommand = [\"mpiexec\", \"-n\", \"2\", \"{kernels}/halo\"]\nneeds = [\"sh\", \"{kernels}/halo\"]\n";
+        let w = parse(text).unwrap();
+        assert_eq!(w.jobs.len(), 1);
+        assert_eq!(w.left_out, vec![("mpi".to_string(), "/k/halo".to_string())]);
+        let here = parse(&text.replace("{kernels}/halo\"]\n", "/\"]\n")).unwrap();
+        assert_eq!((here.jobs.len(), here.jobs[1].kind.as_str(), here.jobs[1].procs), (2, "rigid", Some(2)), "an MPI launcher's job is rigid with its ranks");
+        assert!(here.left_out.is_empty());
+    }
 
     fn parse(text: &str) -> Result<Workload, WorkloadError> {
         Workload::parse(Path::new("w.toml"), text, &Expand { cpus: 4, kernels: PathBuf::from("/k") })

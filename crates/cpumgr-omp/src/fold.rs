@@ -218,6 +218,11 @@ impl Team {
         }
     }
 
+    /// Its size (0 before a member entered).
+    pub fn size(&self) -> u32 {
+        self.size.load(Ordering::Relaxed)
+    }
+
     /// Its verdict.
     pub fn verdict(&self) -> Verdict {
         match self.verdict.load(Ordering::Relaxed) {
@@ -256,11 +261,16 @@ impl Team {
     /// # Safety
     /// `body` is the region's outlined body and `data` its argument.
     pub unsafe fn member(&self, body: unsafe extern "C" fn(*mut c_void), data: *mut c_void) {
-        self.size.store(adapter::team_size(), Ordering::Relaxed);
-        MEMBER.with(|m| m.set(self));
+        self.enter(adapter::team_size());
         // SAFETY: the caller's contract.
         unsafe { body(data) };
-        MEMBER.with(|m| m.set(std::ptr::null()));
+        leave();
+    }
+
+    /// Makes the calling thread a member of this team of `size` threads until [`leave`].
+    pub fn enter(&self, size: u32) {
+        self.size.store(size, Ordering::Relaxed);
+        MEMBER.with(|m| m.set(self));
     }
 
     /// The team the calling thread runs the body of, at the outermost level; `None` in nested
@@ -299,18 +309,18 @@ impl Team {
     /// Waits for the barrier of `generation` to complete: at once asleep when folded, else after
     /// a short spin (rechecking the allocation, which may fold the team meanwhile).
     fn wait(&self, generation: u32, size: u32, alloc: Option<(u32, u64)>) {
-        let mut folded = alloc.is_some_and(|(cpus, _)| cpus < size);
-        let start = if folded { 0 } else { monotonic_ns() };
+        let mut is_folded = alloc.is_some_and(|(cpus, _)| cpus < size);
+        let start = if is_folded { 0 } else { monotonic_ns() };
         let mut spins = 0u32;
         while self.generation.load(Ordering::Acquire) == generation {
-            if !folded {
+            if !is_folded {
                 spins += 1;
                 std::hint::spin_loop();
                 if spins % 256 != 0 {
                     continue;
                 }
-                folded = allocated().is_some_and(|(cpus, _)| cpus < size);
-                if !folded && monotonic_ns().saturating_sub(start) < SPIN_NS {
+                is_folded = folded(size);
+                if !is_folded && monotonic_ns().saturating_sub(start) < SPIN_NS {
                     continue;
                 }
             }
@@ -388,6 +398,16 @@ impl Team {
             self.reference_ns() / 1000
         ));
     }
+}
+
+/// The calling thread is no member of a team any more (its implicit task ended).
+pub fn leave() {
+    MEMBER.with(|m| m.set(std::ptr::null()));
+}
+
+/// Whether a team of `size` threads is folded now (its allocation pins it to fewer CPUs).
+pub fn folded(size: u32) -> bool {
+    allocated().is_some_and(|(cpus, _)| cpus < size)
 }
 
 /// The watcher: a folding team whose current barrier has stayed pending far longer than folding

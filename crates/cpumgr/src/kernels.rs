@@ -20,12 +20,15 @@ const SOURCES: &[(&str, &str)] = &[
     ("ltomcatv.c", include_str!("../../../kernels/ltomcatv.c")),
     ("pipeline.c", include_str!("../../../kernels/pipeline.c")),
     ("rigid.c", include_str!("../../../kernels/rigid.c")),
+    ("constructs.c", include_str!("../../../kernels/constructs.c")),
+    ("halo.c", include_str!("../../../kernels/halo.c")),
     ("epcc.c", include_str!("../../../kernels/epcc.c")),
     ("cycle.c", include_str!("../../../kernels/cycle.c")),
 ];
 
 /// Writes the kernels' sources to `dir/src` and builds them with the C compiler `cc` into
-/// `dir/bin`, which it returns.
+/// `dir/bin`, which it returns; the MPI job (`halo`) too where `mpicc` is found (a workload's
+/// MPI jobs say they need it, and are left out without it).
 pub fn build(dir: &Path, cc: &str) -> anyhow::Result<PathBuf> {
     let src = dir.join("src");
     let bin = dir.join("bin");
@@ -43,6 +46,12 @@ pub fn build(dir: &Path, cc: &str) -> anyhow::Result<PathBuf> {
         .context("running make (install make and a C compiler with OpenMP, e.g. gcc)")?;
     if !out.status.success() {
         bail!("building the kernels failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    if cpumgr_launch::workload::on_path("mpicc") {
+        let mpi = Command::new("make").arg("-s").arg("-C").arg(&src).arg(format!("OUT={}", bin.display())).arg("mpi").output()?;
+        if !mpi.status.success() {
+            tracing::warn!("building the MPI job failed (its workload jobs are left out):\n{}", String::from_utf8_lossy(&mpi.stderr));
+        }
     }
     Ok(bin)
 }

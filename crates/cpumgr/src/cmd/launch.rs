@@ -179,6 +179,9 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     };
     let expand = Expand { cpus: cpus.len() as u32, kernels };
     let workload = Workload::parse(&args.workload, text, &expand).map_err(|e| InputError::new(e.to_string()))?;
+    for (job, missing) in &workload.left_out {
+        eprintln!("cpumgr launch: job {job:?} left out of every run: it needs {missing}, not found here");
+    }
     let mut configs = Vec::new();
     for b in args.baseline.iter().filter(|b| !b.is_empty()) {
         configs.push(Config::parse(b).ok_or_else(|| InputError::new(format!("--baseline: unknown baseline {b:?}; known: os, passive, dynamic, static")))?);
@@ -205,7 +208,12 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
         if dedicated.contains_key(&job.class) || stop.load(std::sync::atomic::Ordering::Relaxed) {
             continue;
         }
-        let alone = Workload { name: job.class.clone(), mpl: 1, jobs: vec![cpumgr_launch::workload::Job { at: 0.0, ..job.clone() }] };
+        let alone = Workload {
+            name: job.class.clone(),
+            mpl: 1,
+            jobs: vec![cpumgr_launch::workload::Job { at: 0.0, ..job.clone() }],
+            left_out: Vec::new(),
+        };
         let r = run(&alone, &Config::Os, &opts, &stop, &mut |_, _| {})?;
         let finished = !r.jobs.iter().any(|j| j.outcome.cut_by_limit());
         dedicated.insert(job.class.clone(), finished.then_some(r.makespan));
