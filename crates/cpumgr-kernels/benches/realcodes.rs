@@ -77,8 +77,12 @@ enum Config {
     Cpumgr,
 }
 
-const CONFIGS: [(Config, &str); 4] =
-    [(Config::Static, "static"), (Config::Sequential, "sequential"), (Config::Plain, "plain"), (Config::Cpumgr, "cpumgr")];
+const CONFIGS: [(Config, &str); 4] = [
+    (Config::Static, "static"),
+    (Config::Sequential, "sequential"),
+    (Config::Plain, "plain"),
+    (Config::Cpumgr, "cpumgr"),
+];
 
 fn main() {
     let mut reps = 3;
@@ -90,23 +94,37 @@ fn main() {
     while let Some(a) = it.next() {
         let mut value = |what: &str| it.next().cloned().unwrap_or_else(|| fail(&format!("{a} needs {what}")));
         match a.as_str() {
-            "--reps" => reps = value("a count").parse().ok().filter(|&n| n > 0).unwrap_or_else(|| fail("--reps: a count >= 1")),
+            "--reps" => {
+                reps = value("a count").parse().ok().filter(|&n| n > 0).unwrap_or_else(|| fail("--reps: a count >= 1"))
+            }
             "--gaps" => {
-                gaps = value("seconds").split(',').map(|g| g.parse().ok().filter(|g: &f64| *g >= 0.0)).collect::<Option<_>>().unwrap_or_else(|| fail("--gaps: seconds >= 0, comma-separated"))
+                gaps = value("seconds")
+                    .split(',')
+                    .map(|g| g.parse().ok().filter(|g: &f64| *g >= 0.0))
+                    .collect::<Option<_>>()
+                    .unwrap_or_else(|| fail("--gaps: seconds >= 0, comma-separated"))
             }
             "--only" => only = Some(value("a case")),
-            "--limit" => limit = value("seconds").parse().ok().filter(|&l: &f64| l > 0.0).unwrap_or_else(|| fail("--limit: seconds > 0")),
+            "--limit" => {
+                limit = value("seconds")
+                    .parse()
+                    .ok()
+                    .filter(|&l: &f64| l > 0.0)
+                    .unwrap_or_else(|| fail("--limit: seconds > 0"))
+            }
             other if other.starts_with("--") => {} // cargo bench's own flags
             other => fail(&format!("unknown argument '{other}'")),
         }
     }
-    let cpumgr = cpumgr_bin().unwrap_or_else(|| fail("no release cpumgr + libcpumgr_omp.so: cargo build --release --workspace"));
+    let cpumgr =
+        cpumgr_bin().unwrap_or_else(|| fail("no release cpumgr + libcpumgr_omp.so: cargo build --release --workspace"));
     let cpus = std::thread::available_parallelism().map_or(2, |n| n.get());
     if cpus < 2 {
         fail("needs two CPUs or more");
     }
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
-    let mut builds = vec![("gcc", build(&target.join("realcodes-gcc"), "gcc").unwrap_or_else(|e| fail(&e.to_string())))];
+    let mut builds =
+        vec![("gcc", build(&target.join("realcodes-gcc"), "gcc").unwrap_or_else(|e| fail(&e.to_string())))];
     if compiler_present("clang") {
         match build(&target.join("realcodes-clang"), "clang") {
             Ok(dir) => builds.push(("clang", dir)),
@@ -120,14 +138,12 @@ fn main() {
     }
     let limit = Duration::from_secs_f64(limit);
     for case in CASES.iter().filter(|c| only.as_ref().is_none_or(|o| o == c.name)) {
-        let dirs: Vec<(&str, PathBuf)> = if case.mpi {
-            mpi.iter().map(|d| ("mpicc", d.clone())).collect()
-        } else {
-            builds.clone()
-        };
+        let dirs: Vec<(&str, PathBuf)> =
+            if case.mpi { mpi.iter().map(|d| ("mpicc", d.clone())).collect() } else { builds.clone() };
         for (cc, dir) in &dirs {
             for &gap in &gaps {
-                let configs: Vec<(Config, &str)> = CONFIGS.iter().copied().filter(|(c, _)| !(case.mpi && *c == Config::Static)).collect();
+                let configs: Vec<(Config, &str)> =
+                    CONFIGS.iter().copied().filter(|(c, _)| !(case.mpi && *c == Config::Static)).collect();
                 let mut times: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
                 let mut capped = vec![false; configs.len()];
                 for _ in 0..reps {
@@ -172,7 +188,8 @@ fn cpumgr_bin() -> Option<PathBuf> {
 fn build_halo(dir: &Path) -> Option<PathBuf> {
     std::fs::create_dir_all(dir).ok()?;
     let src = cpumgr_kernels::source_dir().join("halo.c");
-    let ok = Command::new("mpicc").args(["-O2", "-o"]).arg(dir.join("halo")).arg(src).status().is_ok_and(|s| s.success());
+    let ok =
+        Command::new("mpicc").args(["-O2", "-o"]).arg(dir.join("halo")).arg(src).status().is_ok_and(|s| s.success());
     (ok && Command::new("mpiexec").arg("--version").output().is_ok()).then(|| dir.to_path_buf())
 }
 
@@ -180,7 +197,10 @@ fn build_halo(dir: &Path) -> Option<PathBuf> {
 fn expand(arg: &str, cpus: usize) -> String {
     match arg.strip_prefix("{cpus").and_then(|r| r.strip_suffix('}')) {
         Some("") => cpus.to_string(),
-        Some(r) => r.strip_prefix('*').and_then(|k| k.parse::<usize>().ok()).map_or(arg.to_string(), |k| (k * cpus).to_string()),
+        Some(r) => r
+            .strip_prefix('*')
+            .and_then(|k| k.parse::<usize>().ok())
+            .map_or(arg.to_string(), |k| (k * cpus).to_string()),
         None => arg.to_string(),
     }
 }
@@ -203,7 +223,11 @@ fn command(case: &Case, dir: &Path, cpus: usize, config: Config, copy: usize, cp
     words.push(dir.join(case.args[0]).to_string_lossy().into_owned());
     words.extend(case.args[1..].iter().map(|a| expand(a, cpus)));
     let mut cmd = Command::new(&words[0]);
-    cmd.args(&words[1..]).env("OMP_NUM_THREADS", threads.to_string()).env("CPUMGR_SOCKET", socket).stdout(Stdio::null()).stderr(Stdio::null());
+    cmd.args(&words[1..])
+        .env("OMP_NUM_THREADS", threads.to_string())
+        .env("CPUMGR_SOCKET", socket)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     cmd
 }
@@ -215,13 +239,17 @@ fn pair(case: &Case, dir: &Path, cpus: usize, config: Config, gap: f64, cpumgr: 
     let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let socket = std::env::temp_dir().join(format!("cpumgr-realcodes-{}-{n}.sock", std::process::id()));
     let start = Instant::now();
-    let spawn = |copy| command(case, dir, cpus, config, copy, cpumgr, &socket).spawn().unwrap_or_else(|e| fail(&format!("{}: {e}", case.name)));
+    let spawn = |copy| {
+        command(case, dir, cpus, config, copy, cpumgr, &socket)
+            .spawn()
+            .unwrap_or_else(|e| fail(&format!("{}: {e}", case.name)))
+    };
     let mut children: Vec<Option<Child>> = vec![Some(spawn(0)), None];
     let mut second_started = false;
     let second_at = Duration::from_secs_f64(gap);
     loop {
         for c in children.iter_mut() {
-            if let Some(status) = c.as_mut().map(|child| child.try_wait().expect("wait on a copy")).flatten() {
+            if let Some(status) = c.as_mut().and_then(|child| child.try_wait().expect("wait on a copy")) {
                 if !status.success() {
                     fail(&format!("{} exited with {status}", case.name));
                 }

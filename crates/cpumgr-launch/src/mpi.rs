@@ -7,8 +7,17 @@
 use std::path::Path;
 
 /// The launchers' command names: Open MPI's, MPICH's (Hydra) and Debian's alternatives for both.
-const LAUNCHERS: [&str; 9] =
-    ["mpirun", "mpiexec", "mpiexec.hydra", "mpiexec.mpich", "mpirun.mpich", "mpiexec.openmpi", "mpirun.openmpi", "orterun", "prterun"];
+const LAUNCHERS: [&str; 9] = [
+    "mpirun",
+    "mpiexec",
+    "mpiexec.hydra",
+    "mpiexec.mpich",
+    "mpirun.mpich",
+    "mpiexec.openmpi",
+    "mpirun.openmpi",
+    "orterun",
+    "prterun",
+];
 
 /// The ranks an MPI launcher's command line starts (`-n N`, `-np N`, `--np N`, `-c N` and their
 /// `=N` forms, summed over the `:`-separated parts of an MPMD line); `None` when `cmd` is not an

@@ -316,7 +316,7 @@ impl Team {
             if !is_folded {
                 spins += 1;
                 std::hint::spin_loop();
-                if spins % 256 != 0 {
+                if !spins.is_multiple_of(256) {
                     continue;
                 }
                 is_folded = folded(size);
@@ -352,7 +352,7 @@ impl Team {
             return;
         }
         if !folded {
-            if self.reference.push(took) % WINDOW as u64 == 0 {
+            if self.reference.push(took).is_multiple_of(WINDOW as u64) {
                 // The best window stands: contention from outside (or start-up page faults)
                 // only ever makes intervals longer.
                 let m = self.reference.median();
@@ -364,7 +364,7 @@ impl Team {
         self.spanned.fetch_add(took * size as u64, Ordering::Relaxed);
         self.ideal.fetch_add(took * (size - cpus) as u64, Ordering::Relaxed);
         self.asleep.fetch_add(slept_in, Ordering::Relaxed);
-        if self.folded.push(took * cpus as u64 / size as u64) % WINDOW as u64 != 0 {
+        if !self.folded.push(took * cpus as u64 / size as u64).is_multiple_of(WINDOW as u64) {
             return;
         }
         let (ideal, asleep) = (self.ideal.swap(0, Ordering::Relaxed), self.asleep.swap(0, Ordering::Relaxed));
@@ -372,7 +372,12 @@ impl Team {
         let (folded, reference) = (self.folded.median(), self.reference_ns());
         if asleep * 8 < ideal {
             let share = |v: u64| v * 100 / spanned;
-            self.judge(Verdict::Rigid, size, now, format_args!(", {}% asleep at barriers folded, {}% if it waited there", share(asleep), share(ideal)));
+            self.judge(
+                Verdict::Rigid,
+                size,
+                now,
+                format_args!(", {}% asleep at barriers folded, {}% if it waited there", share(asleep), share(ideal)),
+            );
         } else if reference > 0 && folded * 10 > SLOWER_TENTHS * reference {
             self.judge(Verdict::Rigid, size, now, format_args!(", {} us folded per CPU", folded / 1000));
         }
@@ -449,10 +454,17 @@ fn watch() {
 }
 
 fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {
-    let ts = libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
+    let ts =
+        libc::timespec { tv_sec: timeout.as_secs() as libc::time_t, tv_nsec: timeout.subsec_nanos() as libc::c_long };
     // SAFETY: FUTEX_WAIT on a live, aligned u32 with a valid timeout; spurious returns are fine.
     unsafe {
-        libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG, expected, &ts as *const libc::timespec);
+        libc::syscall(
+            libc::SYS_futex,
+            word.as_ptr(),
+            libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+            expected,
+            &ts as *const libc::timespec,
+        );
     }
 }
 

@@ -247,7 +247,12 @@ fn set_blocktime(folded: bool) {
     let default = *DEFAULT.get_or_init(|| {
         let p = adapter::next_symbol(c"kmp_get_blocktime");
         // SAFETY: kmp_get_blocktime() is libomp's.
-        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(p)() }).unwrap_or(200)
+        if p.is_null() {
+            200
+        } else {
+            // SAFETY: as above.
+            unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(p)() }
+        }
     });
     if let Some(set) = set {
         // SAFETY: the real function.

@@ -96,6 +96,7 @@ fn summed<'a>(lanes: impl Iterator<Item = &'a Lane>) -> Lane {
         exit: 0,
         status: None,
         segments: Vec::new(),
+        teams: Vec::new(),
     };
     let mut steps: Vec<(Nanos, f64)> = Vec::new();
     let mut count = 0;
@@ -311,6 +312,7 @@ mod tests {
             exit: 800,
             status: None,
             segments: vec![Segment { share: 0.125, ..seg(0, 800, 1, true) }],
+            teams: Vec::new(),
         };
         let lanes = [lane("a"), lane("b"), lane("c")];
         let sum = summed(lanes.iter());
@@ -330,6 +332,7 @@ mod tests {
             exit: 300,
             status: None,
             segments: vec![Segment { share, ..seg(from, to, 1, true) }, seg(200, 300, 1, true)],
+            teams: Vec::new(),
         };
         let lanes = [lane(1.0 / 3.0, 0, 50), lane(0.1, 10, 100)];
         let sum = summed(lanes.iter());

@@ -139,7 +139,7 @@ fn gantt(t: &Timeline, programs: &Programs) -> String {
     axis(&mut svg, t.end, h - 20.0);
     for (i, (row, bars)) in programs.iter().enumerate() {
         let (lane, fill, y) = (&row.lane, row_colour(row), i as f64 * ROW);
-        let _ = write!(svg, r#"<text x="2" y="{:.1}" font-size="11">{}</text>"#, y + 12.0, esc(&lane.name));
+        let _ = write!(svg, r#"<text x="2" y="{:.1}" font-size="11">{}</text>"#, y + 12.0, esc(&label(lane)));
         let _ = write!(svg, r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#999"/>"##, x(lane.arrival, t.end), y + ROW / 2.0, x(lane.exit, t.end), y + ROW / 2.0);
         for b in bars.iter().filter(|b| b.cpus() > 0.0) {
             let opacity = (0.35 + 0.65 * b.cpus() / max).min(1.0);
@@ -301,6 +301,16 @@ h2{{margin-top:36px}} svg{{display:block;margin:6px 0}}
     h
 }
 
+/// A lane's name, with how its team ran when the trace says (`stencil · folding 0.0 s, rigid
+/// 1.3 s`).
+fn label(lane: &crate::timeline::Lane) -> String {
+    if lane.teams.is_empty() {
+        return lane.name.clone();
+    }
+    let teams: Vec<String> = lane.teams.iter().map(|(t, m)| format!("{m} {:.1} s", *t as f64 / 1e9)).collect();
+    format!("{} · {}", lane.name, teams.join(", "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -401,3 +411,4 @@ mod tests {
         assert!(html.len() < 5_000_000, "{} bytes", html.len());
     }
 }
+

@@ -100,6 +100,8 @@ pub struct Lane {
     pub status: Option<i32>,
     /// Its allocation over time, in order, without gaps between its first allocation and exit.
     pub segments: Vec<Segment>,
+    /// How its parallel team ran from when on (the trace's `team` events: `folding`, `rigid`).
+    pub teams: Vec<(Nanos, String)>,
 }
 
 impl Lane {
@@ -220,7 +222,15 @@ impl Timeline {
                 }
                 (EventKind::Arrive { name, .. }, Some(id)) => {
                     index.insert(id, t.lanes.len());
-                    t.lanes.push(Lane { id, name: name.clone(), arrival: e.t, exit: Nanos::MAX, status: None, segments: Vec::new() });
+                    t.lanes.push(Lane {
+                        id,
+                        name: name.clone(),
+                        arrival: e.t,
+                        exit: Nanos::MAX,
+                        status: None,
+                        segments: Vec::new(),
+                        teams: Vec::new(),
+                    });
                 }
                 (EventKind::Repeat { period, until }, _) => {
                     t.end = t.end.max(*until);
@@ -239,6 +249,11 @@ impl Timeline {
                             last.to = e.t;
                         }
                         lane.segments.push(Segment { from: e.t, to: Nanos::MAX, count: *count, cpus: cpus.clone(), running: *running, share: 1.0, repeated: false });
+                    }
+                }
+                (EventKind::Team { team, .. }, Some(id)) => {
+                    if let Some(&i) = index.get(&id) {
+                        t.lanes[i].teams.push((e.t, team.clone()));
                     }
                 }
                 (EventKind::Exit { status }, Some(id)) => {
@@ -349,6 +364,17 @@ pub(crate) mod tests {
             ev(300, Some(2), EventKind::Allocate { count: 2, cpus: cpus("0-1"), running: true }),
             ev(400, Some(2), EventKind::Exit { status: Some(3) }),
         ]
+    }
+
+    #[test]
+    fn team_events_reach_their_lane() {
+        let mut events = sample();
+        let team = |t: u64, how: &str| Event { t, program: Some(ProgramId(1)), kind: EventKind::Team { team: how.into(), threads: 2 } };
+        events.insert(3, team(50, "folding"));
+        events.insert(7, team(150, "rigid"));
+        let t = Timeline::from_events(&events);
+        assert_eq!(t.lanes[0].teams, vec![(50, "folding".to_string()), (150, "rigid".to_string())]);
+        assert!(t.lanes[1].teams.is_empty());
     }
 
     /// Two programs on four CPUs under a repeating schedule: `a` moves between CPUs 0-1 and 2-3

@@ -408,6 +408,36 @@ fn watchdogs(pid: u32) -> Vec<i32> {
 }
 
 #[test]
+fn the_watchdog_continues_a_programs_processes_outside_its_group_when_the_manager_is_killed() {
+    use std::os::unix::process::CommandExt;
+    let mut d = Daemon::start("gang");
+    // Registered by a raw `register` (no supervisor): a group whose busy child made a session of
+    // its own, as MPI launchers' proxies do, beside a busy program to time-share with.
+    let script = "setsid sh -c 'while :; do :; done' & wait";
+    let a = Command::new("sh").args(["-c", script]).process_group(0).spawn().unwrap();
+    let b = Command::new("sh").args(["-c", BUSY]).process_group(0).spawn().unwrap();
+    let (pa, pb) = (a.id() as i32, b.id() as i32);
+    d.runs.extend([a, b]);
+    for pid in [pa, pb] {
+        let r = d.call(Request::Register(cpumgr_proto::Registration { pid: Some(pid), ..Default::default() }));
+        assert!(matches!(r, Reply::Registered { .. }), "{r:?}");
+    }
+    let mut stray = 0;
+    wait_for("the child in its own session", || {
+        let children = std::fs::read_to_string(format!("/proc/{pa}/task/{pa}/children")).unwrap_or_default();
+        stray = children.split_whitespace().next().and_then(|c| c.parse().ok()).unwrap_or(0);
+        stray != 0
+    });
+    // Gang stops the program in the other's quanta: its stray with it.
+    wait_for("a quantum with the program and its stray stopped", || stopped(pa) && stopped(stray));
+    d.child.kill().unwrap();
+    d.child.wait().unwrap();
+    let all = inherited();
+    wait_for("the stray continued and widened by the watchdog", || held(stray, &all) == (false, false));
+    let _ = kill(Pid::from_raw(stray), Signal::SIGKILL);
+}
+
+#[test]
 fn the_watchdog_releases_programs_without_a_supervisor_when_the_manager_is_killed() {
     use std::os::unix::process::CommandExt;
     let mut d = Daemon::start("gang");

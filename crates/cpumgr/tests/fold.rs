@@ -43,7 +43,10 @@ fn constructs(dir: &Path, d: Option<&Daemon>) -> String {
         .unwrap();
     assert!(out.status.success(), "constructs: {}", out.status);
     let line = String::from_utf8_lossy(&out.stdout).into_owned();
-    line.split_whitespace().filter(|f| !f.starts_with("seconds=") && !f.starts_with("threads=")).collect::<Vec<_>>().join(" ")
+    line.split_whitespace()
+        .filter(|f| !f.starts_with("seconds=") && !f.starts_with("threads="))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// Every construct's value, under a manager of one CPU (the team of two always folded) and of
@@ -123,7 +126,11 @@ fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
     });
     let busy = d.run("busy", BUSY);
     wait_for("the team folded onto one CPU beside the busy program, never stopped", || {
-        assert!(!stopped(pid), "a folding team is never stopped:\n{}", std::fs::read_to_string(&log).unwrap_or_default());
+        assert!(
+            !stopped(pid),
+            "a folding team is never stopped:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
         team_of(&d, "stencil") == Some(("folding".into(), 1)) && thread_cpus(pid).iter().all(|c| c.len() == 1)
     });
     // Folded, it still makes progress in its one region: its CPU time grows.
@@ -135,7 +142,14 @@ fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
     wait_for_or(
         "the same region's team spread over both CPUs again",
         || team_of(&d, "stencil") == Some(("folding".into(), 2)) && thread_cpus(pid).iter().all(|c| c.len() == 2),
-        || format!("{:?} {:?}\n{}", team_of(&d, "stencil"), thread_cpus(pid), std::fs::read_to_string(&log).unwrap_or_default()),
+        || {
+            format!(
+                "{:?} {:?}\n{}",
+                team_of(&d, "stencil"),
+                thread_cpus(pid),
+                std::fs::read_to_string(&log).unwrap_or_default()
+            )
+        },
     );
     let lines = std::fs::read_to_string(&log).unwrap();
     assert_eq!(whole_lines(&lines).filter(|l| l.contains("region team")).count(), 1, "one region all along:\n{lines}");
@@ -154,4 +168,32 @@ fn a_team_that_spins_in_its_own_loops_is_judged_rigid_when_folded() {
     d.run("busy", BUSY);
     wait_log(&log, "team of 2 is rigid");
     wait_for("status to call the pipeline's team rigid", || team_of(&d, "pipeline").is_some_and(|(t, _)| t == "rigid"));
+}
+
+#[test]
+fn a_killed_manager_leaves_a_folded_team_running_on_every_cpu() {
+    let _serial = one_at_a_time();
+    adapter_is_built();
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("stencil.err");
+    let mut d = Daemon::start("equipartition");
+    let pid = start(&mut d, "stencil", &["-n", "1024", "-rows", "128", "-iters", "100000000", "-regions", "1"], &log);
+    d.run("busy", BUSY);
+    wait_for("the team folded onto one CPU", || {
+        team_of(&d, "stencil") == Some(("folding".into(), 1)) && thread_cpus(pid).iter().all(|c| c.len() == 1)
+    });
+    let _ = d.child.kill();
+    let _ = d.child.wait();
+    // `cpumgr run` widens it back; the lease runs out, so its members stop sleeping for a fold.
+    let wide = inherited();
+    wait_for("every thread of the team back on every CPU, running", || {
+        !stopped(pid) && thread_cpus(pid).iter().all(|c| *c == wide)
+    });
+    // Time on CPU, ns: the first field of schedstat.
+    let ran = |pid: i32| {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/schedstat")).unwrap_or_default();
+        text.split_whitespace().next().and_then(|f| f.parse::<u64>().ok()).unwrap_or(0)
+    };
+    let before = ran(pid);
+    wait_for("the region to keep going", || ran(pid) > before + 200_000_000);
 }

@@ -95,7 +95,8 @@ fn an_mpi_job_is_a_rigid_team_stopped_and_continued_whole_and_released_by_a_kill
     // Beside a busy program, equipartition means one CPU each: the job's two polling ranks are
     // run as a gang in turns, every rank stopped while the busy program runs.
     d.run("busy", BUSY);
-    let state = |d: &Daemon| d.status().programs.into_iter().find(|p| p.name == "halo").map(|p| (p.state, p.cpus.len()));
+    let state =
+        |d: &Daemon| d.status().programs.into_iter().find(|p| p.name == "halo").map(|p| (p.state, p.cpus.len()));
     wait_for("a quantum with the job stopped, both ranks with it", || {
         state(&d).is_some_and(|(s, _)| s == "stopped") && pids.iter().all(|&p| stopped(p))
     });

@@ -5,8 +5,8 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use cpumgr_core::CpuSet;
@@ -159,7 +159,6 @@ pub fn gone(pid: i32) -> bool {
     }
 }
 
-
 /// The kernels built once per compiler for this test binary.
 pub fn kernels(cc: &str) -> PathBuf {
     static DIRS: OnceLock<std::sync::Mutex<Vec<(String, tempfile::TempDir)>>> = OnceLock::new();
@@ -201,7 +200,9 @@ pub fn thread_cpus(pid: i32) -> Vec<cpumgr_core::CpuSet> {
         .flatten()
         .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
         .filter_map(|s| {
-            s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|v| cpumgr_core::CpuSet::parse(v.trim()).ok())
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .and_then(|v| cpumgr_core::CpuSet::parse(v.trim()).ok())
         })
         .collect()
 }
