@@ -3,10 +3,10 @@
 //! Real OpenMP codes open one region around their whole time loop, so a team sized at the fork
 //! stays that size for the run. Instead, the adapter lets a running team *fold*: it keeps its
 //! threads, the manager pins them to fewer CPUs than threads, and at every barrier the compiler
-//! emits (`GOMP_barrier`, the ends of `omp for` and `sections`: see [`crate::gomp`]) a thread of a
-//! folded team sleeps instead of spinning, so the thread it waits for gets the CPU at once. When
-//! CPUs come back the manager widens the affinity, the threads spread out, and waiters spin
-//! briefly again as libgomp's would.
+//! emits (`GOMP_barrier`, the ends of `omp for` and `sections`: see [`crate::gomp`]; clang's
+//! `__kmpc_barrier`: see [`crate::ompt`]) a thread of a folded team sleeps instead of spinning,
+//! so the thread it waits for gets the CPU at once. When CPUs come back the manager widens the
+//! affinity, the threads spread out, and waiters spin briefly again as the runtimes' would.
 //!
 //! Folding keeps every semantics (the team keeps its size, so `omp_get_num_threads` and code
 //! that depends on it stay right) but is efficient only for a team that waits at the runtime's
@@ -21,12 +21,15 @@
 //!   more progress folded all the time or run whole for a share of the time (a gang): the
 //!   break-even is 1, [`SLOWER_TENTHS`] leaves the gang's switches a margin;
 //! - a barrier that stays pending far longer than either explains (no member reaches it: all
-//!   spin) is caught by the [`watch`] thread.
+//!   spin) is caught by a watcher thread;
+//! - a fine-grained team folded from its first barrier has no reference: it is *probed* once,
+//!   reported rigid until the manager has run it whole for [`WINDOW`] barriers, then judged
+//!   against them (folding again, or rigid).
 //!
-//! A team judged rigid is reported so ([`Phase::Parallel`](cpumgr_proto::slot::Phase): the
+//! A team judged rigid is reported so (the slot's phase `Parallel`: the
 //! manager runs it whole, as a gang when squeezed) for the rest of its region, and its region key
 //! starts rigid from then on ([`history`]); any other team reports
-//! [`Phase::Folding`](cpumgr_proto::slot::Phase).
+//! phase `Folding`.
 
 use std::cell::Cell;
 use std::ffi::c_void;
@@ -47,6 +50,11 @@ pub const WINDOW: usize = 16;
 /// unfolded median by more than this factor (in tenths) is rigid.
 pub const SLOWER_TENTHS: u64 = 15;
 
+/// A folded team with no unfolded reference whose median barrier interval scaled by its CPUs
+/// over its threads is below this (ns) is probed: at such grains a hand-over may cost as much as
+/// the work, and only a reference can tell. Coarser teams lose little to folding and are left.
+pub const PROBE_BELOW_NS: u64 = 50_000;
+
 /// How long an unfolded waiter spins before it sleeps (libgomp's own spin is of this order).
 const SPIN_NS: u64 = 100_000;
 
@@ -54,7 +62,7 @@ const SPIN_NS: u64 = 100_000;
 /// completion wakes the sleepers).
 const NAP: Duration = Duration::from_millis(100);
 
-/// How often the [`watch`] thread looks at the open team.
+/// How often the watcher thread looks at the open team.
 const WATCH_EVERY: Duration = Duration::from_millis(10);
 
 /// Whether the program has created an explicit task: tasks complete at barriers inside libgomp,
@@ -69,6 +77,9 @@ pub enum Verdict {
     Folding = 0,
     /// Waits in ways folding does not serve: rigid.
     Rigid = 1,
+    /// Fine-grained and never seen unfolded: reported rigid until the manager has run it whole
+    /// long enough to time a reference, then judged against it.
+    Probing = 2,
 }
 
 /// One tracked region's team: its cooperative barrier and what is known of its waiting.
@@ -111,6 +122,8 @@ pub struct Team {
     ever_folded: AtomicBool,
     /// A [`Verdict`].
     verdict: AtomicU8,
+    /// Whether it was probed once (a team is probed at most once per region).
+    probed: AtomicBool,
 }
 
 /// The latest [`WINDOW`] values of a series, written by one thread at a time (a barrier's last
@@ -144,7 +157,7 @@ thread_local! {
     static MEMBER: Cell<*const Team> = const { Cell::new(std::ptr::null()) };
 }
 
-/// The open tracked team the [`watch`] thread looks at (a `*const Team` as `usize`; 0: none).
+/// The open tracked team the watcher thread looks at (a `*const Team` as `usize`; 0: none).
 /// Registered by the forking thread for the region's lifetime, under the lock, so the watcher
 /// never reads a team that is gone.
 static OPEN: Mutex<usize> = Mutex::new(0);
@@ -215,6 +228,7 @@ impl Team {
             asleep: AtomicU64::new(0),
             ever_folded: AtomicBool::new(false),
             verdict: AtomicU8::new(verdict as u8),
+            probed: AtomicBool::new(false),
         }
     }
 
@@ -227,6 +241,7 @@ impl Team {
     pub fn verdict(&self) -> Verdict {
         match self.verdict.load(Ordering::Relaxed) {
             0 => Verdict::Folding,
+            2 => Verdict::Probing,
             _ => Verdict::Rigid,
         }
     }
@@ -252,7 +267,11 @@ impl Team {
             *open = 0;
         }
         drop(open);
-        let v = self.verdict();
+        // A probe that did not end leaves the key unjudged.
+        let v = match self.verdict() {
+            Verdict::Probing => Verdict::Folding,
+            v => v,
+        };
         record(self.key, |h| h.verdict = v);
     }
 
@@ -348,7 +367,8 @@ impl Team {
         if folded {
             self.ever_folded.store(true, Ordering::Relaxed);
         }
-        if !same || cpus == 0 || self.verdict() == Verdict::Rigid {
+        let verdict = self.verdict();
+        if !same || cpus == 0 || verdict == Verdict::Rigid {
             return;
         }
         if !folded {
@@ -358,7 +378,15 @@ impl Team {
                 let m = self.reference.median();
                 let best = self.best.load(Ordering::Relaxed);
                 self.best.store(if best == 0 { m } else { best.min(m) }, Ordering::Relaxed);
+                if verdict == Verdict::Probing {
+                    let (folded, reference) = (self.folded.median(), self.reference_ns());
+                    let v = if folded * 10 > SLOWER_TENTHS * reference { Verdict::Rigid } else { Verdict::Folding };
+                    self.judge(v, size, now, format_args!(", {} us folded per CPU", folded / 1000));
+                }
             }
+            return;
+        }
+        if verdict == Verdict::Probing {
             return;
         }
         self.spanned.fetch_add(took * size as u64, Ordering::Relaxed);
@@ -380,6 +408,8 @@ impl Team {
             );
         } else if reference > 0 && folded * 10 > SLOWER_TENTHS * reference {
             self.judge(Verdict::Rigid, size, now, format_args!(", {} us folded per CPU", folded / 1000));
+        } else if reference == 0 && folded < PROBE_BELOW_NS && !self.probed.swap(true, Ordering::Relaxed) {
+            self.judge(Verdict::Probing, size, now, format_args!(", {} us folded per CPU", folded / 1000));
         }
     }
 
@@ -395,11 +425,15 @@ impl Team {
         let client = adapter::client();
         match v {
             Verdict::Folding => client.fold_region_at(size, now),
-            Verdict::Rigid => client.begin_region_at(size, now),
+            Verdict::Rigid | Verdict::Probing => client.begin_region_at(size, now),
         }
         adapter::log(format_args!(
             "cpumgr-omp: team of {size} {} (a barrier every {} us unfolded{why})",
-            if v == Verdict::Folding { "folds" } else { "is rigid" },
+            match v {
+                Verdict::Folding => "folds",
+                Verdict::Rigid => "is rigid",
+                Verdict::Probing => "is probed unfolded",
+            },
             self.reference_ns() / 1000
         ));
     }

@@ -5,7 +5,7 @@
 //! `GOMP_parallel_end`, which reports it there.
 //!
 //! The team of a region forked by `GOMP_parallel` or a combined loop or sections form can fold
-//! ([`fold`]): its body runs through [`member`], which makes each thread a member of the region's
+//! ([`fold`]): its body runs through a trampoline that makes each thread a member of the region's
 //! [`Team`], and the barriers GCC emits inside it (`GOMP_barrier`, the ends of worksharing loops
 //! and sections) are the team's cooperative barrier. `GOMP_parallel_reductions` (its data is
 //! libgomp's to read) and the old `_start` forms keep rigid teams.
