@@ -22,9 +22,10 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// Runs `constructs` from `dir` with two threads and returns its result line without the timing
-/// and the team (libomp sizes its teams to the allocation):
-/// plainly, or under `cpumgr run` with manager `d`.
-fn constructs(dir: &Path, d: Option<&Daemon>) -> String {
+/// and the team (libomp sizes its teams to the allocation): plainly, or under `cpumgr run` with
+/// manager `d`; `bound` binds its threads to CPUs itself (`OMP_PROC_BIND=true`: the runtime sets
+/// each thread's affinity at start, under the manager's).
+fn constructs(dir: &Path, d: Option<&Daemon>, bound: bool) -> String {
     let kernel = dir.join("constructs");
     let mut cmd = match d {
         Some(d) => {
@@ -38,6 +39,7 @@ fn constructs(dir: &Path, d: Option<&Daemon>) -> String {
         .args(["-steps", "100"])
         .env("OMP_NUM_THREADS", "2")
         .env("OMP_CANCELLATION", "true")
+        .env("OMP_PROC_BIND", if bound { "true" } else { "false" })
         .stderr(Stdio::inherit())
         .output()
         .unwrap();
@@ -50,16 +52,18 @@ fn constructs(dir: &Path, d: Option<&Daemon>) -> String {
 }
 
 /// Every construct's value, under a manager of one CPU (the team of two always folded) and of
-/// two, equals the plain run's.
+/// two, with threads the runtime binds itself or not, equals the plain run's.
 fn folded_teams_keep_every_constructs_result(cc: &str) {
     let _serial = one_at_a_time();
     adapter_is_built();
     let dir = kernels(cc);
-    let plain = constructs(&dir, None);
+    let plain = constructs(&dir, None, false);
     assert!(plain.contains("spun=all"), "{plain}");
     for cpus in ["0", "0-1"] {
         let d = Daemon::start_with("equipartition", &["--cpus", cpus]);
-        assert_eq!(constructs(&dir, Some(&d)), plain, "managed on CPUs {cpus}");
+        for bound in [false, true] {
+            assert_eq!(constructs(&dir, Some(&d), bound), plain, "managed on CPUs {cpus}, OMP_PROC_BIND={bound}");
+        }
     }
 }
 
