@@ -121,9 +121,9 @@ unsafe extern "C" fn parallel_begin(
     let last = LAST_SET.load(Ordering::Relaxed);
     let explicit = last != 0 && requested != last && requested != adapter::default_team();
     let tracked = if explicit {
-        adapter::begin(requested, 0, true).1
+        adapter::begin(requested, 0, folds()).1
     } else {
-        let (team, tracked) = adapter::begin(0, code as usize as u64, true);
+        let (team, tracked) = adapter::begin(0, code as usize as u64, folds());
         if tracked.is_some() && team != last {
             adapter::real_set_num_threads(team);
             LAST_SET.store(team, Ordering::Relaxed);
@@ -151,6 +151,19 @@ unsafe extern "C" fn parallel_end(region: *mut OmptData, _task: *mut OmptData, _
         team.close();
         adapter::end(OPEN.with(|o| o.take()), team.ever_folded());
     }
+}
+
+/// Whether libomp's teams may fold: not when the program binds its threads itself
+/// (`OMP_PROC_BIND` other than `false`, or `OMP_PLACES`). libomp binds each thread of a team to
+/// its place and aborts when that fails, and under the manager's cpuset backend a place outside
+/// the allocation fails (`EINVAL`): such a program's teams are sized to the allocation at each
+/// fork instead, as before folding.
+fn folds() -> bool {
+    static FOLDS: OnceLock<bool> = OnceLock::new();
+    *FOLDS.get_or_init(|| {
+        let bind = std::env::var("OMP_PROC_BIND").map_or(false, |v| !v.trim().eq_ignore_ascii_case("false"));
+        !bind && std::env::var_os("OMP_PLACES").is_none()
+    })
 }
 
 /// An implicit task begins or ends: a thread joins or leaves a tracked region's team. The task's

@@ -114,6 +114,18 @@ fn team_of(d: &Daemon, name: &str) -> Option<(String, u32)> {
     d.status().programs.into_iter().find(|p| p.name == name).map(|p| (p.team, p.count))
 }
 
+/// Whether every thread of `pid` may run on exactly `n` CPUs.
+fn on_cpus(pid: i32, n: usize) -> bool {
+    thread_cpus(pid).iter().all(|c| c.len() == n)
+}
+
+/// Starts a stencil under `d` with one region of sweeps far longer than a test, ~100 us of work
+/// per thread between barriers (folding costs a few per barrier: the team is never worth running
+/// whole); the adapter's log in `log`. Returns its pid.
+fn long_stencil(d: &mut Daemon, log: &Path) -> i32 {
+    start(d, "stencil", &["-n", "1024", "-rows", "128", "-iters", "100000000", "-regions", "1"], log)
+}
+
 #[test]
 fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
     let _serial = one_at_a_time();
@@ -121,12 +133,10 @@ fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("stencil.err");
     let mut d = Daemon::start("equipartition");
-    // One region of sweeps far longer than the test, ~100 us of work per thread between barriers
-    // (folding costs a few per barrier: the team is never worth running whole).
-    let pid = start(&mut d, "stencil", &["-n", "1024", "-rows", "128", "-iters", "100000000", "-regions", "1"], &log);
+    let pid = long_stencil(&mut d, &log);
     wait_log(&log, "region team 2 folding");
     wait_for("the stencil's team of 2 folding on both CPUs", || {
-        team_of(&d, "stencil") == Some(("folding".into(), 2)) && thread_cpus(pid).iter().all(|c| c.len() == 2)
+        team_of(&d, "stencil") == Some(("folding".into(), 2)) && on_cpus(pid, 2)
     });
     let busy = d.run("busy", BUSY);
     wait_for("the team folded onto one CPU beside the busy program, never stopped", || {
@@ -135,7 +145,7 @@ fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
             "a folding team is never stopped:\n{}",
             std::fs::read_to_string(&log).unwrap_or_default()
         );
-        team_of(&d, "stencil") == Some(("folding".into(), 1)) && thread_cpus(pid).iter().all(|c| c.len() == 1)
+        team_of(&d, "stencil") == Some(("folding".into(), 1)) && on_cpus(pid, 1)
     });
     // Folded, it still makes progress in its one region: its CPU time grows.
     let cpu = |d: &Daemon| d.status().programs.iter().find(|p| p.name == "stencil").map_or(0, |p| p.cpu_ms);
@@ -145,7 +155,7 @@ fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
     nix::sys::signal::killpg(nix::unistd::Pid::from_raw(busy), nix::sys::signal::SIGKILL).unwrap();
     wait_for_or(
         "the same region's team spread over both CPUs again",
-        || team_of(&d, "stencil") == Some(("folding".into(), 2)) && thread_cpus(pid).iter().all(|c| c.len() == 2),
+        || team_of(&d, "stencil") == Some(("folding".into(), 2)) && on_cpus(pid, 2),
         || {
             format!(
                 "{:?} {:?}\n{}",
@@ -181,10 +191,10 @@ fn a_killed_manager_leaves_a_folded_team_running_on_every_cpu() {
     let tmp = tempfile::tempdir().unwrap();
     let log = tmp.path().join("stencil.err");
     let mut d = Daemon::start("equipartition");
-    let pid = start(&mut d, "stencil", &["-n", "1024", "-rows", "128", "-iters", "100000000", "-regions", "1"], &log);
+    let pid = long_stencil(&mut d, &log);
     d.run("busy", BUSY);
     wait_for("the team folded onto one CPU", || {
-        team_of(&d, "stencil") == Some(("folding".into(), 1)) && thread_cpus(pid).iter().all(|c| c.len() == 1)
+        team_of(&d, "stencil") == Some(("folding".into(), 1)) && on_cpus(pid, 1)
     });
     let _ = d.child.kill();
     let _ = d.child.wait();
