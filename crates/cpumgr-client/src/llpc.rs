@@ -31,7 +31,13 @@ pub struct Llpc {
 impl Llpc {
     /// A sizer for a program that may run on `cpus` CPUs.
     pub fn new(cpus: u32) -> Llpc {
-        Llpc { cpus: cpus.max(1), loadavg: File::open("/proc/loadavg").ok(), state: LlpcState::default(), team: 0, sampled: None }
+        Llpc {
+            cpus: cpus.max(1),
+            loadavg: File::open("/proc/loadavg").ok(),
+            state: LlpcState::default(),
+            team: 0,
+            sampled: None,
+        }
     }
 
     /// The team for the next region, at most `cap`. The first region starts with the CPUs the

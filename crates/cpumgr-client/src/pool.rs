@@ -188,7 +188,9 @@ impl Pool {
         // SAFETY: no region runs (we hold the estimator lock and the last region ended with
         // pending == 0), so no member reads `job`; `f` outlives the region, which ends before
         // this function returns and clears the pointer.
-        unsafe { *inner.job.get() = Some(std::mem::transmute::<*const Job<'_>, *const Job<'static>>(f as *const Job<'_>)) };
+        unsafe {
+            *inner.job.get() = Some(std::mem::transmute::<*const Job<'_>, *const Job<'static>>(f as *const Job<'_>))
+        };
         inner.n.store(n, Ordering::Relaxed);
         inner.chunk.store(chunk, Ordering::Relaxed);
         inner.next.store(0, Ordering::Relaxed);
@@ -364,7 +366,11 @@ mod tests {
         let team = p.parallel_for(1, 1, |_, _| {
             let (p, tx) = (Arc::clone(&p), tx.clone());
             std::thread::spawn(move || tx.send(p.parallel_for(64, 1, |_, _| {})).unwrap());
-            assert_eq!(rx.lock().unwrap().recv_timeout(Duration::from_secs(20)), Ok(1), "the other region ran alone, on its caller");
+            assert_eq!(
+                rx.lock().unwrap().recv_timeout(Duration::from_secs(20)),
+                Ok(1),
+                "the other region ran alone, on its caller"
+            );
         });
         assert_eq!(team, 1);
         assert_eq!(p.parallel_for(64, 1, |_, _| {}), 4, "the pool is whole again once the region ended");

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use cpumgr_client::{Client, Mode, Options, Pool};
 use cpumgr_core::CpuSet;
 use cpumgr_daemon::{Manager, Settings};
-use std::path::{Path, PathBuf};
 use cpumgr_proto::{Conn, Registration, Reply, Request, Segment};
+use std::path::{Path, PathBuf};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 const SOCKET_VAR: &str = "CPUMGR_TEST_MANAGER_SOCKET";
@@ -100,7 +100,8 @@ impl Setup {
     /// Registers a `sleep` child as a second program wanting both CPUs.
     fn second_program(&self) -> Other {
         let child = Command::new("sleep").arg("60").spawn().unwrap();
-        let reg = Registration { pid: Some(child.id() as i32), name: "other".into(), now: Some(2), ..Default::default() };
+        let reg =
+            Registration { pid: Some(child.id() as i32), name: "other".into(), now: Some(2), ..Default::default() };
         let id = match self.call(&Request::Register(reg)).0 {
             Reply::Registered { id } => id,
             r => panic!("{r:?}"),

@@ -54,7 +54,8 @@ fn the_manager_refuses_a_client_of_another_protocol_version() {
         assert!(received.fds.is_empty(), "no slot goes to a client of version {v}");
         match msg::decode::<Reply>(&received.bytes).unwrap() {
             Reply::Error { message } => assert!(
-                message.contains(&format!("protocol version {v} is not supported")) && message.contains(&format!("speaks {PROTO_VERSION}")),
+                message.contains(&format!("protocol version {v} is not supported"))
+                    && message.contains(&format!("speaks {PROTO_VERSION}")),
                 "the refusal names both versions: {message}"
             ),
             other => panic!("version {v} was answered {other:?}"),

@@ -1,11 +1,11 @@
 //! One full quantum (decide + place) for 1024 programs on a 1024-CPU hierarchical machine, for
 //! every policy in the catalog. Target: ≤ 1 ms each. Run: `cargo bench -p cpumgr-core --bench decide`.
 
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use cpumgr_core::placer::Placer;
 use cpumgr_core::policies::{self, CATALOG};
 use cpumgr_core::topology::{CpuInfo, Topology};
 use cpumgr_core::{Decision, Kind, Program, SpeedupReport, View};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 
 /// 2 packages × 2 NUMA × 8 L3 × 16 cores × 2 SMT = 1024 CPUs.
 fn machine() -> Topology {

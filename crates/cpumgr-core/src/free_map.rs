@@ -124,7 +124,9 @@ mod tests {
         for p in [3u32, 64 * 66 + 1, 64 * 70 + 4] {
             m.set((p / 64) as usize, 1 << (p % 64), true);
         }
-        for (first, end) in [(0, n as u32), (4, n as u32), (64 * 66 + 2, n as u32), (0, 3), (64 * 66, 64 * 66 + 1), (100, 64 * 70)] {
+        for (first, end) in
+            [(0, n as u32), (4, n as u32), (64 * 66 + 2, n as u32), (0, 3), (64 * 66, 64 * 66 + 1), (100, 64 * 70)]
+        {
             assert_eq!(m.first_free(first, end), naive_first(&m, first, end), "{first}..{end}");
         }
         assert_eq!(m.next_nonempty(1, m.len()), Some(66));

@@ -185,7 +185,10 @@ impl<'a> Params<'a> {
     }
 
     fn spec(&self, key: &'static str) -> &'static ParamSpec {
-        self.specs.iter().find(|s| s.key == key).unwrap_or_else(|| panic!("{}: no parameter {key} in its table", self.policy))
+        self.specs
+            .iter()
+            .find(|s| s.key == key)
+            .unwrap_or_else(|| panic!("{}: no parameter {key} in its table", self.policy))
     }
 
     fn bad(&self, spec: &ParamSpec, value: &str) -> ParamError {

@@ -413,8 +413,11 @@ impl Placer {
                 // splitting level (a flat one) has one domain to grow in, the machine's, which
                 // holds every position: its best fit is not asked. No anchor means no free CPU.
                 let levels = topology.splitting_levels();
-                let anchor =
-                    if levels.is_empty() { Some(0) } else { kept.first().or_else(|| self.free.best_fit(topology, need)) };
+                let anchor = if levels.is_empty() {
+                    Some(0)
+                } else {
+                    kept.first().or_else(|| self.free.best_fit(topology, need))
+                };
                 if let Some(anchor) = anchor {
                     // Nearest first; a level that splits nothing repeats the range just emptied.
                     for &level in levels.iter().chain(&[Level::Machine]) {
@@ -486,7 +489,11 @@ impl FreeCpus {
     /// machine with no counted level, which a call doubled (the compiler left it out of line).
     #[inline(always)]
     fn set_bits(&mut self, topology: &Topology, k: usize, mask: u64, free: bool) {
-        debug_assert_eq!(self.map.word(k) & mask, if free { 0 } else { mask }, "positions {mask:#x} of word {k} not all held");
+        debug_assert_eq!(
+            self.map.word(k) & mask,
+            if free { 0 } else { mask },
+            "positions {mask:#x} of word {k} not all held"
+        );
         self.map.set(k, mask, free);
         // Kept apart: on a machine with no counted level (a flat one) marking is the word alone.
         let levels = counted(topology);
@@ -667,12 +674,15 @@ mod tests {
     #[test]
     fn grow_keys_sort_as_the_grow_order_goes() {
         use std::cmp::Reverse;
-        let parts = [(false, 3, 7), (true, u32::MAX, 0), (false, 3, 2), (true, 1, 1), (false, 0, usize::MAX), (false, 9, 5)];
+        let parts =
+            [(false, 3, 7), (true, u32::MAX, 0), (false, 3, 2), (true, 1, 1), (false, 0, usize::MAX), (false, 9, 5)];
         let mut keys: Vec<GrowKey> = parts.iter().map(|&(none, need, i)| GrowKey::new(none, need, i)).collect();
         keys.sort_unstable();
-        let mut tuples: Vec<(bool, Reverse<u32>, usize)> = parts.iter().map(|&(none, need, i)| (none, Reverse(need), i)).collect();
+        let mut tuples: Vec<(bool, Reverse<u32>, usize)> =
+            parts.iter().map(|&(none, need, i)| (none, Reverse(need), i)).collect();
         tuples.sort_unstable();
-        let decoded: Vec<(bool, Reverse<u32>, usize)> = keys.iter().map(|k| (k.0 >> 127 == 1, Reverse(k.need()), k.index())).collect();
+        let decoded: Vec<(bool, Reverse<u32>, usize)> =
+            keys.iter().map(|k| (k.0 >> 127 == 1, Reverse(k.need()), k.index())).collect();
         assert_eq!(decoded, tuples);
     }
 

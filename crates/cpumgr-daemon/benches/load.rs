@@ -104,7 +104,10 @@ struct Report {
 impl Report {
     fn print(&self, s: &Sizes) {
         let rss: Vec<String> = self.rss_kib.iter().map(|k| format!("{:.1}", *k as f64 / 1024.0)).collect();
-        println!("load: {} programs registered; churn target {} register/unregister pairs/s on {} connections for {} s", s.programs, s.rate, s.clients, s.secs);
+        println!(
+            "load: {} programs registered; churn target {} register/unregister pairs/s on {} connections for {} s",
+            s.programs, s.rate, s.clients, s.secs
+        );
         println!(
             "churn achieved: {} pairs in {:.1} s = {:.0} pairs/s ({:.0} requests/s), {} failed",
             self.pairs,
@@ -149,7 +152,9 @@ fn unregister(conn: &Conn, id: u64) -> bool {
 /// go with the clients.
 fn fds(pid: u32) -> usize {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return 0 };
-    dir.flatten().filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| !l.to_string_lossy().starts_with("socket:"))).count()
+    dir.flatten()
+        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| !l.to_string_lossy().starts_with("socket:")))
+        .count()
 }
 
 fn rss_kib(pid: u32) -> u64 {

@@ -160,10 +160,7 @@ fn measure(backend: Choice, rounds: usize, page: &'static Page, b_pid: i32) {
 /// (`schedstat`, field 2).
 fn run_queue_ns(pid: i32) -> u64 {
     let path = if pid == 0 { "/proc/self/schedstat".to_string() } else { format!("/proc/{pid}/schedstat") };
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|t| t.split_whitespace().nth(1)?.parse().ok())
-        .unwrap_or(0)
+    std::fs::read_to_string(path).ok().and_then(|t| t.split_whitespace().nth(1)?.parse().ok()).unwrap_or(0)
 }
 
 fn main() {

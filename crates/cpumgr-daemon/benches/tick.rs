@@ -60,7 +60,9 @@ fn tick(c: &mut Criterion) {
         g.bench_function(format!("the /proc walk alone, {n} programs"), |b| b.iter(|| procfs::scan(&targets)));
         if n == 64 {
             let others = Sleepers::spawn(2000);
-            g.bench_function(format!("the /proc walk alone, {n} programs, 2000 other processes"), |b| b.iter(|| procfs::scan(&targets)));
+            g.bench_function(format!("the /proc walk alone, {n} programs, 2000 other processes"), |b| {
+                b.iter(|| procfs::scan(&targets))
+            });
             drop(others);
         }
     }

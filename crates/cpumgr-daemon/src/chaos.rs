@@ -56,7 +56,10 @@ impl FromStr for Spec {
             };
             match key {
                 "seed" => spec.seed = value.parse().map_err(|_| format!("seed={value}: not an unsigned integer"))?,
-                "delay" => spec.delay = parse_delay(value).ok_or_else(|| format!("delay={value}: not a duration (30ms, 0.1s)"))?,
+                "delay" => {
+                    spec.delay =
+                        parse_delay(value).ok_or_else(|| format!("delay={value}: not a duration (30ms, 0.1s)"))?
+                }
                 "drop" => spec.drop = probability()?,
                 "kill" => spec.kill = probability()?,
                 "die" => spec.die = probability()?,
@@ -190,6 +193,9 @@ mod tests {
             assert!(a.iter().any(|x| x.2 == Some(t)), "{t:?} never picked");
         }
         let none = Chaos::new(Spec::default());
-        assert!((0..100).all(|_| none.quantum_delay().is_zero() && !none.drop_message() && none.victim(&targets).is_none() && !none.die_now()));
+        assert!((0..100).all(|_| none.quantum_delay().is_zero()
+            && !none.drop_message()
+            && none.victim(&targets).is_none()
+            && !none.die_now()));
     }
 }

@@ -220,9 +220,13 @@ impl Cpusets {
         let g = match self.programs.entry(id) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
-                let home = self.hierarchy.dir_of(leader).ok_or_else(|| io::Error::other(format!("no cgroup for process {leader}")))?;
+                let home = self
+                    .hierarchy
+                    .dir_of(leader)
+                    .ok_or_else(|| io::Error::other(format!("no cgroup for process {leader}")))?;
                 let dir = self.dir.join(format!("prog-{}", id.0));
-                fs::create_dir(&dir).or_else(|e| if e.kind() == io::ErrorKind::AlreadyExists { Ok(()) } else { Err(e) })?;
+                fs::create_dir(&dir)
+                    .or_else(|e| if e.kind() == io::ErrorKind::AlreadyExists { Ok(()) } else { Err(e) })?;
                 fs::write(dir.join("cpuset.mems"), &self.mems)?;
                 v.insert(Group { dir, home, cpus: None, attached: HashSet::new() })
             }
@@ -292,7 +296,8 @@ pub fn escape(pid: i32) -> bool {
     for flavour in [Flavour::V2, Flavour::V1] {
         let Some(h) = Hierarchy::find(flavour) else { continue };
         let Some(dir) = h.dir_of(pid) else { continue };
-        let Some(top) = dir.ancestors().find(|d| d.file_name().is_some_and(|n| n.to_string_lossy().starts_with(PREFIX)))
+        let Some(top) =
+            dir.ancestors().find(|d| d.file_name().is_some_and(|n| n.to_string_lossy().starts_with(PREFIX)))
         else {
             continue;
         };

@@ -30,9 +30,9 @@ pub mod watchdog;
 pub mod worklist;
 
 use std::fs::{File, OpenOptions};
+use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -129,7 +129,10 @@ impl Manager {
             if !meta.file_type().is_socket() {
                 return Err(StartError::Io {
                     path: socket.to_path_buf(),
-                    err: std::io::Error::new(std::io::ErrorKind::AlreadyExists, "exists and is not a socket; not replacing it"),
+                    err: std::io::Error::new(
+                        std::io::ErrorKind::AlreadyExists,
+                        "exists and is not a socket; not replacing it",
+                    ),
                 });
             }
             std::fs::remove_file(socket).map_err(io_err(socket))?;
@@ -137,7 +140,11 @@ impl Manager {
         let state = State::new(settings).map_err(StartError::Settings)?;
         let escape = state.cgroup_exit().and_then(|d| OpenOptions::new().write(true).open(d.join("cgroup.procs")).ok());
         let watchdog = watchdog::Watchdog::spawn(settings.max_programs, escape.map(OwnedFd::from))
-            .inspect_err(|e| tracing::error!("no watchdog ({e}): if this manager is killed, programs without a supervisor stay as it left them"))
+            .inspect_err(|e| {
+                tracing::error!(
+                    "no watchdog ({e}): if this manager is killed, programs without a supervisor stay as it left them"
+                )
+            })
             .ok();
         let listener = Listener::bind(socket).map_err(io_err(socket))?;
         // Everyone may connect; every request is checked against the peer's credentials.
@@ -292,7 +299,11 @@ fn schedule(shared: Arc<Shared>) {
             }
             let until = if state.kick { earliest.min(next) } else { next };
             let until = wake.map_or(until, |w| until.min(w));
-            state = shared.wake.wait_timeout(state, (until - now).min(Duration::from_secs(1))).map(|r| r.0).unwrap_or_else(|e| e.into_inner().0);
+            state = shared
+                .wake
+                .wait_timeout(state, (until - now).min(Duration::from_secs(1)))
+                .map(|r| r.0)
+                .unwrap_or_else(|e| e.into_inner().0);
         }
     }
 }

@@ -85,7 +85,9 @@ impl UserLimits {
         match asked {
             None => Ok(self.default_weight),
             Some(w) if !(w.is_finite() && w > 0.0) => Err(format!("weight {w} is not a positive number")),
-            Some(w) if w > self.max_weight => Err(format!("weight {w} is above the limit of {} per program", self.max_weight)),
+            Some(w) if w > self.max_weight => {
+                Err(format!("weight {w} is above the limit of {} per program", self.max_weight))
+            }
             Some(w) => Ok(w),
         }
     }
@@ -105,7 +107,9 @@ impl UserLimits {
 pub fn clean_name(name: &str) -> String {
     // Bidirectional controls are formatting, not control, characters, but they reorder what
     // follows them on a terminal (a name that reads backwards, a row that shows another's text).
-    let unsafe_char = |c: char| c.is_control() || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+    let unsafe_char = |c: char| {
+        c.is_control() || matches!(c, '\u{200E}' | '\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}')
+    };
     name.chars().take(64).map(|c| if unsafe_char(c) { '?' } else { c }).collect()
 }
 

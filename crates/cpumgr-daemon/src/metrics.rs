@@ -203,7 +203,11 @@ fn answer(shared: &Shared, stream: TcpStream) -> io::Result<()> {
     // A 405 names the methods that are served (RFC 9110, 15.5.6).
     let allow = if code.starts_with("405") { "Allow: GET, HEAD\r\n" } else { "" };
     let mut w = &stream;
-    write!(w, "HTTP/1.1 {code}\r\n{allow}Content-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{sent}", body.len())?;
+    write!(
+        w,
+        "HTTP/1.1 {code}\r\n{allow}Content-Type: {kind}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{sent}",
+        body.len()
+    )?;
     w.flush()
 }
 

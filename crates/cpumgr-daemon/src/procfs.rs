@@ -368,7 +368,8 @@ mod tests {
         use std::os::unix::process::CommandExt;
         // A group of two (a shell leading it, and its sleeping child), and a process of another
         // group beside it: the walk skips the latter after its group id alone.
-        let mut group = std::process::Command::new("sh").args(["-c", "sleep 600 & wait"]).process_group(0).spawn().unwrap();
+        let mut group =
+            std::process::Command::new("sh").args(["-c", "sleep 600 & wait"]).process_group(0).spawn().unwrap();
         let mut other = std::process::Command::new("sleep").arg("600").process_group(0).spawn().unwrap();
         let leader = group.id() as i32;
         let target = Target::Group(leader);

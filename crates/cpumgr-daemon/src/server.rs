@@ -77,9 +77,12 @@ pub fn serve(shared: Arc<Shared>, listener: Listener) {
             // are still reported).
             let now = Instant::now();
             let ready: Vec<bool> = clients.iter_mut().map(|c| limiter.ready(&mut c.bucket, c.peer.uid, now)).collect();
-            fds.extend(clients.iter().zip(ready).map(|(c, r)| {
-                PollFd::new(c.conn.as_fd(), if r { PollFlags::POLLIN } else { PollFlags::empty() })
-            }));
+            fds.extend(
+                clients
+                    .iter()
+                    .zip(ready)
+                    .map(|(c, r)| PollFd::new(c.conn.as_fd(), if r { PollFlags::POLLIN } else { PollFlags::empty() })),
+            );
             if let Err(e) = poll(&mut fds, PollTimeout::from(50u16)) {
                 if e != nix::errno::Errno::EINTR {
                     tracing::error!("poll: {e}");
@@ -202,7 +205,11 @@ fn serve_one(shared: &Shared, c: &mut Client) -> bool {
         Err(TransportError::Closed) => return false,
         Err(TransportError::TooLong) => {
             tracing::warn!(pid = c.peer.pid, "oversized message refused");
-            return reply(&c.conn, &Reply::Error { message: format!("message longer than {} bytes", msg::MAX_MESSAGE) }, None);
+            return reply(
+                &c.conn,
+                &Reply::Error { message: format!("message longer than {} bytes", msg::MAX_MESSAGE) },
+                None,
+            );
         }
         Err(e) => {
             tracing::warn!(pid = c.peer.pid, "receive failed: {e}");

@@ -88,7 +88,9 @@ impl StarvationBound {
         // A boundary ends the last quantum's turns; those owed more are due again below.
         let turns: Vec<Turn> = programs
             .iter()
-            .map(|p| self.turns.get(&p.id).map_or_else(Turn::default, |&t| Turn { in_turn: t.in_turn && !boundary, ..t }))
+            .map(|p| {
+                self.turns.get(&p.id).map_or_else(Turn::default, |&t| Turn { in_turn: t.in_turn && !boundary, ..t })
+            })
             .collect();
         let wants = |i: usize| programs[i].request.now > 0 && programs[i].wants() > 0;
         let gets = |d: &Decision, i: usize| d.allocations[i].granted() > 0;
@@ -111,7 +113,10 @@ impl StarvationBound {
             // a wide program needs, would wait for good).
             let mine = |j: usize| owners.is_none_or(|o| o[j] == o[i]);
             let own = owners.is_some() && {
-                let users: u64 = (0..programs.len()).filter(|&j| mine(j)).map(|j| u64::from(decision.allocations[j].granted())).sum();
+                let users: u64 = (0..programs.len())
+                    .filter(|&j| mine(j))
+                    .map(|j| u64::from(decision.allocations[j].granted()))
+                    .sum();
                 users + u64::from(cpus).saturating_sub(decision.total()) >= u64::from(need)
             };
             let waited = if owed(&turns[i]) { u32::MAX } else { turns[i].waited };
@@ -165,19 +170,30 @@ fn take(
     decision: &mut Decision,
 ) -> bool {
     let spare = |d: &Decision, i: usize| {
-        from(i) && !granted[i] && turns[i].owed == 0 && !turns[i].in_turn && d.allocations[i].running && d.allocations[i].count > 0
+        from(i)
+            && !granted[i]
+            && turns[i].owed == 0
+            && !turns[i].in_turn
+            && d.allocations[i].running
+            && d.allocations[i].count > 0
     };
     let mut plan = decision.clone();
     while u64::from(cpus).saturating_sub(plan.total()) < u64::from(wanted) {
         // A program that can shrink, the largest above its minimum first.
         let shrink = (0..programs.len())
-            .filter(|&i| spare(&plan, i) && programs[i].kind.rigid_procs().is_none() && plan.allocations[i].count > need(&programs[i]))
+            .filter(|&i| {
+                spare(&plan, i)
+                    && programs[i].kind.rigid_procs().is_none()
+                    && plan.allocations[i].count > need(&programs[i])
+            })
             .max_by_key(|&i| (plan.allocations[i].count, std::cmp::Reverse(i)));
         if let Some(i) = shrink {
             plan.allocations[i].count -= 1;
             continue;
         }
-        let Some(i) = (0..programs.len()).filter(|&i| spare(&plan, i)).max_by_key(|&i| (turns[i].ran, std::cmp::Reverse(i))) else {
+        let Some(i) =
+            (0..programs.len()).filter(|&i| spare(&plan, i)).max_by_key(|&i| (turns[i].ran, std::cmp::Reverse(i)))
+        else {
             return false;
         };
         plan.allocations[i].count = 0;

@@ -22,10 +22,10 @@ use crate::enforce;
 use crate::entry::Entry;
 use crate::exits::Exits;
 use crate::limits::{clean_name, share_between_users, Share, UserLimits};
-use crate::ratelimit::Rates;
 use crate::outside::{self, OutsideLoad};
 use crate::pidfd;
 use crate::procfs;
+use crate::ratelimit::Rates;
 use crate::starvation::StarvationBound;
 use crate::team::TeamGuard;
 use crate::worklist::WorkList;
@@ -353,7 +353,12 @@ impl State {
     }
 
     /// Registers a program with a new slot, or with `adopted`, the slot its supervisor kept.
-    fn try_register(&mut self, peer: &PeerCred, reg: Registration, adopted: Option<Segment>) -> Result<(ProgramId, OwnedFd), String> {
+    fn try_register(
+        &mut self,
+        peer: &PeerCred,
+        reg: Registration,
+        adopted: Option<Segment>,
+    ) -> Result<(ProgramId, OwnedFd), String> {
         let pid = reg.pid.unwrap_or(peer.pid);
         if pid <= 0 {
             return Err(format!("pid {pid} is not a process"));
@@ -475,7 +480,14 @@ impl State {
         }
     }
 
-    fn set_request(&mut self, peer: &PeerCred, id: u64, now: u32, min: Option<u32>, max: Option<u32>) -> Result<Reply, String> {
+    fn set_request(
+        &mut self,
+        peer: &PeerCred,
+        id: u64,
+        now: u32,
+        min: Option<u32>,
+        max: Option<u32>,
+    ) -> Result<Reply, String> {
         self.entry_for(peer, id)?;
         let n = self.managed.len() as u32;
         let e = self.entries.get_mut(&ProgramId(id)).expect("checked above");
@@ -614,7 +626,10 @@ impl State {
     /// scan found and those still held stopped), with its start time.
     pub fn board(&self) -> impl Iterator<Item = (procfs::Target, u64, &CpuSet)> + '_ {
         let targets = self.entries.values().map(|e| (e.target, 0, &e.original));
-        let strays = self.entries.values().flat_map(|e| e.strays().into_iter().map(move |s| (procfs::Target::Process(s.pid), s.start, &e.original)));
+        let strays = self
+            .entries
+            .values()
+            .flat_map(|e| e.strays().into_iter().map(move |s| (procfs::Target::Process(s.pid), s.start, &e.original)));
         targets.chain(strays)
     }
 
@@ -682,12 +697,12 @@ impl State {
         self.entries.values().map(|e| e.program(self.ticks_per_sec, n)).collect()
     }
 
-
     /// With `--yield-outside`, takes in one walk's CPU time (the programs' `inside` ticks, the
     /// manager's own, the managed CPUs' counters) and sets the CPUs offered to the policy.
     fn measure_outside(&mut self, inside: u64) {
         let Some(load) = &mut self.outside else { return };
-        let own = std::fs::read_to_string("/proc/self/stat").ok().and_then(|t| procfs::parse_stat(&t)).map_or(0, |s| s.ticks);
+        let own =
+            std::fs::read_to_string("/proc/self/stat").ok().and_then(|t| procfs::parse_stat(&t)).map_or(0, |s| s.ticks);
         let inside = inside + own.saturating_sub(std::mem::replace(&mut self.own_ticks, own));
         let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
         let before = load.reserved();

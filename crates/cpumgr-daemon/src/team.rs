@@ -43,10 +43,15 @@ impl TeamGuard {
     /// Rewrites `decision` for `programs` on `cpus` CPUs. `teams[i]` is program `i`'s runnable
     /// team (threads it needs at once), `None` when unknown (it is then trusted to fit). Returns,
     /// per program, whether it was squeezed (and so runs as a gang or waits).
-    pub fn apply(&mut self, programs: &[Program], teams: &[Option<u32>], cpus: u32, decision: &mut Decision) -> Vec<bool> {
+    pub fn apply(
+        &mut self,
+        programs: &[Program],
+        teams: &[Option<u32>],
+        cpus: u32,
+        decision: &mut Decision,
+    ) -> Vec<bool> {
         let n = programs.len();
-        let entitled: Vec<u32> =
-            decision.allocations.iter().map(|a| a.granted()).collect();
+        let entitled: Vec<u32> = decision.allocations.iter().map(|a| a.granted()).collect();
         let squeezed: Vec<bool> =
             (0..n).map(|i| entitled[i] > 0 && teams[i].is_some_and(|t| t > entitled[i])).collect();
         self.credit.retain(|id, _| programs.iter().any(|p| p.id == *id));
@@ -54,9 +59,8 @@ impl TeamGuard {
             self.credit.clear();
             return squeezed;
         }
-        let mut width: Vec<u32> = (0..n)
-            .map(|i| if squeezed[i] { teams[i].unwrap_or(0).min(cpus) } else { entitled[i] })
-            .collect();
+        let mut width: Vec<u32> =
+            (0..n).map(|i| if squeezed[i] { teams[i].unwrap_or(0).min(cpus) } else { entitled[i] }).collect();
         let bound = CREDIT_BOUND * cpus as i64;
         for (i, p) in programs.iter().enumerate() {
             let c = self.credit.entry(p.id).or_insert(0);

@@ -66,7 +66,14 @@ impl Watchdog {
         let bytes = words * std::mem::size_of::<u64>();
         // SAFETY: a fresh anonymous shared mapping; checked for failure below.
         let map = unsafe {
-            libc::mmap(std::ptr::null_mut(), bytes, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED | libc::MAP_ANONYMOUS, -1, 0)
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
         };
         if map == libc::MAP_FAILED {
             return Err(io::Error::last_os_error());
@@ -182,7 +189,11 @@ impl Drop for Watchdog {
 }
 
 /// Forks a watchdog process on `board`; returns the write end of its pipe and its pid.
-fn fork_watchdog(board: *mut AtomicU64, capacity: usize, escape: Option<&OwnedFd>) -> io::Result<(OwnedFd, libc::pid_t)> {
+fn fork_watchdog(
+    board: *mut AtomicU64,
+    capacity: usize,
+    escape: Option<&OwnedFd>,
+) -> io::Result<(OwnedFd, libc::pid_t)> {
     let mut fds = [0 as RawFd; 2];
     // SAFETY: pipe2 fills the two descriptors.
     if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {

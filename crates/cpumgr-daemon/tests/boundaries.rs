@@ -125,7 +125,8 @@ fn a_policy_wake_up_is_a_step() {
         return;
     }
     let three: CpuSet = mine.iter().take(3).collect();
-    let settings = Settings { policy: "vtq-dss".into(), quantum: Duration::from_secs(2), cpus: Some(three), ..Default::default() };
+    let settings =
+        Settings { policy: "vtq-dss".into(), quantum: Duration::from_secs(2), cpus: Some(three), ..Default::default() };
     let live = Live::start(&settings);
     let kids = Sleepers::spawn(2);
     let (wide, _w) = live.register(kids.pids()[0], 2);

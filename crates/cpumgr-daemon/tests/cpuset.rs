@@ -52,7 +52,8 @@ fn programs_live_in_cgroups_of_their_cpus_and_leave_nothing_behind() {
     let kids = Sleepers::spawn(1);
     let mut a_cmd = Command::new("sh");
     std::os::unix::process::CommandExt::process_group(&mut a_cmd, 0);
-    let mut a_proc = a_cmd.args(["-c", "read x; sleep 600 & wait"]).stdin(std::process::Stdio::piped()).spawn().unwrap();
+    let mut a_proc =
+        a_cmd.args(["-c", "read x; sleep 600 & wait"]).stdin(std::process::Stdio::piped()).spawn().unwrap();
     let (a_pid, b_pid) = (a_proc.id() as i32, kids.pids()[0]);
     let home = cgroup_of(b_pid);
     let wide = affinity(b_pid);
@@ -168,7 +169,8 @@ fn manager_process() {
         return;
     };
     std::fs::write(PathBuf::from(cgroup).join("cgroup.procs"), std::process::id().to_string()).unwrap();
-    let settings = Settings { cpus: Some(CpuSet::parse("0-1").unwrap()), backend: Choice::Cpuset, ..Default::default() };
+    let settings =
+        Settings { cpus: Some(CpuSet::parse("0-1").unwrap()), backend: Choice::Cpuset, ..Default::default() };
     let _manager = cpumgr_daemon::Manager::start(std::path::Path::new(&socket), &settings).unwrap();
     loop {
         std::thread::park();
@@ -214,8 +216,15 @@ fn a_killed_managers_watchdog_takes_programs_out_of_its_cgroups() {
         assert!(matches!(r, cpumgr_proto::Reply::Registered { .. }), "{r:?}");
     }
     let tree = format!("/cpumgr-{}-", manager.id());
-    support::wait_for("both confined to one CPU each", || pids.iter().all(|&p| cgroup_of(p).contains(&tree) && affinity(p).len() == 1));
-    let dead_dir = std::fs::read_dir(&private).unwrap().flatten().find(|e| e.file_name().to_string_lossy().starts_with(&tree[1..])).unwrap().path();
+    support::wait_for("both confined to one CPU each", || {
+        pids.iter().all(|&p| cgroup_of(p).contains(&tree) && affinity(p).len() == 1)
+    });
+    let dead_dir = std::fs::read_dir(&private)
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with(&tree[1..]))
+        .unwrap()
+        .path();
     manager.kill().unwrap();
     manager.wait().unwrap();
     // The watchdog moves them up to the manager's own cgroup, and widens them.

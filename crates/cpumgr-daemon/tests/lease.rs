@@ -17,8 +17,12 @@ fn a_short_quantum_still_leases_the_floor() {
     let quantum = Duration::from_millis(50);
     assert!(3 * quantum < LEASE_FLOOR / 2, "the test needs three quanta well under the floor");
     let kids = Sleepers::spawn(1);
-    let settings =
-        Settings { policy: "equipartition".into(), quantum, cpus: Some(CpuSet::parse("0").unwrap()), ..Default::default() };
+    let settings = Settings {
+        policy: "equipartition".into(),
+        quantum,
+        cpus: Some(CpuSet::parse("0").unwrap()),
+        ..Default::default()
+    };
     let live = Live::start(&settings);
     let (_, slot) = live.register(kids.pids()[0], 1);
     let floor = LEASE_FLOOR.as_nanos() as u64;

@@ -14,11 +14,8 @@ use support::{wait_for, Live};
 /// A manager on one CPU serving metrics on a free loopback port; the longest quantum, so that
 /// the exposition rarely changes between two requests.
 fn serve() -> (Live, SocketAddr) {
-    let settings = Settings {
-        quantum: Duration::from_secs(10),
-        cpus: Some(CpuSet::parse("0").unwrap()),
-        ..Default::default()
-    };
+    let settings =
+        Settings { quantum: Duration::from_secs(10), cpus: Some(CpuSet::parse("0").unwrap()), ..Default::default() };
     let mut live = Live::start(&settings);
     let addr = live.manager.as_mut().unwrap().serve_metrics("127.0.0.1:0".parse().unwrap(), false).unwrap();
     (live, addr)

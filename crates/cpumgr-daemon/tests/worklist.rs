@@ -73,8 +73,12 @@ fn a_cpu_released_through_the_slot_reaches_the_waiting_program_at_once_when_the_
 #[test]
 fn a_kicked_step_does_not_turn_a_time_sharing_rotation() {
     let kids = Sleepers::spawn(2);
-    let settings =
-        Settings { policy: "gang".into(), quantum: QUANTUM, cpus: Some(CpuSet::parse("0").unwrap()), ..Default::default() };
+    let settings = Settings {
+        policy: "gang".into(),
+        quantum: QUANTUM,
+        cpus: Some(CpuSet::parse("0").unwrap()),
+        ..Default::default()
+    };
     let live = Live::start(&settings);
     let pids = kids.pids();
     let (a, a_slot) = live.register(pids[0], 1);

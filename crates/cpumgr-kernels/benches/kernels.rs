@@ -67,7 +67,9 @@ fn main() {
             }
             "sizes" | "contention" | "overhead" | "llpc" => parts.push(a.clone()),
             other if other.starts_with("--") => {} // cargo bench's own flags
-            other => fail(&format!("unknown argument '{other}' (sizes, contention, overhead, llpc, --reps N, --size test|bench)")),
+            other => fail(&format!(
+                "unknown argument '{other}' (sizes, contention, overhead, llpc, --reps N, --size test|bench)"
+            )),
         }
     }
     if parts.is_empty() {
@@ -148,13 +150,62 @@ struct Setup {
 }
 
 const SETUPS: [Setup; 7] = [
-    Setup { name: "2 copies x 2 threads, libgomp defaults", threads: 2, pin: false, passive: false, managed: None, daemon: None },
-    Setup { name: "2 copies x 1 thread, taskset CPU 0 / 1", threads: 1, pin: true, passive: false, managed: None, daemon: None },
-    Setup { name: "2 copies x 2 threads, OMP_WAIT_POLICY=passive", threads: 2, pin: false, passive: true, managed: None, daemon: None },
-    Setup { name: "2 copies x 2 threads, cpumgr run --omp", threads: 2, pin: false, passive: false, managed: Some("--omp"), daemon: None },
-    Setup { name: "2 copies x 2 threads, cpumgr run --no-omp", threads: 2, pin: false, passive: false, managed: Some("--no-omp"), daemon: None },
-    Setup { name: "2 copies x 2 threads, --omp, daemon started before", threads: 2, pin: false, passive: false, managed: Some("--omp"), daemon: Some(&[]) },
-    Setup { name: "2 copies x 2 threads, --omp, daemon --yield-outside", threads: 2, pin: false, passive: false, managed: Some("--omp"), daemon: Some(&["--yield-outside"]) },
+    Setup {
+        name: "2 copies x 2 threads, libgomp defaults",
+        threads: 2,
+        pin: false,
+        passive: false,
+        managed: None,
+        daemon: None,
+    },
+    Setup {
+        name: "2 copies x 1 thread, taskset CPU 0 / 1",
+        threads: 1,
+        pin: true,
+        passive: false,
+        managed: None,
+        daemon: None,
+    },
+    Setup {
+        name: "2 copies x 2 threads, OMP_WAIT_POLICY=passive",
+        threads: 2,
+        pin: false,
+        passive: true,
+        managed: None,
+        daemon: None,
+    },
+    Setup {
+        name: "2 copies x 2 threads, cpumgr run --omp",
+        threads: 2,
+        pin: false,
+        passive: false,
+        managed: Some("--omp"),
+        daemon: None,
+    },
+    Setup {
+        name: "2 copies x 2 threads, cpumgr run --no-omp",
+        threads: 2,
+        pin: false,
+        passive: false,
+        managed: Some("--no-omp"),
+        daemon: None,
+    },
+    Setup {
+        name: "2 copies x 2 threads, --omp, daemon started before",
+        threads: 2,
+        pin: false,
+        passive: false,
+        managed: Some("--omp"),
+        daemon: Some(&[]),
+    },
+    Setup {
+        name: "2 copies x 2 threads, --omp, daemon --yield-outside",
+        threads: 2,
+        pin: false,
+        passive: false,
+        managed: Some("--omp"),
+        daemon: Some(&["--yield-outside"]),
+    },
 ];
 
 /// A `cpumgr daemon ARGS` on `socket`, answering, with 1.5 s of load measured.
@@ -207,7 +258,11 @@ fn wrapped(cmd: &Command, launcher: &std::ffi::OsStr, args: &[&str]) -> Command 
 
 /// Starts two copies as `setup` says and returns the makespan, and whether it hit the timeout.
 fn pair(kernel: &Kernel, bin: &Path, size: Size, setup: &Setup, cpumgr: Option<&Path>) -> (f64, bool) {
-    let socket = std::env::temp_dir().join(format!("cpumgr-bench-{}{}.sock", std::process::id(), if setup.daemon.is_some() { "-daemon" } else { "" }));
+    let socket = std::env::temp_dir().join(format!(
+        "cpumgr-bench-{}{}.sock",
+        std::process::id(),
+        if setup.daemon.is_some() { "-daemon" } else { "" }
+    ));
     let mut daemon = match (setup.daemon, cpumgr) {
         (Some(args), Some(c)) => Some(self::daemon(c, args, &socket)),
         _ => None,
@@ -225,9 +280,7 @@ fn pair(kernel: &Kernel, bin: &Path, size: Size, setup: &Setup, cpumgr: Option<&
             if let (Some(flag), Some(cpumgr)) = (setup.managed, cpumgr) {
                 cmd = managed(&cmd, cpumgr, flag, &socket);
             }
-            cmd.stdout(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| fail(&format!("{}: {e}", kernel.name)))
+            cmd.stdout(Stdio::null()).spawn().unwrap_or_else(|e| fail(&format!("{}: {e}", kernel.name)))
         })
         .collect();
     let mut timed_out = false;
@@ -280,7 +333,10 @@ fn end(child: &mut Child) {
 
 fn contention(bin: &Path, size: Size, reps: usize) {
     let size_name = if size == Size::Test { "test" } else { "bench" };
-    println!("\n## two copies at once, {size_name} size: makespan, seconds (median [min-max]; >= hit the {}s cap)", TIMEOUT.as_secs());
+    println!(
+        "\n## two copies at once, {size_name} size: makespan, seconds (median [min-max]; >= hit the {}s cap)",
+        TIMEOUT.as_secs()
+    );
     let cpumgr = cpumgr_bin();
     if cpumgr.is_none() {
         println!("(no release cpumgr + libcpumgr_omp.so: `cpumgr run` setups skipped; cargo build --release -p cpumgr -p cpumgr-omp)");
@@ -321,7 +377,11 @@ fn contention(bin: &Path, size: Size, reps: usize) {
                 println!("{:<9}   target: libgomp defaults / cpumgr run --omp = {:.2} (>= 3)", "", d / ours);
             }
             if let Some(p) = passive {
-                println!("{:<9}   target: OMP_WAIT_POLICY=passive / cpumgr run --omp = {:.2} (>= 3 for the pipeline)", "", p / ours);
+                println!(
+                    "{:<9}   target: OMP_WAIT_POLICY=passive / cpumgr run --omp = {:.2} (>= 3 for the pipeline)",
+                    "",
+                    p / ours
+                );
             }
             if let (Some(n), Some(p)) = (no_omp, pinned) {
                 println!("{:<9}   target: cpumgr run --no-omp / static partition = {:.2} (<= 1.3)", "", n / p);
@@ -341,11 +401,15 @@ fn summary(mut cmd: Command, what: &str) -> cpumgr_kernels::Summary {
 
 /// A number from a result line's kernel-specific fields.
 fn extra(s: &cpumgr_kernels::Summary, key: &str) -> f64 {
-    s.extra.get(key).and_then(|v| v.parse().ok()).unwrap_or_else(|| fail(&format!("{}: no {key}= in its result line", s.kernel)))
+    s.extra
+        .get(key)
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| fail(&format!("{}: no {key}= in its result line", s.kernel)))
 }
 
 /// EPCC's constructs, as `kernels/epcc` names their figures.
-const CONSTRUCTS: [(&str, &str); 3] = [("PARALLEL", "parallel_us"), ("PARALLEL FOR", "parallel_for_us"), ("BARRIER", "barrier_us")];
+const CONSTRUCTS: [(&str, &str); 3] =
+    [("PARALLEL", "parallel_us"), ("PARALLEL FOR", "parallel_for_us"), ("BARRIER", "barrier_us")];
 
 fn overhead(bin: &Path, reps: usize) {
     println!("\n## OpenMP adapter overhead, EPCC-style, 2 threads: microseconds per construct (median [min-max] of {reps} runs, each the median of 50 x 2000)");
@@ -368,7 +432,8 @@ fn overhead(bin: &Path, reps: usize) {
                 0 => epcc(),
                 1 => {
                     let mut c = epcc();
-                    c.env("LD_PRELOAD", &adapter).env("CPUMGR_SOCKET", std::env::temp_dir().join("cpumgr-bench-nobody.sock"));
+                    c.env("LD_PRELOAD", &adapter)
+                        .env("CPUMGR_SOCKET", std::env::temp_dir().join("cpumgr-bench-nobody.sock"));
                     c.env("CPUMGR_QUIET", "1");
                     c
                 }
@@ -415,7 +480,12 @@ const LLPC_SETUPS: [LlpcSetup; 5] = [
     LlpcSetup { name: "dedicated, libgomp defaults", background: false, passive: false, llpc: false },
     LlpcSetup { name: "dedicated, LLPC", background: false, passive: false, llpc: true },
     LlpcSetup { name: "+ background, time-sharing (libgomp defaults)", background: true, passive: false, llpc: false },
-    LlpcSetup { name: "+ background, time-sharing (OMP_WAIT_POLICY=passive)", background: true, passive: true, llpc: false },
+    LlpcSetup {
+        name: "+ background, time-sharing (OMP_WAIT_POLICY=passive)",
+        background: true,
+        passive: true,
+        llpc: false,
+    },
     LlpcSetup { name: "+ background, LLPC", background: true, passive: false, llpc: true },
 ];
 
@@ -424,7 +494,9 @@ const LLPC_SETUPS: [LlpcSetup; 5] = [
 const LLPC_STENCIL: [&str; 6] = ["-n", "256", "-iters", "20000", "-regions", "800"];
 
 fn llpc(bin: &Path, reps: usize) {
-    println!("\n## paper 001 Table 3 live: a stencil (2 threads) beside a sequential program (busy 180 ms / sleep 50 ms)");
+    println!(
+        "\n## paper 001 Table 3 live: a stencil (2 threads) beside a sequential program (busy 180 ms / sleep 50 ms)"
+    );
     let Some(adapter) = cpumgr_bin().map(|c| c.with_file_name("libcpumgr_omp.so")) else {
         println!("(no release libcpumgr_omp.so: skipped; cargo build --release -p cpumgr -p cpumgr-omp)");
         return;
@@ -456,7 +528,8 @@ fn llpc(bin: &Path, reps: usize) {
             if !out.status.success() {
                 fail(&format!("stencil exited with {}", out.status));
             }
-            let s = parse_summary(&String::from_utf8_lossy(&out.stdout)).unwrap_or_else(|e| fail(&format!("stencil: {e}")));
+            let s =
+                parse_summary(&String::from_utf8_lossy(&out.stdout)).unwrap_or_else(|e| fail(&format!("stencil: {e}")));
             let regions = cpumgr_kernels::parse_region_log(&String::from_utf8_lossy(&out.stderr))
                 .unwrap_or_else(|e| fail(&format!("stencil's region log: {e}")));
             times[i].push(s.seconds);
@@ -469,6 +542,12 @@ fn llpc(bin: &Path, reps: usize) {
     println!("slowdown = median / the fastest dedicated libgomp run ({dedicated:.3} s)");
     println!("{:<54} {:>28} {:>9} {:>13}", "setup", "stencil seconds", "slowdown", "threads/loop");
     for (i, setup) in LLPC_SETUPS.iter().enumerate() {
-        println!("{:<54} {:>28} {:>9.2} {:>13.2}", setup.name, figure(&times[i], false), median(&times[i]) / dedicated, median(&teams[i]));
+        println!(
+            "{:<54} {:>28} {:>9.2} {:>13.2}",
+            setup.name,
+            figure(&times[i], false),
+            median(&times[i]) / dedicated,
+            median(&teams[i])
+        );
     }
 }

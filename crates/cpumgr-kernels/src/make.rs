@@ -61,11 +61,7 @@ pub fn openmp_unusable(out_dir: &Path, cc: &str) -> Option<String> {
 
 /// Whether a program named `cc` can be started at all (it is on `PATH`).
 pub fn compiler_present(cc: &str) -> bool {
-    Command::new(cc)
-        .arg("--version")
-        .output()
-        .map(|o| o.status.success())
-        .unwrap_or(false)
+    Command::new(cc).arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
 }
 
 fn run_make(out_dir: &Path, cc: &str, target: &str) -> Result<Output, BuildError> {
@@ -78,10 +74,7 @@ fn run_make(out_dir: &Path, cc: &str, target: &str) -> Result<Output, BuildError
         .arg(format!("CC={cc}"))
         .arg(target)
         .output()
-        .map_err(|source| BuildError::Spawn {
-            dir: dir.clone(),
-            source,
-        })?;
+        .map_err(|source| BuildError::Spawn { dir: dir.clone(), source })?;
     if output.status.success() {
         Ok(output)
     } else {
@@ -89,11 +82,7 @@ fn run_make(out_dir: &Path, cc: &str, target: &str) -> Result<Output, BuildError
             cc: cc.to_string(),
             out: out_dir.to_path_buf(),
             status: output.status.to_string(),
-            log: format!(
-                "{}{}",
-                String::from_utf8_lossy(&output.stdout),
-                String::from_utf8_lossy(&output.stderr)
-            ),
+            log: format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr)),
         })
     }
 }

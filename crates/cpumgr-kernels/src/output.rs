@@ -58,11 +58,7 @@ pub fn parse_summary(stdout: &str) -> Result<Summary, ParseError> {
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
         .last()
-        .ok_or_else(|| ParseError {
-            line: 1,
-            field: "line".into(),
-            problem: "no result line".into(),
-        })?;
+        .ok_or_else(|| ParseError { line: 1, field: "line".into(), problem: "no result line".into() })?;
     let mut fields = Fields::parse(line + 1, text)?;
     Ok(Summary {
         kernel: fields.take("kernel")?,
@@ -110,11 +106,7 @@ impl Fields {
                 problem: "expected key=value".into(),
             })?;
             if rest.insert(key.to_string(), value.to_string()).is_some() {
-                return Err(ParseError {
-                    line,
-                    field: key.to_string(),
-                    problem: "appears twice".into(),
-                });
+                return Err(ParseError { line, field: key.to_string(), problem: "appears twice".into() });
             }
         }
         Ok(Fields { line, rest })
@@ -144,10 +136,8 @@ mod tests {
 
     #[test]
     fn summary_keeps_named_fields_and_extras() {
-        let s = parse_summary(
-            "\nkernel=stencil threads=2 regions=40 seconds=0.812 checksum=1234.5678 n=256\n",
-        )
-        .unwrap();
+        let s =
+            parse_summary("\nkernel=stencil threads=2 regions=40 seconds=0.812 checksum=1234.5678 n=256\n").unwrap();
         assert_eq!(s.kernel, "stencil");
         assert_eq!(s.threads, 2);
         assert_eq!(s.regions, 40);
@@ -179,8 +169,7 @@ mod tests {
         assert_eq!(r.len(), 2);
         assert_eq!((r[0].index, r[0].request), (0, 2));
         assert_eq!((r[1].index, r[1].threads, r[1].request), (1, 2, 4));
-        let e = parse_region_log("x\nregion kernel=epd name=phase index=0 threads=-1 request=1")
-            .unwrap_err();
+        let e = parse_region_log("x\nregion kernel=epd name=phase index=0 threads=-1 request=1").unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (2, "threads"));
     }
 }

@@ -8,8 +8,7 @@ use std::process::{Command, Output};
 use std::sync::Mutex;
 
 use cpumgr_kernels::{
-    build, compiler_present, find, openmp_unusable, parse_region_log, parse_summary, BuildError, Size,
-    Summary, KERNELS,
+    build, compiler_present, find, openmp_unusable, parse_region_log, parse_summary, BuildError, Size, Summary, KERNELS,
 };
 
 /// Kernel runs never overlap: two spinning teams on this 2-CPU machine would squeeze each other
@@ -85,7 +84,10 @@ fn tall_grids_agree_across_team_sizes(bin: &Path) {
     };
     // ltomcatv's 400 boundary records wrap the whole edge of the 96-row mesh (316 points), so its
     // bottom rows differ from the square mesh's.
-    for (kernel, size) in [("stencil", &["-n", "64", "-iters", "200"][..]), ("ltomcatv", &["-n", "64", "-outer", "3", "-sweeps", "20", "-io", "400"][..])] {
+    for (kernel, size) in [
+        ("stencil", &["-n", "64", "-iters", "200"][..]),
+        ("ltomcatv", &["-n", "64", "-outer", "3", "-sweeps", "20", "-io", "400"][..]),
+    ] {
         let with = |rows: &'static str| [size, &["-rows", rows][..]].concat();
         let square = checksum(kernel, size, 1);
         assert_eq!(checksum(kernel, &with("64"), 2), square, "{kernel}: -rows n is the square grid");

@@ -21,7 +21,9 @@ pub fn adapter_library() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let dir = exe.parent()?;
     // Test binaries live one level down, in target/PROFILE/deps.
-    [dir.join(ADAPTER), dir.join("../lib").join(ADAPTER), dir.join("..").join(ADAPTER)].into_iter().find(|p| p.is_file())
+    [dir.join(ADAPTER), dir.join("../lib").join(ADAPTER), dir.join("..").join(ADAPTER)]
+        .into_iter()
+        .find(|p| p.is_file())
 }
 
 /// The file `cmd` runs: itself when it names a path, else the first match on `PATH`.

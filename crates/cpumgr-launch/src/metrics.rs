@@ -108,7 +108,18 @@ mod tests {
 
     #[test]
     fn the_median_repeat_is_a_real_run() {
-        let run = |makespan: f64| Summary { config: "c".into(), makespan, mean_turnaround: 0.0, max_turnaround: 0.0, mean_slowdown: 0.0, utilization: 0.0, cv: BTreeMap::new(), failed: 0, stopped: 0, jobs: Vec::new() };
+        let run = |makespan: f64| Summary {
+            config: "c".into(),
+            makespan,
+            mean_turnaround: 0.0,
+            max_turnaround: 0.0,
+            mean_slowdown: 0.0,
+            utilization: 0.0,
+            cv: BTreeMap::new(),
+            failed: 0,
+            stopped: 0,
+            jobs: Vec::new(),
+        };
         assert_eq!(median_repeat(&[run(3.0), run(1.0), run(2.0)]), Some(2));
         assert_eq!(median_repeat(&[run(3.0), run(1.0)]), Some(0), "the upper of two");
         assert_eq!(median_repeat(&[]), None);

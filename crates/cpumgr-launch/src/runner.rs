@@ -218,9 +218,17 @@ impl Managed {
 
     fn register(&self, pid: i32, job: &Job) {
         use cpumgr_proto::{Registration, Reply, Request};
-        let reg = Registration { pid: Some(pid), name: job.name.clone(), now: Some(job.request), rigid: job.procs, ..Registration::default() };
+        let reg = Registration {
+            pid: Some(pid),
+            name: job.name.clone(),
+            now: Some(job.request),
+            rigid: job.procs,
+            ..Registration::default()
+        };
         match self.conn.call(&Request::Register(reg)) {
-            Ok((Reply::Error { message }, _)) => tracing::warn!(job = job.name, message, "the manager refused the job; it runs unmanaged"),
+            Ok((Reply::Error { message }, _)) => {
+                tracing::warn!(job = job.name, message, "the manager refused the job; it runs unmanaged")
+            }
             Err(e) => tracing::warn!(job = job.name, error = %e, "could not register the job; it runs unmanaged"),
             Ok(_) => {}
         }
@@ -287,7 +295,13 @@ impl Cooperation<'_> {
     }
 }
 
-fn spawn(job: &Job, config: &Config, slot: Option<&CpuSet>, coop: Option<&Cooperation>, log: &Path) -> std::io::Result<i32> {
+fn spawn(
+    job: &Job,
+    config: &Config,
+    slot: Option<&CpuSet>,
+    coop: Option<&Cooperation>,
+    log: &Path,
+) -> std::io::Result<i32> {
     let mut cmd = Command::new(&job.command[0]);
     cmd.args(&job.command[1..]).envs(&job.env).stdin(Stdio::null()).process_group(0);
     if let Some(d) = &job.dir {
@@ -361,7 +375,14 @@ fn tail(path: &Path, lines: usize) -> String {
 /// and an exit without status in `trace` (so that the run's timeline ends when they did).
 /// Processes of a group that outlive their job (a child that ignores SIGTERM) get SIGKILL once
 /// the job is reaped.
-fn end_all(running: &mut Vec<Running>, results: &mut [Option<JobResult>], trace: &mut Vec<Event>, jobs: &[Job], t0: Instant, outcome: &Outcome) {
+fn end_all(
+    running: &mut Vec<Running>,
+    results: &mut [Option<JobResult>],
+    trace: &mut Vec<Event>,
+    jobs: &[Job],
+    t0: Instant,
+    outcome: &Outcome,
+) {
     let groups: Vec<i32> = running.iter().map(|r| r.pid).collect();
     for r in running.iter() {
         unsafe {
@@ -430,7 +451,12 @@ pub fn run(
     let mut trace = vec![Event {
         t: 0,
         program: None,
-        kind: EventKind::Start { source: "launch".into(), cpus: opts.cpus.clone(), policy: config.name().into(), quantum: 0 },
+        kind: EventKind::Start {
+            source: "launch".into(),
+            cpus: opts.cpus.clone(),
+            policy: config.name().into(),
+            quantum: 0,
+        },
     }];
     let manager = match config {
         Config::Policy(spec) => Some(Managed::start(spec, opts)?),
@@ -454,7 +480,11 @@ pub fn run(
         let now = now_s(t0);
         while arrived < jobs.len() && jobs[arrived].at <= now {
             let j = &jobs[arrived];
-            trace.push(Event { t: ns(j.at), program: Some(ProgramId(arrived as u64 + 1)), kind: EventKind::Arrive { name: j.name.clone(), request: j.request } });
+            trace.push(Event {
+                t: ns(j.at),
+                program: Some(ProgramId(arrived as u64 + 1)),
+                kind: EventKind::Arrive { name: j.name.clone(), request: j.request },
+            });
             arrived += 1;
         }
         // Admit in FCFS order while the multiprogramming level allows.
@@ -465,7 +495,8 @@ pub fn run(
             let set = slot.map(|s| &slots[s]);
             let log = log_path(opts, config, job);
             let id = Some(ProgramId(i as u64 + 1));
-            let coop = manager.as_ref().map(|m| Cooperation { socket: &m.socket, omp_adapter: opts.omp_adapter.as_deref() });
+            let coop =
+                manager.as_ref().map(|m| Cooperation { socket: &m.socket, omp_adapter: opts.omp_adapter.as_deref() });
             match spawn(job, config, set, coop.as_ref(), &log) {
                 Ok(pid) => {
                     if let Some(s) = slot {
@@ -475,7 +506,11 @@ pub fn run(
                         Some(s) => (s.len() as u32, s.clone()),
                         None => (job.procs.unwrap_or(job.request).min(ncpus.max(1)), opts.cpus.clone()),
                     };
-                    trace.push(Event { t: ns(now), program: id, kind: EventKind::Allocate { count, cpus, running: true } });
+                    trace.push(Event {
+                        t: ns(now),
+                        program: id,
+                        kind: EventKind::Allocate { count, cpus, running: true },
+                    });
                     if let Some(m) = &manager {
                         m.register(pid, job);
                     }
@@ -518,8 +553,18 @@ pub fn run(
                 _ => None,
             };
             trace.push(exit_event(i, end, status));
-            let stderr_tail = if outcome.ok() { String::new() } else { tail(&log_path(opts, config, job).with_extension("err"), 5) };
-            results[i] = Some(JobResult { name: job.name.clone(), class: job.class.clone(), arrival: job.at, start: started, end, cpu_seconds: cpu, outcome, stderr_tail });
+            let stderr_tail =
+                if outcome.ok() { String::new() } else { tail(&log_path(opts, config, job).with_extension("err"), 5) };
+            results[i] = Some(JobResult {
+                name: job.name.clone(),
+                class: job.class.clone(),
+                arrival: job.at,
+                start: started,
+                end,
+                cpu_seconds: cpu,
+                outcome,
+                stderr_tail,
+            });
             done += 1;
             progress(done, jobs.len());
         }
@@ -549,8 +594,15 @@ pub fn run(
         trace = m.finish()?;
     }
     // A job that never arrived is not part of the run's span.
-    let first = jobs_out.iter().filter(|j| j.outcome != Outcome::NotArrived).map(|j| j.arrival).fold(f64::INFINITY, f64::min);
+    let first =
+        jobs_out.iter().filter(|j| j.outcome != Outcome::NotArrived).map(|j| j.arrival).fold(f64::INFINITY, f64::min);
     let last = jobs_out.iter().map(|j| j.end).fold(0.0, f64::max);
     trace.sort_by_key(|e| e.t);
-    Ok(RunResult { config: config.name().into(), cpus: opts.cpus.clone(), makespan: (last - first).max(0.0), jobs: jobs_out, trace })
+    Ok(RunResult {
+        config: config.name().into(),
+        cpus: opts.cpus.clone(),
+        makespan: (last - first).max(0.0),
+        jobs: jobs_out,
+        trace,
+    })
 }

@@ -242,19 +242,33 @@ impl Workload {
                 })?)
             }
             Some("swf") => {
-                let path = spec.swf.as_ref().ok_or_else(|| err(key_line("arrivals"), "field `swf`: swf arrivals need the trace's file".into()))?;
+                let path = spec.swf.as_ref().ok_or_else(|| {
+                    err(key_line("arrivals"), "field `swf`: swf arrivals need the trace's file".into())
+                })?;
                 let scale = spec.time_scale.unwrap_or(1.0);
                 if !(scale.is_finite() && scale > 0.0) {
-                    return Err(err(key_line("time_scale"), format!("field `time_scale`: {scale} is not a factor > 0")));
+                    return Err(err(
+                        key_line("time_scale"),
+                        format!("field `time_scale`: {scale} is not a factor > 0"),
+                    ));
                 }
                 swf = Some((file.parent().unwrap_or(Path::new("")).join(path), scale));
             }
             Some(other) => {
-                return Err(err(key_line("arrivals"), format!("field `arrivals`: {other:?} is not \"fixed\", \"poisson\" or \"swf\"")))
+                return Err(err(
+                    key_line("arrivals"),
+                    format!("field `arrivals`: {other:?} is not \"fixed\", \"poisson\" or \"swf\""),
+                ))
             }
         }
         if swf.is_none() && (spec.swf.is_some() || spec.time_scale.is_some() || spec.swf_sizes) {
-            let key = if spec.swf.is_some() { "swf" } else if spec.time_scale.is_some() { "time_scale" } else { "swf_sizes" };
+            let key = if spec.swf.is_some() {
+                "swf"
+            } else if spec.time_scale.is_some() {
+                "time_scale"
+            } else {
+                "swf_sizes"
+            };
             return Err(err(key_line(key), format!("field `{key}`: only for arrivals = \"swf\"")));
         }
         let mut jobs = Vec::new();
@@ -281,11 +295,17 @@ impl Workload {
                 None
             };
             let kind = j.kind.clone().unwrap_or_else(|| {
-                if j.procs.is_some() || ranks.is_some() { "rigid".into() } else { "malleable".into() }
+                if j.procs.is_some() || ranks.is_some() {
+                    "rigid".into()
+                } else {
+                    "malleable".into()
+                }
             });
             let procs = match &j.procs {
                 None => ranks,
-                Some(c) => Some(c.value(expand).ok_or_else(|| bad("procs", format!("{} is not a count >= 1", c.written())))?),
+                Some(c) => {
+                    Some(c.value(expand).ok_or_else(|| bad("procs", format!("{} is not a count >= 1", c.written())))?)
+                }
             };
             match (kind.as_str(), procs) {
                 ("rigid", Some(_)) => {}
@@ -341,13 +361,17 @@ impl Workload {
             }
         }
         if let Some((path, scale)) = swf {
-            swf_arrivals(&mut jobs, &path, scale, spec.swf_sizes, expand.cpus, |message| err(key_line("swf"), message))?;
+            swf_arrivals(&mut jobs, &path, scale, spec.swf_sizes, expand.cpus, |message| {
+                err(key_line("swf"), message)
+            })?;
         }
         jobs.sort_by(|a, b| a.at.total_cmp(&b.at));
         if jobs.is_empty() {
             return Err(err(1, "the workload has no [[job]] this machine can run".into()));
         }
-        let name = spec.name.unwrap_or_else(|| file.file_stem().map_or("workload".into(), |s| s.to_string_lossy().into_owned()));
+        let name = spec
+            .name
+            .unwrap_or_else(|| file.file_stem().map_or("workload".into(), |s| s.to_string_lossy().into_owned()));
         Ok(Workload { name, mpl: spec.mpl, jobs, left_out })
     }
 }
@@ -355,16 +379,30 @@ impl Workload {
 /// Gives `jobs`, in order, the arrivals (and with `sizes` the requests, scaled to `cpus`) of the
 /// SWF trace at `path`. Errors in the trace name its file, line and field; `at_swf` makes the
 /// error about the workload's own `swf` field (the file cannot be read, or holds too few jobs).
-fn swf_arrivals(jobs: &mut [Job], path: &Path, scale: f64, sizes: bool, cpus: u32, at_swf: impl Fn(String) -> WorkloadError) -> Result<(), WorkloadError> {
+fn swf_arrivals(
+    jobs: &mut [Job],
+    path: &Path,
+    scale: f64,
+    sizes: bool,
+    cpus: u32,
+    at_swf: impl Fn(String) -> WorkloadError,
+) -> Result<(), WorkloadError> {
     let name = path.display().to_string();
     let file = std::fs::File::open(path).map_err(|e| at_swf(format!("field `swf`: cannot read {name}: {e}")))?;
     let opts = cpumgr_sim::swf::SwfOptions { limit: Some(jobs.len()), ..Default::default() };
     // Read as the simulator reads it (line by line, any comment's encoding, a compressed file
     // named as such); jobs the trace says did not run give no arrival.
-    let trace = cpumgr_sim::swf::read(&name, std::io::BufReader::new(file), &opts)
-        .map_err(|e| WorkloadError { file: e.file, line: e.line, message: format!("field `{}`: {}", e.field, e.message) })?;
+    let trace = cpumgr_sim::swf::read(&name, std::io::BufReader::new(file), &opts).map_err(|e| WorkloadError {
+        file: e.file,
+        line: e.line,
+        message: format!("field `{}`: {}", e.field, e.message),
+    })?;
     if trace.jobs.len() < jobs.len() {
-        return Err(at_swf(format!("field `swf`: {name} holds {} jobs, the workload {}", trace.jobs.len(), jobs.len())));
+        return Err(at_swf(format!(
+            "field `swf`: {name} holds {} jobs, the workload {}",
+            trace.jobs.len(),
+            jobs.len()
+        )));
     }
     let first = trace.jobs.first().map_or(0, |j| j.arrival);
     for (job, t) in jobs.iter_mut().zip(&trace.jobs) {
@@ -388,7 +426,11 @@ mod tests {
         assert_eq!(w.jobs.len(), 1);
         assert_eq!(w.left_out, vec![("mpi".to_string(), "/k/halo".to_string())]);
         let here = parse(&text.replace("{kernels}/halo\"]\n", "/\"]\n")).unwrap();
-        assert_eq!((here.jobs.len(), here.jobs[1].kind.as_str(), here.jobs[1].procs), (2, "rigid", Some(2)), "an MPI launcher's job is rigid with its ranks");
+        assert_eq!(
+            (here.jobs.len(), here.jobs[1].kind.as_str(), here.jobs[1].procs),
+            (2, "rigid", Some(2)),
+            "an MPI launcher's job is rigid with its ranks"
+        );
         assert!(here.left_out.is_empty());
     }
 
@@ -430,12 +472,17 @@ at = 1
         assert_eq!(w.jobs[0].command, vec!["/k/stencil", "-t", "4"]);
         assert_eq!(w.jobs[0].env["OMP_NUM_THREADS"], "4");
         assert_eq!(w.jobs[0].request, 4);
-        assert_eq!((w.jobs[1].kind.as_str(), w.jobs[1].request, w.jobs[1].procs), ("rigid", 4, Some(4)), "procs = \"{{cpus}}\"");
+        assert_eq!(
+            (w.jobs[1].kind.as_str(), w.jobs[1].request, w.jobs[1].procs),
+            ("rigid", 4, Some(4)),
+            "procs = \"{{cpus}}\""
+        );
     }
 
     #[test]
     fn poisson_arrivals_are_reproducible() {
-        let text = "arrivals = \"poisson\"\ngap = 2.0\nseed = 7\n[[job]]\nname = \"a\"\ncommand = [\"true\"]\nrepeat = 50\n";
+        let text =
+            "arrivals = \"poisson\"\ngap = 2.0\nseed = 7\n[[job]]\nname = \"a\"\ncommand = [\"true\"]\nrepeat = 50\n";
         let a = parse(text).unwrap();
         assert_eq!(a, parse(text).unwrap());
         let last = a.jobs.last().unwrap().at;
@@ -447,8 +494,11 @@ at = 1
         let dir = tempfile::tempdir().unwrap();
         let swf = dir.path().join("t.swf");
         // A 16-processor machine; jobs submitted at 100, 110 and 160 s, of 16, 8 and 1 processors.
-        let line = |n: u32, submit: u32, size: u32| format!("{n} {submit} -1 50 {size} -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n");
-        std::fs::write(&swf, format!("; MaxProcs: 16\n{}{}{}", line(1, 100, 16), line(2, 110, 8), line(3, 160, 1))).unwrap();
+        let line = |n: u32, submit: u32, size: u32| {
+            format!("{n} {submit} -1 50 {size} -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n")
+        };
+        std::fs::write(&swf, format!("; MaxProcs: 16\n{}{}{}", line(1, 100, 16), line(2, 110, 8), line(3, 160, 1)))
+            .unwrap();
         let file = dir.path().join("w.toml");
         let expand = Expand { cpus: 4, kernels: PathBuf::from("/k") };
         let text = "arrivals = \"swf\"\nswf = \"t.swf\"\ntime_scale = 0.1\nswf_sizes = true\n[[job]]\nname = \"a\"\ncommand = [\"true\"]\nrepeat = 2\n[[job]]\nname = \"b\"\ncommand = [\"true\"]\n";
@@ -461,20 +511,30 @@ at = 1
         // As the archive ships traces: a Latin-1 comment, and a job cancelled before it ran,
         // which gives no arrival.
         let mut archived = b"; MaxProcs: 16\n; Computer: M\xfcnchen\n".to_vec();
-        for l in [line(1, 100, 16), "2 105 -1 0 8 -1 -1 -1 -1 -1 5 -1 -1 -1 0 -1 -1 -1\n".into(), line(3, 110, 8), line(4, 160, 1)] {
+        for l in [
+            line(1, 100, 16),
+            "2 105 -1 0 8 -1 -1 -1 -1 -1 5 -1 -1 -1 0 -1 -1 -1\n".into(),
+            line(3, 110, 8),
+            line(4, 160, 1),
+        ] {
             archived.extend_from_slice(l.as_bytes());
         }
         std::fs::write(&swf, archived).unwrap();
         let w = Workload::parse(&file, text, &expand).unwrap();
         assert_eq!(w.jobs.iter().map(|j| (j.at * 1e6).round() / 1e6).collect::<Vec<_>>(), vec![0.0, 1.0, 6.0]);
-        std::fs::write(&swf, format!("; MaxProcs: 16\n{}{}{}", line(1, 100, 16), line(2, 110, 8), line(3, 160, 1))).unwrap();
+        std::fs::write(&swf, format!("; MaxProcs: 16\n{}{}{}", line(1, 100, 16), line(2, 110, 8), line(3, 160, 1)))
+            .unwrap();
 
         // Too few jobs in the trace: an error at the workload's `swf` line.
         let e = Workload::parse(&file, &text.replace("repeat = 2", "repeat = 5"), &expand).unwrap_err();
         assert_eq!((e.line, e.file.as_str()), (2, file.to_str().unwrap()), "{e}");
         assert!(e.message.contains("`swf`") && e.message.contains("holds 3 jobs, the workload 6"), "{e}");
         // A bad trace line: the trace's file, line and field.
-        std::fs::write(&swf, format!("; MaxProcs: 16\n{}2 soon -1 50 8 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n", line(1, 100, 16))).unwrap();
+        std::fs::write(
+            &swf,
+            format!("; MaxProcs: 16\n{}2 soon -1 50 8 -1 -1 -1 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n", line(1, 100, 16)),
+        )
+        .unwrap();
         let e = Workload::parse(&file, text, &expand).unwrap_err();
         assert_eq!((e.file.as_str(), e.line), (swf.to_str().unwrap(), 3), "{e}");
         assert!(e.message.contains("`submit_time`"), "{e}");
@@ -483,7 +543,8 @@ at = 1
         assert!(e.line == 2 && e.message.contains("cannot read"), "{e}");
         let e = Workload::parse(&file, &text.replace("0.1", "0"), &expand).unwrap_err();
         assert!(e.line == 3 && e.message.contains("`time_scale`"), "{e}");
-        let e = Workload::parse(&file, &text.replace("arrivals = \"swf\"", "arrivals = \"fixed\""), &expand).unwrap_err();
+        let e =
+            Workload::parse(&file, &text.replace("arrivals = \"swf\"", "arrivals = \"fixed\""), &expand).unwrap_err();
         assert!(e.line == 2 && e.message.contains("only for arrivals = \"swf\""), "{e}");
     }
 

@@ -65,10 +65,12 @@ fn static_pins_each_job_to_its_own_processor_set() {
         out.display(),
         out.display()
     );
-    let w = workload(&format!("mpl = 2\n[[job]]\nname = \"p\"\ncommand = [\"sh\", \"-c\", \"{script}\"]\nrepeat = 2\n"));
+    let w =
+        workload(&format!("mpl = 2\n[[job]]\nname = \"p\"\ncommand = [\"sh\", \"-c\", \"{script}\"]\nrepeat = 2\n"));
     let r = run(&w, &Config::Static, &opts(dir.path()), &AtomicBool::new(false), &mut |_, _| {}).unwrap();
     assert!(r.jobs.iter().all(|j| j.outcome.ok()), "{:?}", r.jobs);
-    let mut masks: Vec<String> = std::fs::read_dir(&out).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
+    let mut masks: Vec<String> =
+        std::fs::read_dir(&out).unwrap().map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap()).collect();
     masks.sort();
     assert_eq!(masks, vec!["0\n1\n", "1\n1\n"], "disjoint one-CPU sets, OMP_NUM_THREADS matched");
 }
@@ -102,11 +104,19 @@ fn a_run_at_its_time_limit_ends_its_jobs_and_keeps_those_that_finished() {
     let outcomes: Vec<&Outcome> = r.jobs.iter().map(|j| &j.outcome).collect();
     // The quick job ended by itself; the long ones were ended (the second waited behind the
     // multiprogramming level); the late one never arrived.
-    assert_eq!(outcomes, [&Outcome::Exited(0), &Outcome::OverLimit, &Outcome::OverLimit, &Outcome::NotArrived], "{:?}", r.jobs);
+    assert_eq!(
+        outcomes,
+        [&Outcome::Exited(0), &Outcome::OverLimit, &Outcome::OverLimit, &Outcome::NotArrived],
+        "{:?}",
+        r.jobs
+    );
     assert!(r.makespan < 10.0, "the sleeps were ended: {}", r.makespan);
     // The ended job's exit is in the trace, at the limit or after: the run's timeline ends
     // when the run did, not at the last job that ended by itself.
-    let exit = r.trace.iter().find(|e| e.program == Some(cpumgr_core::ProgramId(2)) && matches!(e.kind, cpumgr_core::trace::EventKind::Exit { status: None }));
+    let exit = r.trace.iter().find(|e| {
+        e.program == Some(cpumgr_core::ProgramId(2))
+            && matches!(e.kind, cpumgr_core::trace::EventKind::Exit { status: None })
+    });
     assert!(exit.is_some_and(|e| e.t >= 3_000_000_000), "{:?}", r.trace);
     let s = cpumgr_launch::metrics::summarize(&r, &Default::default());
     assert_eq!((s.failed, s.stopped), (0, 3), "jobs the limit stopped are not failures");
@@ -121,11 +131,20 @@ fn a_run_at_its_time_limit_ends_its_jobs_and_keeps_those_that_finished() {
 fn a_policy_run_goes_through_a_manager_and_keeps_its_trace() {
     let dir = tempfile::tempdir().unwrap();
     let w = workload("[[job]]\nname = \"spin\"\ncommand = [\"sh\", \"-c\", \"i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done\"]\nrepeat = 2\nrequest = \"1\"\n");
-    let r = run(&w, &Config::Policy("equipartition".into()), &opts(dir.path()), &AtomicBool::new(false), &mut |_, _| {}).unwrap();
+    let r =
+        run(&w, &Config::Policy("equipartition".into()), &opts(dir.path()), &AtomicBool::new(false), &mut |_, _| {})
+            .unwrap();
     assert!(r.jobs.iter().all(|j| j.outcome.ok()), "{:?}", r.jobs);
     use cpumgr_core::trace::EventKind;
     assert!(matches!(r.trace[0].kind, EventKind::Start { ref policy, .. } if policy == "equipartition"));
-    let allocations: Vec<_> = r.trace.iter().filter_map(|e| match &e.kind { EventKind::Allocate { count, cpus, .. } => Some((*count, cpus.len())), _ => None }).collect();
+    let allocations: Vec<_> = r
+        .trace
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::Allocate { count, cpus, .. } => Some((*count, cpus.len())),
+            _ => None,
+        })
+        .collect();
     assert!(!allocations.is_empty(), "the manager traced its allocations");
     assert!(allocations.iter().all(|&(c, n)| c == 1 && n == 1), "each job asked for 1 CPU: {allocations:?}");
 }
@@ -138,7 +157,12 @@ fn a_policy_run_at_its_time_limit_has_every_exit_in_the_managers_trace() {
     let w = workload("mpl = 1\n[[job]]\nname = \"quick\"\ncommand = [\"true\"]\n[[job]]\nname = \"long\"\ncommand = [\"sleep\", \"30\"]\n");
     let o = RunOptions { limit: Some(Duration::from_secs(3)), ..opts(dir.path()) };
     let r = run(&w, &Config::Policy("equipartition".into()), &o, &AtomicBool::new(false), &mut |_, _| {}).unwrap();
-    assert_eq!(r.jobs.iter().map(|j| &j.outcome).collect::<Vec<_>>(), [&Outcome::Exited(0), &Outcome::OverLimit], "{:?}", r.jobs);
+    assert_eq!(
+        r.jobs.iter().map(|j| &j.outcome).collect::<Vec<_>>(),
+        [&Outcome::Exited(0), &Outcome::OverLimit],
+        "{:?}",
+        r.jobs
+    );
     use cpumgr_core::trace::EventKind;
     let exits: Vec<u64> = r.trace.iter().filter(|e| matches!(e.kind, EventKind::Exit { .. })).map(|e| e.t).collect();
     assert_eq!(exits.len(), 2, "{:?}", r.trace);
@@ -149,7 +173,13 @@ fn a_policy_run_at_its_time_limit_has_every_exit_in_the_managers_trace() {
 fn kernels(dir: &Path) -> std::path::PathBuf {
     let out = dir.join("kernels");
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../kernels");
-    let make = std::process::Command::new("make").arg("-s").arg("-C").arg(src).arg(format!("OUT={}", out.display())).status().unwrap();
+    let make = std::process::Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(src)
+        .arg(format!("OUT={}", out.display()))
+        .status()
+        .unwrap();
     assert!(make.success(), "the kernels build with make and gcc -fopenmp");
     out
 }
@@ -171,7 +201,8 @@ fn region_teams(log: &Path) -> Vec<u32> {
 fn policy_runs_preload_the_openmp_adapter_so_teams_follow_the_allocation() {
     let dir = tempfile::tempdir().unwrap();
     let bin = kernels(dir.path());
-    let lib = cpumgr_launch::adapter::adapter_library().expect("libcpumgr_omp.so next to the test binary: run `cargo build --workspace` first");
+    let lib = cpumgr_launch::adapter::adapter_library()
+        .expect("libcpumgr_omp.so next to the test binary: run `cargo build --workspace` first");
     let text = "[[job]]\nname = \"st\"\ncommand = [\"{kernels}/stencil\", \"-n\", \"256\", \"-iters\", \"6000\", \"-regions\", \"300\"]\n\
                 env = { OMP_NUM_THREADS = \"2\", CPUMGR_KERNEL_LOG = \"1\" }\nrepeat = 2\n";
     let w = Workload::parse(Path::new("t.toml"), text, &Expand { cpus: 2, kernels: bin.clone() }).unwrap();
@@ -180,10 +211,8 @@ fn policy_runs_preload_the_openmp_adapter_so_teams_follow_the_allocation() {
         let o = RunOptions { omp_adapter: adapter.clone(), ..opts(&logs) };
         let r = run(&w, &Config::Policy("equipartition".into()), &o, &AtomicBool::new(false), &mut |_, _| {}).unwrap();
         assert!(r.jobs.iter().all(|j| j.outcome.ok()), "{:?}", r.jobs);
-        let teams: Vec<u32> = ["st_1", "st_2"]
-            .iter()
-            .flat_map(|j| region_teams(&logs.join(format!("equipartition-{j}.err"))))
-            .collect();
+        let teams: Vec<u32> =
+            ["st_1", "st_2"].iter().flat_map(|j| region_teams(&logs.join(format!("equipartition-{j}.err")))).collect();
         assert_eq!(teams.len(), 600, "every region logged");
         if adapter.is_some() {
             assert!(teams.contains(&1), "teams follow the allocation of 1 CPU each: {teams:?}");

@@ -12,18 +12,35 @@ fn repo() -> PathBuf {
 
 #[test]
 fn every_shipped_workload_parses_and_runs_real_kernels() {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("workloads")).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "toml")).collect();
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("workloads"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
     files.sort();
     assert!(files.len() >= 7, "the demo's and the papers' workloads: {files:?}");
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
         assert!(text.contains("cpumgr "), "{}: the header names the command that runs it", file.display());
         for cpus in [2, 64] {
-            let w = Workload::parse(file, &text, &Expand { cpus, kernels: PathBuf::from("/k") }).unwrap_or_else(|e| panic!("{e}"));
+            let w = Workload::parse(file, &text, &Expand { cpus, kernels: PathBuf::from("/k") })
+                .unwrap_or_else(|e| panic!("{e}"));
             for job in &w.jobs {
-                let kernel = job.command[0].strip_prefix("/k/").unwrap_or_else(|| panic!("{}: job {} runs a kernel", file.display(), job.name));
-                assert!(repo().join("kernels").join(format!("{kernel}.c")).is_file(), "{}: no kernel {kernel}", file.display());
-                assert!(job.request >= 1 && job.request <= cpus, "{}: {} asks for {}", file.display(), job.name, job.request);
+                let kernel = job.command[0]
+                    .strip_prefix("/k/")
+                    .unwrap_or_else(|| panic!("{}: job {} runs a kernel", file.display(), job.name));
+                assert!(
+                    repo().join("kernels").join(format!("{kernel}.c")).is_file(),
+                    "{}: no kernel {kernel}",
+                    file.display()
+                );
+                assert!(
+                    job.request >= 1 && job.request <= cpus,
+                    "{}: {} asks for {}",
+                    file.display(),
+                    job.name,
+                    job.request
+                );
             }
         }
     }

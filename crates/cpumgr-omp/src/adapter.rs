@@ -13,7 +13,6 @@ use cpumgr_client::{monotonic_ns, Client, Mode};
 
 use crate::fold::{self, Verdict};
 
-
 /// The program's own team when a region names none: `omp_set_num_threads`'s last value, else the
 /// first entry of `OMP_NUM_THREADS`, else the CPUs it could use at start (libgomp's and libomp's
 /// own default). 0 until first needed.
@@ -30,7 +29,10 @@ pub fn next_symbol(name: &CStr) -> *mut c_void {
 pub fn required(name: &CStr) -> *mut c_void {
     let p = next_symbol(name);
     if p.is_null() {
-        cpumgr_client::say(format_args!("cpumgr: libcpumgr_omp.so: the OpenMP runtime has no {}; aborting", name.to_string_lossy()));
+        cpumgr_client::say(format_args!(
+            "cpumgr: libcpumgr_omp.so: the OpenMP runtime has no {}; aborting",
+            name.to_string_lossy()
+        ));
         std::process::abort();
     }
     p

@@ -12,8 +12,8 @@
 //!
 //! Signatures are libgomp's ABI (`libgomp_g.h`, GCC 4.9 and later).
 
-use std::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
 use std::cell::Cell;
+use std::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
 use std::sync::OnceLock;
 
 use crate::adapter::{self, required, Region};

@@ -60,7 +60,6 @@ const SET_ALWAYS: c_int = 5;
 /// from it came from a `num_threads` clause.
 static LAST_SET: AtomicU32 = AtomicU32::new(0);
 
-
 thread_local! {
     /// The tracked region this thread forked: OMPT calls `parallel_begin` and `parallel_end` on
     /// the encountering thread, and only outermost regions are tracked, so there is at most one.
@@ -68,15 +67,17 @@ thread_local! {
     static OPEN: Cell<Option<Region>> = const { Cell::new(None) };
 }
 
-static mut RESULT: StartToolResult =
-    StartToolResult { initialize, finalize, tool_data: OmptData { value: 0 } };
+static mut RESULT: StartToolResult = StartToolResult { initialize, finalize, tool_data: OmptData { value: 0 } };
 
 /// The OMPT entry point libomp looks for.
 ///
 /// # Safety
 /// Called once by the OpenMP runtime at start-up.
 #[no_mangle]
-pub unsafe extern "C" fn ompt_start_tool(_omp_version: c_uint, _runtime_version: *const c_char) -> *mut StartToolResult {
+pub unsafe extern "C" fn ompt_start_tool(
+    _omp_version: c_uint,
+    _runtime_version: *const c_char,
+) -> *mut StartToolResult {
     // SAFETY: handed to the runtime, which is its only user.
     std::ptr::addr_of_mut!(RESULT)
 }
@@ -84,7 +85,9 @@ pub unsafe extern "C" fn ompt_start_tool(_omp_version: c_uint, _runtime_version:
 unsafe extern "C" fn initialize(lookup: Lookup, _device: c_int, _data: *mut OmptData) -> c_int {
     // SAFETY: `lookup` is the runtime's and takes a NUL-terminated name.
     let Some(set) = (unsafe { lookup(c"ompt_set_callback".as_ptr()) }) else {
-        cpumgr_client::say(format_args!("cpumgr: libcpumgr_omp.so: this OpenMP runtime has no ompt_set_callback; regions are not sized"));
+        cpumgr_client::say(format_args!(
+            "cpumgr: libcpumgr_omp.so: this OpenMP runtime has no ompt_set_callback; regions are not sized"
+        ));
         return 0;
     };
     // SAFETY: ompt_set_callback has this signature.
@@ -93,13 +96,19 @@ unsafe extern "C" fn initialize(lookup: Lookup, _device: c_int, _data: *mut Ompt
     let ok = unsafe {
         set(CALLBACK_PARALLEL_BEGIN, Some(std::mem::transmute::<ParallelBegin, unsafe extern "C" fn()>(parallel_begin)))
             == SET_ALWAYS
-            && set(CALLBACK_PARALLEL_END, Some(std::mem::transmute::<ParallelEnd, unsafe extern "C" fn()>(parallel_end)))
-                == SET_ALWAYS
-            && set(CALLBACK_IMPLICIT_TASK, Some(std::mem::transmute::<ImplicitTask, unsafe extern "C" fn()>(implicit_task)))
-                == SET_ALWAYS
+            && set(
+                CALLBACK_PARALLEL_END,
+                Some(std::mem::transmute::<ParallelEnd, unsafe extern "C" fn()>(parallel_end)),
+            ) == SET_ALWAYS
+            && set(
+                CALLBACK_IMPLICIT_TASK,
+                Some(std::mem::transmute::<ImplicitTask, unsafe extern "C" fn()>(implicit_task)),
+            ) == SET_ALWAYS
     };
     if !ok {
-        cpumgr_client::say(format_args!("cpumgr: libcpumgr_omp.so: the OpenMP runtime refused the parallel callbacks; regions are not sized"));
+        cpumgr_client::say(format_args!(
+            "cpumgr: libcpumgr_omp.so: the OpenMP runtime refused the parallel callbacks; regions are not sized"
+        ));
     }
     1
 }
@@ -161,7 +170,7 @@ unsafe extern "C" fn parallel_end(region: *mut OmptData, _task: *mut OmptData, _
 fn folds() -> bool {
     static FOLDS: OnceLock<bool> = OnceLock::new();
     *FOLDS.get_or_init(|| {
-        let bind = std::env::var("OMP_PROC_BIND").map_or(false, |v| !v.trim().eq_ignore_ascii_case("false"));
+        let bind = std::env::var("OMP_PROC_BIND").is_ok_and(|v| !v.trim().eq_ignore_ascii_case("false"));
         !bind && std::env::var_os("OMP_PLACES").is_none()
     })
 }

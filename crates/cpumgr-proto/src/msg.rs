@@ -276,7 +276,11 @@ mod tests {
         let r = Reply::Error { message: "no such program 4".into() };
         assert_eq!(decode::<Reply>(&encode(&r).unwrap()).unwrap(), r);
         let e = Reply::Event {
-            event: Event { t: 5, program: Some(cpumgr_core::ProgramId(2)), kind: cpumgr_core::trace::EventKind::Request { now: 3 } },
+            event: Event {
+                t: 5,
+                program: Some(cpumgr_core::ProgramId(2)),
+                kind: cpumgr_core::trace::EventKind::Request { now: 3 },
+            },
         };
         assert_eq!(decode::<Reply>(&encode(&e).unwrap()).unwrap(), e);
     }

@@ -41,7 +41,8 @@ pub const NO_PREEMPT: u32 = u32::MAX;
 /// no system call).
 #[inline]
 pub fn monotonic_ns() -> u64 {
-    let ts = nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).unwrap_or(nix::sys::time::TimeSpec::new(0, 0));
+    let ts =
+        nix::time::clock_gettime(nix::time::ClockId::CLOCK_MONOTONIC).unwrap_or(nix::sys::time::TimeSpec::new(0, 0));
     ts.tv_sec() as u64 * 1_000_000_000 + ts.tv_nsec() as u64
 }
 
@@ -209,9 +210,10 @@ impl CpuWords {
 
     /// The CPUs in increasing order.
     pub fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        self.as_words().iter().enumerate().flat_map(|(i, &w)| {
-            (0..64u32).filter(move |b| w & (1 << b) != 0).map(move |b| i as u32 * 64 + b)
-        })
+        self.as_words()
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &w)| (0..64u32).filter(move |b| w & (1 << b) != 0).map(move |b| i as u32 * 64 + b))
     }
 
     /// The same set as a [`CpuSet`] (allocates; for the manager's and tools' side).

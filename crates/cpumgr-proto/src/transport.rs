@@ -9,8 +9,7 @@ use std::time::Duration;
 
 use nix::errno::Errno;
 use nix::sys::socket::{
-    self, sockopt, AddressFamily, Backlog, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType,
-    UnixAddr,
+    self, sockopt, AddressFamily, Backlog, ControlMessage, ControlMessageOwned, MsgFlags, SockFlag, SockType, UnixAddr,
 };
 use nix::sys::time::TimeVal;
 
@@ -110,13 +109,8 @@ impl Conn {
         let mut cmsg = nix::cmsg_space!([RawFd; 4]);
         let (n, flags, fds) = {
             let mut iov = [IoSliceMut::new(&mut buf)];
-            let m = socket::recvmsg::<()>(
-                self.fd.as_raw_fd(),
-                &mut iov,
-                Some(&mut cmsg),
-                MsgFlags::MSG_CMSG_CLOEXEC,
-            )
-            .map_err(io)?;
+            let m = socket::recvmsg::<()>(self.fd.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::MSG_CMSG_CLOEXEC)
+                .map_err(io)?;
             let mut fds = Vec::new();
             if let Ok(it) = m.cmsgs() {
                 for c in it {
@@ -154,7 +148,9 @@ impl Conn {
         let mut tries = 0;
         let r = loop {
             match self.recv() {
-                Err(TransportError::Io(e)) if e.kind() == std::io::ErrorKind::Interrupted && tries < INTERRUPTED_RETRIES => {
+                Err(TransportError::Io(e))
+                    if e.kind() == std::io::ErrorKind::Interrupted && tries < INTERRUPTED_RETRIES =>
+                {
                     tries += 1
                 }
                 other => break other?,

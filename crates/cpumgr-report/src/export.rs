@@ -34,7 +34,9 @@ pub fn perfetto(t: &Timeline) -> Value {
     }
     for (cpu, owners) in t.cpu_owners(1) {
         let tid = cpu as u64;
-        events.push(json!({"ph": "M", "pid": 2, "tid": tid, "name": "thread_name", "args": {"name": format!("CPU {cpu}")}}));
+        events.push(
+            json!({"ph": "M", "pid": 2, "tid": tid, "name": "thread_name", "args": {"name": format!("CPU {cpu}")}}),
+        );
         for (from, to, lane) in owners {
             events.push(json!({"ph": "X", "pid": 2, "tid": tid, "ts": us(from), "dur": us(to - from), "name": t.lanes[lane].name}));
         }
@@ -70,13 +72,7 @@ pub fn paraver(t: &Timeline) -> Paraver {
     let ncpus = t.cpus.len().max(1);
     let ntasks = t.lanes.len();
     let tasks: Vec<String> = (0..ntasks).map(|_| "1:1".to_string()).collect();
-    let mut prv = format!(
-        "#Paraver (01/01/70 at 00:00):{}_ns:1({}):1:{}({})\n",
-        t.end,
-        ncpus,
-        ntasks,
-        tasks.join(",")
-    );
+    let mut prv = format!("#Paraver (01/01/70 at 00:00):{}_ns:1({}):1:{}({})\n", t.end, ncpus, ntasks, tasks.join(","));
     let cpu_index: std::collections::HashMap<u32, usize> = t.cpus.iter().enumerate().map(|(i, c)| (c, i + 1)).collect();
     let mut records: Vec<(u64, String)> = Vec::new();
     for (task, lane) in t.lanes.iter().enumerate() {
@@ -163,11 +159,20 @@ mod tests {
         let v = perfetto(&Timeline::from_events(&moving()));
         let cpu_runs = |cpu: u64| -> Vec<(String, f64, f64)> {
             let events = v["traceEvents"].as_array().unwrap().iter();
-            events.filter(|e| e["ph"] == "X" && e["pid"] == 2 && e["tid"] == cpu).map(|e| (e["name"].as_str().unwrap().to_string(), e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap())).collect()
+            events
+                .filter(|e| e["ph"] == "X" && e["pid"] == 2 && e["tid"] == cpu)
+                .map(|e| {
+                    (e["name"].as_str().unwrap().to_string(), e["ts"].as_f64().unwrap(), e["dur"].as_f64().unwrap())
+                })
+                .collect()
         };
         for cpu in 0..4 {
             let span: Vec<(String, f64, f64)> = cpu_runs(cpu).into_iter().filter(|r| r.1 >= 0.2 && r.1 < 1.2).collect();
-            assert_eq!(span, [("a".to_string(), 0.2, 0.5), ("b".to_string(), 0.7, 0.5)], "CPU {cpu}: half the span each, one after the other");
+            assert_eq!(
+                span,
+                [("a".to_string(), 0.2, 0.5), ("b".to_string(), 0.7, 0.5)],
+                "CPU {cpu}: half the span each, one after the other"
+            );
         }
     }
 
@@ -180,7 +185,8 @@ mod tests {
             }
         }
         let p = paraver(&Timeline::from_events(&events));
-        let tasks: Vec<&str> = p.row.split("LEVEL TASK SIZE 2\n").nth(1).unwrap().lines().take_while(|l| !l.is_empty()).collect();
+        let tasks: Vec<&str> =
+            p.row.split("LEVEL TASK SIZE 2\n").nth(1).unwrap().lines().take_while(|l| !l.is_empty()).collect();
         assert_eq!(tasks, ["a?next?[31m", "b?next?[31m"], "{}", p.row);
     }
 
@@ -189,7 +195,8 @@ mod tests {
         let p = paraver(&Timeline::from_events(&sample()));
         let header = p.prv.lines().next().unwrap();
         assert_eq!(header, "#Paraver (01/01/70 at 00:00):400_ns:1(2):1:2(1:1,1:1)");
-        let tasks: usize = p.row.lines().find(|l| l.starts_with("LEVEL TASK")).unwrap().rsplit(' ').next().unwrap().parse().unwrap();
+        let tasks: usize =
+            p.row.lines().find(|l| l.starts_with("LEVEL TASK")).unwrap().rsplit(' ').next().unwrap().parse().unwrap();
         let mut states = 0;
         for line in p.prv.lines().skip(1) {
             let f: Vec<u64> = line.split(':').map(|x| x.parse().unwrap()).collect();
@@ -213,10 +220,22 @@ mod tests {
         let cpus = CpuSet::parse("0-3").unwrap();
         let ev = |t: u64, p: Option<u64>, kind: EventKind| Event { t, program: p.map(ProgramId), kind };
         let run = |t: u64, p: u64, on: bool| {
-            ev(t, Some(p), EventKind::Allocate { count: if on { 4 } else { 0 }, cpus: if on { cpus.clone() } else { CpuSet::new() }, running: on })
+            ev(
+                t,
+                Some(p),
+                EventKind::Allocate {
+                    count: if on { 4 } else { 0 },
+                    cpus: if on { cpus.clone() } else { CpuSet::new() },
+                    running: on,
+                },
+            )
         };
         let events = vec![
-            ev(0, None, EventKind::Start { source: "sim".into(), cpus: cpus.clone(), policy: "gang".into(), quantum: 100 }),
+            ev(
+                0,
+                None,
+                EventKind::Start { source: "sim".into(), cpus: cpus.clone(), policy: "gang".into(), quantum: 100 },
+            ),
             ev(0, Some(1), EventKind::Arrive { name: "a".into(), request: 4 }),
             ev(0, Some(2), EventKind::Arrive { name: "b".into(), request: 4 }),
             run(0, 1, true),
@@ -229,11 +248,15 @@ mod tests {
             ev(1_100, Some(2), EventKind::Exit { status: Some(0) }),
         ];
         let p = paraver(&Timeline::from_events(&events));
-        let shared: Vec<&str> = p.prv.lines().filter(|l| l.starts_with("1:") && l.ends_with(&format!(":{STATE_SHARED}"))).collect();
+        let shared: Vec<&str> =
+            p.prv.lines().filter(|l| l.starts_with("1:") && l.ends_with(&format!(":{STATE_SHARED}"))).collect();
         assert_eq!(shared.len(), 2, "a and b shared the span 200..1000: {}", p.prv);
         assert!(shared.iter().all(|l| l.contains(":200:1000:")), "{shared:?}");
         let means: Vec<&str> = p.prv.lines().filter(|l| l.starts_with("2:") && l.contains(":200:")).collect();
-        assert!(means.iter().all(|l| l.ends_with(&format!("{EVENT_ALLOCATION}:2"))), "half of 4 CPUs each, not 4: {means:?}");
+        assert!(
+            means.iter().all(|l| l.ends_with(&format!("{EVENT_ALLOCATION}:2"))),
+            "half of 4 CPUs each, not 4: {means:?}"
+        );
         assert!(p.pcf.contains(&format!("\n{STATE_SHARED}    ")), "{}", p.pcf);
     }
 }

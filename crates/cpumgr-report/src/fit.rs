@@ -130,7 +130,15 @@ fn summed<'a>(lanes: impl Iterator<Item = &'a Lane>) -> Lane {
             Some(last) => last.to = at,
             None => {}
         }
-        sum.segments.push(Segment { from: at, to: at, count, cpus: CpuSet::new(), running: count > 0, share, repeated: false });
+        sum.segments.push(Segment {
+            from: at,
+            to: at,
+            count,
+            cpus: CpuSet::new(),
+            running: count > 0,
+            share,
+            repeated: false,
+        });
     }
     sum.segments.retain(|s| s.to > s.from);
     sum
@@ -376,7 +384,11 @@ mod tests {
     fn replay_frames_are_a_pixel_apart_and_show_the_owners_then() {
         let t = Timeline::from_events(&sample());
         let owners = t.cpu_owners(1);
-        assert_eq!(frame_times(&owners, Scale::new(t.end, 800)), vec![0, 100, 300, 400], "the last shows the CPUs idle after the exits");
+        assert_eq!(
+            frame_times(&owners, Scale::new(t.end, 800)),
+            vec![0, 100, 300, 400],
+            "the last shows the CPUs idle after the exits"
+        );
         assert_eq!(frame_times(&owners, Scale::new(t.end, 2)), vec![0, 300]);
         let owners = owners_at(&owners, &[0, 150, 300, 400]);
         assert_eq!(

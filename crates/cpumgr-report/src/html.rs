@@ -78,15 +78,22 @@ fn x(t: u64, end: u64) -> f64 {
 
 fn axis(svg: &mut String, end: u64, y: f64) {
     let secs = end as f64 / 1e9;
-    let step = [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0, 3600.0]
-        .into_iter()
-        .find(|s| secs / s <= 10.0)
-        .unwrap_or(secs / 10.0);
+    let step = [
+        0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0,
+        1000.0, 3600.0,
+    ]
+    .into_iter()
+    .find(|s| secs / s <= 10.0)
+    .unwrap_or(secs / 10.0);
     let mut t = 0.0;
     while t <= secs + 1e-9 {
         let px = x((t * 1e9) as u64, end);
         let label = (t * 1000.0).round() / 1000.0;
-        let _ = write!(svg, r##"<line x1="{px:.1}" y1="0" x2="{px:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{px:.1}" y="{:.1}" font-size="10" text-anchor="middle">{label}s</text>"##, y + 12.0);
+        let _ = write!(
+            svg,
+            r##"<line x1="{px:.1}" y1="0" x2="{px:.1}" y2="{y:.1}" stroke="#ddd"/><text x="{px:.1}" y="{:.1}" font-size="10" text-anchor="middle">{label}s</text>"##,
+            y + 12.0
+        );
         t += step;
     }
 }
@@ -94,7 +101,9 @@ fn axis(svg: &mut String, end: u64, y: f64) {
 /// What a Gantt bar of `lane` held, for its tooltip: one segment's CPUs, or the mean of merged ones.
 fn held(lane: &Lane, bar: &Bar) -> String {
     match bar.segment.map(|k| &lane.segments[k]) {
-        Some(s) if s.is_shared() => format!("{} CPUs ({}) {:.0} % of the time, a repeating schedule", s.count, s.cpus, 100.0 * s.share),
+        Some(s) if s.is_shared() => {
+            format!("{} CPUs ({}) {:.0} % of the time, a repeating schedule", s.count, s.cpus, 100.0 * s.share)
+        }
         Some(s) if s.cpus.is_empty() => format!("{} CPUs", s.count),
         Some(s) => format!("{} CPUs ({})", s.count, s.cpus),
         None => format!("{:.1} CPUs on average over {} stretches", bar.cpus(), bar.merged),
@@ -134,24 +143,42 @@ impl<'a> Programs<'a> {
 
 fn gantt(t: &Timeline, programs: &Programs) -> String {
     let h = programs.rows.len() as f64 * ROW + 20.0;
-    let max = programs.iter().filter(|(row, _)| row.index.is_some()).flat_map(|(_, bars)| bars).map(Bar::cpus).fold(1.0, f64::max);
+    let max = programs
+        .iter()
+        .filter(|(row, _)| row.index.is_some())
+        .flat_map(|(_, bars)| bars)
+        .map(Bar::cpus)
+        .fold(1.0, f64::max);
     let mut svg = format!(r#"<svg class="gantt" width="{WIDTH}" height="{h}" xmlns="http://www.w3.org/2000/svg">"#);
     axis(&mut svg, t.end, h - 20.0);
     for (i, (row, bars)) in programs.iter().enumerate() {
         let (lane, fill, y) = (&row.lane, row_colour(row), i as f64 * ROW);
         let _ = write!(svg, r#"<text x="2" y="{:.1}" font-size="11">{}</text>"#, y + 12.0, esc(&label(lane)));
-        let _ = write!(svg, r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#999"/>"##, x(lane.arrival, t.end), y + ROW / 2.0, x(lane.exit, t.end), y + ROW / 2.0);
+        let _ = write!(
+            svg,
+            r##"<line x1="{:.1}" y1="{:.1}" x2="{:.1}" y2="{:.1}" stroke="#999"/>"##,
+            x(lane.arrival, t.end),
+            y + ROW / 2.0,
+            x(lane.exit, t.end),
+            y + ROW / 2.0
+        );
         for b in bars.iter().filter(|b| b.cpus() > 0.0) {
             let opacity = (0.35 + 0.65 * b.cpus() / max).min(1.0);
             let _ = write!(
                 svg,
                 r#"<rect x="{:.1}" y="{:.1}" width="{:.2}" height="{:.1}" fill="{fill}" fill-opacity="{opacity:.2}"><title>{} {}</title></rect>"#,
-                x(b.from, t.end), y + 2.0, (x(b.to, t.end) - x(b.from, t.end)).max(0.5), ROW - 4.0, esc(&lane.name), held(lane, b)
+                x(b.from, t.end),
+                y + 2.0,
+                (x(b.to, t.end) - x(b.from, t.end)).max(0.5),
+                ROW - 4.0,
+                esc(&lane.name),
+                held(lane, b)
             );
         }
         if let Some(start) = lane.first_run().filter(|_| row.index.is_some()) {
             let px = x(start, t.end);
-            let _ = write!(svg, r#"<path d="M{px:.1},{:.1} v-10 l6,3 l-6,3" fill="black" stroke="black"/>"#, y + ROW - 2.0);
+            let _ =
+                write!(svg, r#"<path d="M{px:.1},{:.1} v-10 l6,3 l-6,3" fill="black" stroke="black"/>"#, y + ROW - 2.0);
         }
     }
     svg.push_str("</svg>");
@@ -170,7 +197,12 @@ fn cpu_chart(t: &Timeline, owners: &[(u32, Ownership)], scale: Scale) -> String 
             let _ = write!(
                 svg,
                 r#"<rect x="{:.1}" y="{:.1}" width="{:.2}" height="{:.1}" fill="{}"><title>{}</title></rect>"#,
-                x(from, t.end), y + 1.0, (x(to, t.end) - x(from, t.end)).max(0.5), ROW - 2.0, colour(lane), esc(&t.lanes[lane].name)
+                x(from, t.end),
+                y + 1.0,
+                (x(to, t.end) - x(from, t.end)).max(0.5),
+                ROW - 2.0,
+                colour(lane),
+                esc(&t.lanes[lane].name)
             );
         }
     }
@@ -181,17 +213,32 @@ fn cpu_chart(t: &Timeline, owners: &[(u32, Ownership)], scale: Scale) -> String 
 fn allocation_chart(t: &Timeline, programs: &Programs) -> String {
     let h = 160.0;
     let max = t.cpus.len().max(1) as f64;
-    let mut svg = format!(r#"<svg class="alloc" width="{WIDTH}" height="{}" xmlns="http://www.w3.org/2000/svg">"#, h + 20.0);
+    let mut svg =
+        format!(r#"<svg class="alloc" width="{WIDTH}" height="{}" xmlns="http://www.w3.org/2000/svg">"#, h + 20.0);
     axis(&mut svg, t.end, h);
-    let _ = write!(svg, r#"<text x="2" y="12" font-size="11">{max} CPUs</text><text x="2" y="{h}" font-size="11">0</text>"#);
+    let _ = write!(
+        svg,
+        r#"<text x="2" y="12" font-size="11">{max} CPUs</text><text x="2" y="{h}" font-size="11">0</text>"#
+    );
     for (row, bars) in programs.iter() {
         let mut d = String::new();
         for b in bars {
             let y = h - h * b.cpus().min(max) / max;
-            let _ = write!(d, "{}{:.1},{y:.1} L{:.1},{y:.1} ", if d.is_empty() { "M" } else { "L" }, x(b.from, t.end), x(b.to, t.end));
+            let _ = write!(
+                d,
+                "{}{:.1},{y:.1} L{:.1},{y:.1} ",
+                if d.is_empty() { "M" } else { "L" },
+                x(b.from, t.end),
+                x(b.to, t.end)
+            );
         }
         if !d.is_empty() {
-            let _ = write!(svg, r#"<path d="{d}" fill="none" stroke="{}" stroke-width="1.5"><title>{}</title></path>"#, row_colour(row), esc(&row.lane.name));
+            let _ = write!(
+                svg,
+                r#"<path d="{d}" fill="none" stroke="{}" stroke-width="1.5"><title>{}</title></path>"#,
+                row_colour(row),
+                esc(&row.lane.name)
+            );
         }
     }
     svg.push_str("</svg>");
@@ -210,7 +257,9 @@ fn replay_data(t: &Timeline, owners: &[(u32, Ownership)], scale: Scale) -> Strin
     let frames: Vec<(u64, Vec<i64>)> = times
         .iter()
         .zip(frames)
-        .map(|(&at, row)| (at, row.iter().map(|o| o.map_or(-1, |lane| shown.binary_search(&lane).map_or(-1, |k| k as i64))).collect()))
+        .map(|(&at, row)| {
+            (at, row.iter().map(|o| o.map_or(-1, |lane| shown.binary_search(&lane).map_or(-1, |k| k as i64))).collect())
+        })
         .collect();
     let names: Vec<&str> = shown.iter().map(|&i| t.lanes[i].name.as_str()).collect();
     let colours: Vec<String> = shown.iter().map(|&i| colour(i)).collect();
@@ -279,7 +328,15 @@ h2{{margin-top:36px}} svg{{display:block;margin:6px 0}}
     }
     for (k, (label, t)) in r.runs.iter().enumerate() {
         let id = format!("run{k}");
-        let _ = write!(h, r#"<section id="{id}"><h2>{}</h2><p>policy {} on CPUs {}, {} programs, {:.3} s</p>"#, esc(label), esc(&t.policy), t.cpus, t.lanes.len(), t.end as f64 / 1e9);
+        let _ = write!(
+            h,
+            r#"<section id="{id}"><h2>{}</h2><p>policy {} on CPUs {}, {} programs, {:.3} s</p>"#,
+            esc(label),
+            esc(&t.policy),
+            t.cpus,
+            t.lanes.len(),
+            t.end as f64 / 1e9
+        );
         let scale = Scale::new(t.end, PLOT as usize);
         let programs = Programs::new(fit::rows(t, MAX_ROWS), scale);
         let owners = t.cpu_owners(crate::timeline::CHART_TURNS);
@@ -325,7 +382,10 @@ mod tests {
         let r = Report {
             title: "demo <1>".into(),
             notes: vec!["2 CPUs".into()],
-            table: Table { columns: vec!["config".into(), "makespan".into()], rows: vec![vec!["equipartition".into(), "0.4".into()]] },
+            table: Table {
+                columns: vec!["config".into(), "makespan".into()],
+                rows: vec![vec!["equipartition".into(), "0.4".into()]],
+            },
             runs: vec![("equipartition".into(), t)],
         };
         let html = render(&r);
@@ -355,7 +415,8 @@ mod tests {
         let data: serde_json::Value = serde_json::from_str(&replay_data(&t, &owners, scale)).unwrap();
         assert_eq!(data["names"], serde_json::json!(["a", "b"]));
         let frames = data["frames"].as_array().unwrap();
-        let within: Vec<&serde_json::Value> = frames.iter().filter(|f| (200..1_200).contains(&f[0].as_u64().unwrap())).collect();
+        let within: Vec<&serde_json::Value> =
+            frames.iter().filter(|f| (200..1_200).contains(&f[0].as_u64().unwrap())).collect();
         for cpu in 0..4 {
             let shown: std::collections::BTreeSet<i64> = within.iter().map(|f| f[1][cpu].as_i64().unwrap()).collect();
             assert_eq!(shown, [0, 1].into(), "CPU {cpu} shows both programs' turns in the replay");
@@ -383,7 +444,8 @@ mod tests {
     /// 20 000 programs on 64 CPUs, 10 allocation changes each (200 000 events), overlapping.
     fn many_programs() -> Vec<Event> {
         let ev = |t: u64, p: u64, kind: EventKind| Event { t, program: Some(ProgramId(p)), kind };
-        let start = EventKind::Start { source: "sim".into(), cpus: CpuSet::first_n(64), policy: "gang".into(), quantum: 100 };
+        let start =
+            EventKind::Start { source: "sim".into(), cpus: CpuSet::first_n(64), policy: "gang".into(), quantum: 100 };
         let mut events = vec![Event { t: 0, program: None, kind: start }];
         for p in 0..20_000u64 {
             let t0 = p * 50_000;
@@ -411,4 +473,3 @@ mod tests {
         assert!(html.len() < 5_000_000, "{} bytes", html.len());
     }
 }
-

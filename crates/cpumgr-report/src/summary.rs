@@ -89,7 +89,8 @@ impl Figures {
 
 /// The results table of labelled runs, one row each (runs without programs are left out).
 pub fn table(runs: &[(String, Timeline)]) -> Table {
-    let columns = ["run", "makespan (s)", "mean turnaround", "max turnaround", "mean CPUs held", "CV of run times", "failed"];
+    let columns =
+        ["run", "makespan (s)", "mean turnaround", "max turnaround", "mean CPUs held", "CV of run times", "failed"];
     let rows = runs
         .iter()
         .filter_map(|(label, t)| {

@@ -248,7 +248,15 @@ impl Timeline {
                             }
                             last.to = e.t;
                         }
-                        lane.segments.push(Segment { from: e.t, to: Nanos::MAX, count: *count, cpus: cpus.clone(), running: *running, share: 1.0, repeated: false });
+                        lane.segments.push(Segment {
+                            from: e.t,
+                            to: Nanos::MAX,
+                            count: *count,
+                            cpus: cpus.clone(),
+                            running: *running,
+                            share: 1.0,
+                            repeated: false,
+                        });
                     }
                 }
                 (EventKind::Team { team, .. }, Some(id)) => {
@@ -285,11 +293,20 @@ impl Timeline {
     /// from 1 again) into one timeline per run. A trace of one run gives one timeline, the same as
     /// [`Timeline::from_events`]; events before the first `start` belong to the first run.
     pub fn runs(events: &[Event]) -> Vec<Timeline> {
-        let mut starts: Vec<usize> = events.iter().enumerate().filter(|(_, e)| matches!(e.kind, EventKind::Start { .. })).map(|(i, _)| i).collect();
+        let mut starts: Vec<usize> = events
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| matches!(e.kind, EventKind::Start { .. }))
+            .map(|(i, _)| i)
+            .collect();
         if starts.first() != Some(&0) {
             starts.insert(0, 0);
         }
-        starts.iter().enumerate().map(|(k, &from)| Timeline::from_events(&events[from..starts.get(k + 1).copied().unwrap_or(events.len())])).collect()
+        starts
+            .iter()
+            .enumerate()
+            .map(|(k, &from)| Timeline::from_events(&events[from..starts.get(k + 1).copied().unwrap_or(events.len())]))
+            .collect()
     }
 
     /// Which program owned each CPU over time: per CPU of [`Timeline::cpus`], the running
@@ -304,7 +321,8 @@ impl Timeline {
     pub fn cpu_owners(&self, turns: u64) -> Vec<(u32, Ownership)> {
         let mut per_cpu: std::collections::BTreeMap<u32, Ownership> =
             self.cpus.iter().map(|c| (c, Vec::new())).collect();
-        let mut shared: std::collections::BTreeMap<(u32, Nanos, Nanos), Vec<(usize, f64)>> = std::collections::BTreeMap::new();
+        let mut shared: std::collections::BTreeMap<(u32, Nanos, Nanos), Vec<(usize, f64)>> =
+            std::collections::BTreeMap::new();
         for (i, lane) in self.lanes.iter().enumerate() {
             for s in lane.segments.iter().filter(|s| s.running) {
                 let shared_here = s.is_shared();
@@ -337,10 +355,13 @@ impl Timeline {
                 }
             }
         }
-        per_cpu.into_iter().map(|(c, mut v)| {
-            v.sort_unstable();
-            (c, v)
-        }).collect()
+        per_cpu
+            .into_iter()
+            .map(|(c, mut v)| {
+                v.sort_unstable();
+                (c, v)
+            })
+            .collect()
     }
 }
 
@@ -353,7 +374,16 @@ pub(crate) mod tests {
         let cpus = |s: &str| CpuSet::parse(s).unwrap();
         let ev = |t: u64, p: Option<u64>, kind: EventKind| Event { t, program: p.map(ProgramId), kind };
         vec![
-            ev(0, None, EventKind::Start { source: "sim".into(), cpus: cpus("0-1"), policy: "equipartition".into(), quantum: 100 }),
+            ev(
+                0,
+                None,
+                EventKind::Start {
+                    source: "sim".into(),
+                    cpus: cpus("0-1"),
+                    policy: "equipartition".into(),
+                    quantum: 100,
+                },
+            ),
             ev(0, Some(1), EventKind::Arrive { name: "a".into(), request: 2 }),
             ev(0, Some(1), EventKind::Allocate { count: 2, cpus: cpus("0-1"), running: true }),
             ev(100, Some(2), EventKind::Arrive { name: "b".into(), request: 2 }),
@@ -369,7 +399,11 @@ pub(crate) mod tests {
     #[test]
     fn team_events_reach_their_lane() {
         let mut events = sample();
-        let team = |t: u64, how: &str| Event { t, program: Some(ProgramId(1)), kind: EventKind::Team { team: how.into(), threads: 2 } };
+        let team = |t: u64, how: &str| Event {
+            t,
+            program: Some(ProgramId(1)),
+            kind: EventKind::Team { team: how.into(), threads: 2 },
+        };
         events.insert(3, team(50, "folding"));
         events.insert(7, team(150, "rigid"));
         let t = Timeline::from_events(&events);
@@ -383,9 +417,14 @@ pub(crate) mod tests {
     pub(crate) fn moving() -> Vec<Event> {
         let cpus = |s: &str| CpuSet::parse(s).unwrap();
         let ev = |t: u64, p: Option<u64>, kind: EventKind| Event { t, program: p.map(ProgramId), kind };
-        let run = |t: u64, p: u64, c: &str| ev(t, Some(p), EventKind::Allocate { count: 2, cpus: cpus(c), running: true });
+        let run =
+            |t: u64, p: u64, c: &str| ev(t, Some(p), EventKind::Allocate { count: 2, cpus: cpus(c), running: true });
         vec![
-            ev(0, None, EventKind::Start { source: "sim".into(), cpus: cpus("0-3"), policy: "gang".into(), quantum: 100 }),
+            ev(
+                0,
+                None,
+                EventKind::Start { source: "sim".into(), cpus: cpus("0-3"), policy: "gang".into(), quantum: 100 },
+            ),
             ev(0, Some(1), EventKind::Arrive { name: "a".into(), request: 2 }),
             ev(0, Some(2), EventKind::Arrive { name: "b".into(), request: 2 }),
             run(0, 1, "0-1"),
@@ -407,7 +446,10 @@ pub(crate) mod tests {
         assert_eq!(t.end, 400);
         assert_eq!(t.lanes.len(), 2);
         let a = &t.lanes[0];
-        assert_eq!(a.segments.iter().map(|s| (s.from, s.to, s.count)).collect::<Vec<_>>(), vec![(0, 100, 2), (100, 300, 1)]);
+        assert_eq!(
+            a.segments.iter().map(|s| (s.from, s.to, s.count)).collect::<Vec<_>>(),
+            vec![(0, 100, 2), (100, 300, 1)]
+        );
         assert_eq!(t.lanes[1].status, Some(3));
         assert_eq!(t.lanes[1].first_run(), Some(100));
         let owners = t.cpu_owners(CHART_TURNS);
@@ -418,12 +460,19 @@ pub(crate) mod tests {
     fn a_repeated_span_is_each_program_s_share_of_the_period_before_it() {
         let cpus = |s: &str| CpuSet::parse(s).unwrap();
         let ev = |t: u64, p: Option<u64>, kind: EventKind| Event { t, program: p.map(ProgramId), kind };
-        let run = |t: u64, p: u64, c: &str| ev(t, Some(p), EventKind::Allocate { count: cpus(c).len() as u32, cpus: cpus(c), running: true });
-        let stop = |t: u64, p: u64| ev(t, Some(p), EventKind::Allocate { count: 0, cpus: CpuSet::new(), running: false });
+        let run = |t: u64, p: u64, c: &str| {
+            ev(t, Some(p), EventKind::Allocate { count: cpus(c).len() as u32, cpus: cpus(c), running: true })
+        };
+        let stop =
+            |t: u64, p: u64| ev(t, Some(p), EventKind::Allocate { count: 0, cpus: CpuSet::new(), running: false });
         // Two programs take turns on two CPUs every 100 ns (`a` on both, then `b` on one); a third
         // waits throughout. The period 0..200 repeats from 200 to 1 200; the turns go on after.
         let events = vec![
-            ev(0, None, EventKind::Start { source: "sim".into(), cpus: cpus("0-1"), policy: "gang".into(), quantum: 100 }),
+            ev(
+                0,
+                None,
+                EventKind::Start { source: "sim".into(), cpus: cpus("0-1"), policy: "gang".into(), quantum: 100 },
+            ),
             ev(0, Some(1), EventKind::Arrive { name: "a".into(), request: 2 }),
             ev(0, Some(2), EventKind::Arrive { name: "b".into(), request: 1 }),
             ev(0, Some(3), EventKind::Arrive { name: "c".into(), request: 4 }),
@@ -439,23 +488,53 @@ pub(crate) mod tests {
             ev(1_400, Some(2), EventKind::Exit { status: Some(0) }),
         ];
         let t = Timeline::from_events(&events);
-        let spans = |i: usize| t.lanes[i].segments.iter().map(|s| (s.from, s.to, s.count, s.running, s.share)).collect::<Vec<_>>();
-        assert_eq!(spans(0), vec![(0, 100, 2, true, 1.0), (100, 200, 0, false, 1.0), (200, 1_200, 2, true, 0.5), (1_200, 1_300, 2, true, 1.0), (1_300, 1_400, 0, false, 1.0)]);
-        assert_eq!(spans(1), vec![(100, 200, 1, true, 1.0), (200, 1_200, 1, true, 0.5), (1_200, 1_300, 0, false, 1.0), (1_300, 1_400, 1, true, 1.0)]);
+        let spans = |i: usize| {
+            t.lanes[i].segments.iter().map(|s| (s.from, s.to, s.count, s.running, s.share)).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            spans(0),
+            vec![
+                (0, 100, 2, true, 1.0),
+                (100, 200, 0, false, 1.0),
+                (200, 1_200, 2, true, 0.5),
+                (1_200, 1_300, 2, true, 1.0),
+                (1_300, 1_400, 0, false, 1.0)
+            ]
+        );
+        assert_eq!(
+            spans(1),
+            vec![
+                (100, 200, 1, true, 1.0),
+                (200, 1_200, 1, true, 0.5),
+                (1_200, 1_300, 0, false, 1.0),
+                (1_300, 1_400, 1, true, 1.0)
+            ]
+        );
         assert!(t.lanes[2].segments.is_empty(), "a program that never ran has nothing to repeat");
         let held = |i: usize| t.lanes[i].segments.iter().map(Segment::held).sum::<f64>();
-        assert_eq!((held(0), held(1)), (2.0 * 100.0 + 2.0 * 500.0 + 2.0 * 100.0, 100.0 + 500.0 + 100.0), "the quantum-by-quantum run's CPU time");
+        assert_eq!(
+            (held(0), held(1)),
+            (2.0 * 100.0 + 2.0 * 500.0 + 2.0 * 100.0, 100.0 + 500.0 + 100.0),
+            "the quantum-by-quantum run's CPU time"
+        );
         // CPU 1 was `a`'s half the time and `b`'s the other half: the span shows them in turns.
         let owners = t.cpu_owners(CHART_TURNS);
-        let within = |cpu: usize| owners[cpu].1.iter().filter(|o| o.0 >= 200 && o.1 <= 1_200).copied().collect::<Vec<_>>();
+        let within =
+            |cpu: usize| owners[cpu].1.iter().filter(|o| o.0 >= 200 && o.1 <= 1_200).copied().collect::<Vec<_>>();
         let turns = within(1);
         assert_eq!(turns.len(), 2 * CHART_TURNS as usize, "{turns:?}");
         assert_eq!(turns[..4], [(200, 216, 0), (216, 231, 1), (231, 247, 0), (247, 262, 1)]);
-        let held = |spans: &[(Nanos, Nanos, usize)], lane: usize| spans.iter().filter(|o| o.2 == lane).map(|o| o.1 - o.0).sum::<Nanos>();
+        let held = |spans: &[(Nanos, Nanos, usize)], lane: usize| {
+            spans.iter().filter(|o| o.2 == lane).map(|o| o.1 - o.0).sum::<Nanos>()
+        };
         assert_eq!(held(&turns, 0) + held(&turns, 1), 1_000, "no gap between turns");
         assert!(held(&turns, 0).abs_diff(500) <= CHART_TURNS, "half each, to a nanosecond a stripe: {turns:?}");
         let blocks = t.cpu_owners(1);
-        assert_eq!(blocks[1].1.iter().filter(|o| o.0 >= 200 && o.1 <= 1_200).copied().collect::<Vec<_>>(), vec![(200, 700, 0), (700, 1_200, 1)], "one turn each");
+        assert_eq!(
+            blocks[1].1.iter().filter(|o| o.0 >= 200 && o.1 <= 1_200).copied().collect::<Vec<_>>(),
+            vec![(200, 700, 0), (700, 1_200, 1)],
+            "one turn each"
+        );
         assert_eq!(held(&within(0), 1), 0, "CPU 0 idle while `b` ran");
         assert_eq!(held(&within(0), 0), held(&turns, 0));
     }
@@ -464,12 +543,23 @@ pub(crate) mod tests {
     fn a_program_that_moved_between_cpu_sets_in_a_repeated_period_shares_each_cpu_it_ran_on() {
         let t = Timeline::from_events(&moving());
         let s = &t.lanes[0].segments[2];
-        assert_eq!((s.from, s.to, s.count, s.cpus.to_string(), s.share), (200, 1_200, 2, "0-3".to_string(), 1.0), "two of the four CPUs all the time");
-        assert!(s.is_shared() && !t.lanes[0].segments[0].is_shared(), "shared by the rule the tooltip and Paraver read too");
+        assert_eq!(
+            (s.from, s.to, s.count, s.cpus.to_string(), s.share),
+            (200, 1_200, 2, "0-3".to_string(), 1.0),
+            "two of the four CPUs all the time"
+        );
+        assert!(
+            s.is_shared() && !t.lanes[0].segments[0].is_shared(),
+            "shared by the rule the tooltip and Paraver read too"
+        );
         // Each CPU was `a`'s half the period and `b`'s the other half: so over the span, in
         // turns in a chart, one turn each in an export; neither holds all four throughout.
-        let within = |owners: &[(u32, Ownership)], cpu: usize| owners[cpu].1.iter().filter(|o| o.0 >= 200 && o.1 <= 1_200).copied().collect::<Vec<_>>();
-        let held = |spans: &[(Nanos, Nanos, usize)], lane: usize| spans.iter().filter(|o| o.2 == lane).map(|o| o.1 - o.0).sum::<Nanos>();
+        let within = |owners: &[(u32, Ownership)], cpu: usize| {
+            owners[cpu].1.iter().filter(|o| o.0 >= 200 && o.1 <= 1_200).copied().collect::<Vec<_>>()
+        };
+        let held = |spans: &[(Nanos, Nanos, usize)], lane: usize| {
+            spans.iter().filter(|o| o.2 == lane).map(|o| o.1 - o.0).sum::<Nanos>()
+        };
         let (chart, blocks) = (t.cpu_owners(CHART_TURNS), t.cpu_owners(1));
         for cpu in 0..4 {
             let turns = within(&chart, cpu);
@@ -489,14 +579,27 @@ pub(crate) mod tests {
         let cpus = CpuSet::parse("0-3").unwrap();
         let ev = |t: u64, kind: EventKind| Event { t, program: Some(ProgramId(1)), kind };
         let events = vec![
-            Event { t: 0, program: None, kind: EventKind::Start { source: "live".into(), cpus: cpus.clone(), policy: "equipartition".into(), quantum: 100 } },
+            Event {
+                t: 0,
+                program: None,
+                kind: EventKind::Start {
+                    source: "live".into(),
+                    cpus: cpus.clone(),
+                    policy: "equipartition".into(),
+                    quantum: 100,
+                },
+            },
             ev(0, EventKind::Arrive { name: "a".into(), request: 4 }),
             ev(0, EventKind::Allocate { count: 2, cpus: cpus.clone(), running: true }),
             ev(400, EventKind::Exit { status: Some(0) }),
         ];
         let t = Timeline::from_events(&events);
         for turns in [1, CHART_TURNS] {
-            assert!(t.cpu_owners(turns).iter().all(|(_, spans)| spans == &vec![(0, 400, 0)]), "{:?}", t.cpu_owners(turns));
+            assert!(
+                t.cpu_owners(turns).iter().all(|(_, spans)| spans == &vec![(0, 400, 0)]),
+                "{:?}",
+                t.cpu_owners(turns)
+            );
         }
     }
 

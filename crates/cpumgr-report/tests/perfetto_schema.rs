@@ -37,8 +37,13 @@ fn export() -> Value {
 fn the_perfetto_export_is_a_valid_trace_event_file() {
     let v = export();
     assert_eq!(errors(&v), Vec::<String>::new());
-    let phases: std::collections::BTreeSet<&str> = v["traceEvents"].as_array().unwrap().iter().map(|e| e["ph"].as_str().unwrap()).collect();
-    assert_eq!(phases.into_iter().collect::<Vec<_>>(), vec!["C", "M", "X", "i"], "every phase the export uses is checked");
+    let phases: std::collections::BTreeSet<&str> =
+        v["traceEvents"].as_array().unwrap().iter().map(|e| e["ph"].as_str().unwrap()).collect();
+    assert_eq!(
+        phases.into_iter().collect::<Vec<_>>(),
+        vec!["C", "M", "X", "i"],
+        "every phase the export uses is checked"
+    );
 }
 
 #[test]

@@ -2,10 +2,10 @@
 //! second) and with fast-forward, under equipartition and gang. `cpumgr sim --bench` prints the
 //! figures recorded in docs/EXPERIMENTS.md.
 
-use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use cpumgr_core::{policies, Topology};
 use cpumgr_sim::generate::{Generator, Model};
 use cpumgr_sim::{run, SimConfig};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 
 fn bench(c: &mut Criterion) {
     let mut g = Generator::new(Model::Poisson, 2_000, 256);

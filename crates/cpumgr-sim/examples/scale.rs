@@ -26,7 +26,12 @@ impl Observer for Progress {
     fn job(&mut self, _record: &JobRecord) {
         self.done += 1;
         if self.done.is_multiple_of(self.every) {
-            println!("  {:>9} jobs finished  {:>8.1} s  peak RSS {:.0} MiB", self.done, self.started.elapsed().as_secs_f64(), peak_rss_mib());
+            println!(
+                "  {:>9} jobs finished  {:>8.1} s  peak RSS {:.0} MiB",
+                self.done,
+                self.started.elapsed().as_secs_f64(),
+                peak_rss_mib()
+            );
         }
     }
 }
@@ -44,7 +49,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut g = Generator::new(model, jobs, cpus);
     g.max_size = 1024.min(cpus);
     let t = Topology::flat(cpus);
-    println!("scale: {jobs} {model:?} jobs on {cpus} CPUs under {policy}; machine built, peak RSS {:.0} MiB", peak_rss_mib());
+    println!(
+        "scale: {jobs} {model:?} jobs on {cpus} CPUs under {policy}; machine built, peak RSS {:.0} MiB",
+        peak_rss_mib()
+    );
     let started = Instant::now();
     let cpu0 = thread_cpu_seconds();
     let mut obs = Progress { started, every: (jobs / 10).max(1), done: 0 };

@@ -37,9 +37,15 @@ pub fn peak_rss_mib() -> f64 {
 /// EPYC, 2 CPUs, load 0.41`. Parts that cannot be read are left out.
 pub fn host() -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo.lines().find_map(|l| l.strip_prefix("model name")).and_then(|v| v.split_once(':')).map(|(_, m)| m.trim().to_string());
+    let model = cpuinfo
+        .lines()
+        .find_map(|l| l.strip_prefix("model name"))
+        .and_then(|v| v.split_once(':'))
+        .map(|(_, m)| m.trim().to_string());
     let cpus = std::thread::available_parallelism().ok().map(|n| format!("{n} CPUs"));
-    let load = std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split_whitespace().next().map(|m| format!("load {m}")));
+    let load = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(|m| format!("load {m}")));
     [model, cpus, load].into_iter().flatten().collect::<Vec<_>>().join(", ")
 }
 

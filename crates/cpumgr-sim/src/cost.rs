@@ -96,7 +96,12 @@ impl CostModel {
 
     /// Why the parameters are unusable, if they are: (field, message).
     pub fn check(&self) -> Result<(), (&'static str, String)> {
-        for (name, v) in [("sync_shared", self.sync_shared), ("sync_self", self.sync_self), ("reload_ms", self.reload_ms), ("resume_ms", self.resume_ms)] {
+        for (name, v) in [
+            ("sync_shared", self.sync_shared),
+            ("sync_self", self.sync_self),
+            ("reload_ms", self.reload_ms),
+            ("resume_ms", self.resume_ms),
+        ] {
             if !(v.is_finite() && v >= 0.0) {
                 return Err((name, format!("{v} is not a non-negative number")));
             }

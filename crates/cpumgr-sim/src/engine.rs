@@ -68,15 +68,16 @@ use std::time::Instant;
 use cpumgr_core::placer::{validate, PlacementError};
 use cpumgr_core::trace::{Event, EventKind};
 use cpumgr_core::{
-    Allocation, CpuSet, Decision, Kind, Nanos, Placer, Policy, Program, ProgramId, Rotation, SpeedupReport, Topology, View,
+    Allocation, CpuSet, Decision, Kind, Nanos, Placer, Policy, Program, ProgramId, Rotation, SpeedupReport, Topology,
+    View,
 };
 
 use crate::cost::CostModel;
 use crate::feed::{self, Checked, Feed};
 use crate::job::{JobSpec, Phase};
 use crate::limits::HORIZON;
-use crate::metrics::{JobRecord, RunSummary};
 use crate::list::{List, Removal};
+use crate::metrics::{JobRecord, RunSummary};
 use crate::slots::Slots;
 use crate::tally::{Ran, Tally};
 
@@ -771,7 +772,11 @@ impl Engine<'_, '_> {
         self.programs.remove(&plan);
         self.live.remove(&plan);
         if self.decided {
-            debug_assert_eq!(self.decision.allocations.len(), self.programs.len() + self.dead.len(), "the last decision is for the list before");
+            debug_assert_eq!(
+                self.decision.allocations.len(),
+                self.programs.len() + self.dead.len(),
+                "the last decision is for the list before"
+            );
             remove_sorted(&mut self.decision.allocations, &self.dead);
         }
         self.active_stale = true;
@@ -811,7 +816,10 @@ impl Engine<'_, '_> {
             l.at = self.now;
             let spec = &mut l.spec;
             let id = ProgramId(l.id);
-            debug_assert!(self.programs.last().is_none_or(|p| p.id < id), "admitted in id order: the list stays sorted for `position`");
+            debug_assert!(
+                self.programs.last().is_none_or(|p| p.id < id),
+                "admitted in id order: the list stays sorted for `position`"
+            );
             // The program holds the name while the job is in the system ([`Engine::finish`]
             // hands it back for the job's record): moved, not copied. Its view fields are what
             // [`Engine::show`] writes for a job that has not run: not running, a rigid job's
@@ -1208,7 +1216,8 @@ impl Engine<'_, '_> {
             return (self.quiet > p + 1 && repeated(1) && repeated(0)).then_some(p);
         }
         (1..=MAX_PERIOD.min(self.quiet / REPEATS)).find(|&p| {
-            len >= REPEATS * p && (0..(REPEATS - 1) * p).all(|j| self.sigs[len - 1 - j].0 == self.sigs[len - 1 - j - p].0)
+            len >= REPEATS * p
+                && (0..(REPEATS - 1) * p).all(|j| self.sigs[len - 1 - j].0 == self.sigs[len - 1 - j - p].0)
         })
     }
 

@@ -60,7 +60,15 @@ impl JobKind {
     }
 
     /// A job of `size` CPUs that runs `runtime` seconds alone on them.
-    pub fn job(self, name: Name, class: Arc<str>, arrival: Nanos, size: u32, runtime: f64, speedup: &SpeedupModel) -> JobSpec {
+    pub fn job(
+        self,
+        name: Name,
+        class: Arc<str>,
+        arrival: Nanos,
+        size: u32,
+        runtime: f64,
+        speedup: &SpeedupModel,
+    ) -> JobSpec {
         let size = size.max(1);
         let work = runtime * speedup.speedup(size as f64);
         let kind = match self {
@@ -129,13 +137,25 @@ impl Generator {
         // The mean of size × run time, estimated from the generator's own distributions, sets
         // the arrival rate that gives the target load.
         let n = 4096;
-        let mean_area: f64 = (0..n).map(|_| {
-            let (s, r) = draw.draw(&mut rng);
-            s as f64 * r
-        }).sum::<f64>() / n as f64;
+        let mean_area: f64 = (0..n)
+            .map(|_| {
+                let (s, r) = draw.draw(&mut rng);
+                s as f64 * r
+            })
+            .sum::<f64>()
+            / n as f64;
         let rate = (self.load.max(1e-6) * self.cpus as f64 / mean_area.max(1e-9)).max(1e-12);
         let class = "generated".into();
-        Jobs { g: self.clone(), draw, rng, gap: Exp::new(rate).expect("positive rate"), t: 0.0, k: 0, names: Names::new("g"), class }
+        Jobs {
+            g: self.clone(),
+            draw,
+            rng,
+            gap: Exp::new(rate).expect("positive rate"),
+            t: 0.0,
+            k: 0,
+            names: Names::new("g"),
+            class,
+        }
     }
 }
 
@@ -249,7 +269,8 @@ impl Names {
         let nines = self.text.as_bytes()[self.digits..].iter().rev().take_while(|&&b| b == b'9').count();
         self.text.truncate(self.text.len() - nines);
         // The last digit that is not a 9 goes up by one; with none (all nines), a new leading 1.
-        let up = if self.text.len() > self.digits { self.text.pop().map_or('1', |d| char::from(d as u8 + 1)) } else { '1' };
+        let up =
+            if self.text.len() > self.digits { self.text.pop().map_or('1', |d| char::from(d as u8 + 1)) } else { '1' };
         self.text.push(up);
         self.text.extend(std::iter::repeat_n('0', nines));
         Name::from(self.text.as_str())

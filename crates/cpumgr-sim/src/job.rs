@@ -189,7 +189,9 @@ impl JobSpec {
     /// What the job asks for while in phase `phase`.
     pub fn request_in(&self, phase: usize) -> Request {
         let now = match self.kind {
-            Kind::Malleable | Kind::Evolving => self.phases.get(phase).map_or(self.request, |p| p.request.min(self.request)),
+            Kind::Malleable | Kind::Evolving => {
+                self.phases.get(phase).map_or(self.request, |p| p.request.min(self.request))
+            }
             Kind::Moldable | Kind::Rigid(_) => self.request,
         };
         Request { now: now.max(self.min.min(now.max(1))), min: self.min.min(self.request), max: self.request }
@@ -215,7 +217,10 @@ impl JobSpec {
     pub fn check_arrival(&self) -> Result<(), (&'static str, String)> {
         if self.arrival > crate::limits::MAX_NANOS {
             let s = self.arrival as f64 / 1e9;
-            return Err(("arrival", format!("{s} s is beyond the simulator's limit of {:e} s", crate::limits::MAX_SECONDS)));
+            return Err((
+                "arrival",
+                format!("{s} s is beyond the simulator's limit of {:e} s", crate::limits::MAX_SECONDS),
+            ));
         }
         Ok(())
     }

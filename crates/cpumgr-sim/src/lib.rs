@@ -29,9 +29,9 @@ pub mod metrics;
 pub mod presets;
 mod sharing;
 mod slots;
-mod tally;
 pub mod speedup;
 pub mod swf;
+mod tally;
 pub mod workload;
 
 pub use cost::CostModel;

@@ -160,7 +160,10 @@ impl<'g> Removal<'g> {
     /// The removal of the entries at the indices `gone` (strictly increasing, all below `len`)
     /// from a list of `len` entries.
     pub(crate) fn new(len: usize, gone: &'g [usize]) -> Self {
-        assert!(gone.windows(2).all(|w| w[0] < w[1]) && gone.last().is_none_or(|&g| g < len), "indices not increasing or out of range");
+        assert!(
+            gone.windows(2).all(|w| w[0] < w[1]) && gone.last().is_none_or(|&g| g < len),
+            "indices not increasing or out of range"
+        );
         let k = gone.len();
         // Moving the front for the first `j` costs the survivors before `gone[j - 1]`; moving
         // the back for the others, those after `gone[j]`.

@@ -159,7 +159,11 @@ impl Accumulator {
     /// The run's summary, given what the engine measured.
     pub fn finish(&self, run: RunTotals) -> RunSummary {
         let capacity = run.cpus as f64 * run.makespan;
-        let fairness = if self.slowdown_sq > 0.0 { self.slowdown * self.slowdown / (self.n as f64 * self.slowdown_sq) } else { 1.0 };
+        let fairness = if self.slowdown_sq > 0.0 {
+            self.slowdown * self.slowdown / (self.n as f64 * self.slowdown_sq)
+        } else {
+            1.0
+        };
         RunSummary {
             policy: run.policy,
             cpus: run.cpus,

@@ -34,26 +34,96 @@ const NONE: &[ParamSpec] = &[];
 
 /// Every preset, in the order `--list-presets` prints them.
 pub const PRESETS: &[PresetInfo] = &[
-    PresetInfo { name: "nanos-cpuset32", paper: "000 §6.2, Table 1", summary: "sp.W(8) bt.W(12) epd.S(2-16) ft.W(8) cg.W(16), 3 instances each, in a 32-CPU cpuset", params: NONE, build: |_| Ok(nanos_cpuset32()) },
-    PresetInfo { name: "nanos-dss64", paper: "000 §6.3, Table 2", summary: "sp.A(32) bt.A(24) epd.W(2-8) cg.A(8) ft.A(8) mg.A(8) cg.A(8) on 64 CPUs, 2 instances each", params: NONE, build: |_| Ok(nanos_dss64()) },
-    PresetInfo { name: "pdpa-ltomcatv", paper: "000 §6.4, Table 3", summary: "5 ltomcatv (1 CPU I/O, then 32) × 3 on 64 CPUs, MPL 5", params: NONE, build: |_| Ok(pdpa_ltomcatv()) },
-    PresetInfo { name: "pdpa-tomcatv-turb3d", paper: "000 §6.4, Table 4", summary: "3 tomcatv + 3 turb3d asking 32, × 3 on 64 CPUs, MPL 4", params: NONE, build: |_| Ok(pdpa_tomcatv_turb3d()) },
-    PresetInfo { name: "pdpa-swim-apsi", paper: "000 §6.4, Table 5", summary: "3 swim (scales) + 3 apsi (speedup < 2) asking 32, × 3 on 64 CPUs, MPL 4", params: NONE, build: |_| Ok(pdpa_swim_apsi()) },
-    PresetInfo { name: "llpc-background", paper: "001 §4.4, Table 3", summary: "swim, su2cor, hydro2d, mgrid one after another on 4 CPUs beside a sequential job (18 s run, 5 s sleep)", params: NONE, build: |_| Ok(llpc_background()) },
-    PresetInfo { name: "scs-mpl", paper: "002 §5.2, Fig. 4", summary: "rigid MPI jobs (up to 64 processes) with exponential arrivals on 64 CPUs; compare scs and cs at mpl 2/4/6", params: SCS_PARAMS, build: scs_mpl },
-    PresetInfo { name: "omp-multiprog", paper: "003 §5, Table 2", summary: "`degree` copies of an OpenMP app asking 4 CPUs, all at once, on 4 CPUs", params: OMP_PARAMS, build: omp_multiprog },
+    PresetInfo {
+        name: "nanos-cpuset32",
+        paper: "000 §6.2, Table 1",
+        summary: "sp.W(8) bt.W(12) epd.S(2-16) ft.W(8) cg.W(16), 3 instances each, in a 32-CPU cpuset",
+        params: NONE,
+        build: |_| Ok(nanos_cpuset32()),
+    },
+    PresetInfo {
+        name: "nanos-dss64",
+        paper: "000 §6.3, Table 2",
+        summary: "sp.A(32) bt.A(24) epd.W(2-8) cg.A(8) ft.A(8) mg.A(8) cg.A(8) on 64 CPUs, 2 instances each",
+        params: NONE,
+        build: |_| Ok(nanos_dss64()),
+    },
+    PresetInfo {
+        name: "pdpa-ltomcatv",
+        paper: "000 §6.4, Table 3",
+        summary: "5 ltomcatv (1 CPU I/O, then 32) × 3 on 64 CPUs, MPL 5",
+        params: NONE,
+        build: |_| Ok(pdpa_ltomcatv()),
+    },
+    PresetInfo {
+        name: "pdpa-tomcatv-turb3d",
+        paper: "000 §6.4, Table 4",
+        summary: "3 tomcatv + 3 turb3d asking 32, × 3 on 64 CPUs, MPL 4",
+        params: NONE,
+        build: |_| Ok(pdpa_tomcatv_turb3d()),
+    },
+    PresetInfo {
+        name: "pdpa-swim-apsi",
+        paper: "000 §6.4, Table 5",
+        summary: "3 swim (scales) + 3 apsi (speedup < 2) asking 32, × 3 on 64 CPUs, MPL 4",
+        params: NONE,
+        build: |_| Ok(pdpa_swim_apsi()),
+    },
+    PresetInfo {
+        name: "llpc-background",
+        paper: "001 §4.4, Table 3",
+        summary:
+            "swim, su2cor, hydro2d, mgrid one after another on 4 CPUs beside a sequential job (18 s run, 5 s sleep)",
+        params: NONE,
+        build: |_| Ok(llpc_background()),
+    },
+    PresetInfo {
+        name: "scs-mpl",
+        paper: "002 §5.2, Fig. 4",
+        summary:
+            "rigid MPI jobs (up to 64 processes) with exponential arrivals on 64 CPUs; compare scs and cs at mpl 2/4/6",
+        params: SCS_PARAMS,
+        build: scs_mpl,
+    },
+    PresetInfo {
+        name: "omp-multiprog",
+        paper: "003 §5, Table 2",
+        summary: "`degree` copies of an OpenMP app asking 4 CPUs, all at once, on 4 CPUs",
+        params: OMP_PARAMS,
+        build: omp_multiprog,
+    },
 ];
 
 const SCS_PARAMS: &[ParamSpec] = &[
-    ParamSpec { key: "high", help: "high communication degree (CG/BT/Sweep3D-like) or low (EP-like)", kind: ParamKind::Bool { default: true } },
-    ParamSpec { key: "load", help: "offered machine load", kind: ParamKind::Float { default: 0.6, min: 0.05, max: 2.0 } },
+    ParamSpec {
+        key: "high",
+        help: "high communication degree (CG/BT/Sweep3D-like) or low (EP-like)",
+        kind: ParamKind::Bool { default: true },
+    },
+    ParamSpec {
+        key: "load",
+        help: "offered machine load",
+        kind: ParamKind::Float { default: 0.6, min: 0.05, max: 2.0 },
+    },
     ParamSpec { key: "jobs", help: "jobs in the workload", kind: ParamKind::Int { default: 40, min: 1, max: 100_000 } },
-    ParamSpec { key: "seed", help: "random seed of the arrivals", kind: ParamKind::Int { default: 1, min: 0, max: i64::MAX } },
+    ParamSpec {
+        key: "seed",
+        help: "random seed of the arrivals",
+        kind: ParamKind::Int { default: 1, min: 0, max: i64::MAX },
+    },
 ];
 
 const OMP_PARAMS: &[ParamSpec] = &[
-    ParamSpec { key: "degree", help: "multiprogramming degree: copies started at once", kind: ParamKind::Int { default: 4, min: 1, max: 1024 } },
-    ParamSpec { key: "sync", help: "the app's synchronisation intensity (CG-like 1.0, EP-like 0.1)", kind: ParamKind::Float { default: 1.0, min: 0.0, max: 1.0 } },
+    ParamSpec {
+        key: "degree",
+        help: "multiprogramming degree: copies started at once",
+        kind: ParamKind::Int { default: 4, min: 1, max: 1024 },
+    },
+    ParamSpec {
+        key: "sync",
+        help: "the app's synchronisation intensity (CG-like 1.0, EP-like 0.1)",
+        kind: ParamKind::Float { default: 1.0, min: 0.0, max: 1.0 },
+    },
 ];
 
 /// The entry for a preset name.
@@ -65,7 +135,9 @@ pub fn info(name: &str) -> Option<&'static PresetInfo> {
 pub fn build(spec: &str) -> Result<Workload, InputError> {
     let err = |m: String| InputError::new(format!("preset:{spec}"), 1, "preset", m);
     let s = PolicySpec::parse(spec).map_err(|e| err(e.to_string()))?;
-    let p = info(&s.name).ok_or_else(|| err(format!("no preset {:?}; known: {}", s.name, PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", "))))?;
+    let p = info(&s.name).ok_or_else(|| {
+        err(format!("no preset {:?}; known: {}", s.name, PRESETS.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")))
+    })?;
     let params = Params::new(p.name, p.params, &s.values).map_err(|e| err(e.to_string()))?;
     let mut w = (p.build)(&params).map_err(|e| err(e.to_string()))?;
     w.name = spec.to_string();
@@ -209,13 +281,20 @@ fn scs_mpl(p: &Params) -> Result<Workload, ParamError> {
             if let Kind::Rigid(n) = j.kind {
                 let n = n.max(16);
                 let runtime = j.total_work() / j.phases[0].speedup.speedup(j.request as f64);
-                return JobKind::Rigid.job(j.name, j.class, j.arrival, n, runtime, &j.phases[0].speedup)
+                return JobKind::Rigid
+                    .job(j.name, j.class, j.arrival, n, runtime, &j.phases[0].speedup)
                     .with_sync(sync);
             }
             j
         })
         .collect();
-    Ok(workload("scs-mpl", 64, 0, jobs, &["fcfs", "scs:mpl=2", "cs:mpl=2", "scs:mpl=4", "cs:mpl=4", "scs:mpl=6", "cs:mpl=6"]))
+    Ok(workload(
+        "scs-mpl",
+        64,
+        0,
+        jobs,
+        &["fcfs", "scs:mpl=2", "cs:mpl=2", "scs:mpl=4", "cs:mpl=4", "scs:mpl=6", "cs:mpl=6"],
+    ))
 }
 
 fn omp_multiprog(p: &Params) -> Result<Workload, ParamError> {

@@ -61,7 +61,10 @@ impl<T, B> Slots<T, B> {
     /// Appends the record in slot `slot` (from [`Slots::insert`], not listed yet), with `beside`
     /// beside it, at the end of the list.
     pub(crate) fn list(&mut self, slot: u32, beside: B) {
-        debug_assert!((slot as usize) < self.records.len() && !self.free.contains(&slot), "slot {slot} holds an inserted record");
+        debug_assert!(
+            (slot as usize) < self.records.len() && !self.free.contains(&slot),
+            "slot {slot} holds an inserted record"
+        );
         self.order.push((slot, beside));
     }
 
@@ -150,7 +153,11 @@ mod tests {
         push(&mut s, 12);
         assert_eq!(*s.in_slot(s.slot(4)), 11, "a slot finds its record");
         assert_eq!((0..s.len()).map(|i| s[i]).collect::<Vec<_>>(), vec![0, 2, 3, 5, 11, 11, 12]);
-        assert_eq!(s.besides().copied().collect::<Vec<_>>(), vec![0, -2, -3, -5, -10, -11, -12], "the values beside move with them");
+        assert_eq!(
+            s.besides().copied().collect::<Vec<_>>(),
+            vec![0, -2, -3, -5, -10, -11, -12],
+            "the values beside move with them"
+        );
         *s.beside_mut(1) = 1;
         assert_eq!(*s.beside(1), 1);
         assert_eq!(s.records.len(), 7, "two of the three pushes reused the removed slots");

@@ -63,10 +63,14 @@ impl SpeedupModel {
             SpeedupModel::Amdahl { serial } if !(0.0..=1.0).contains(serial) => {
                 Err(format!("amdahl serial fraction {serial} is not between 0 and 1"))
             }
-            SpeedupModel::Downey { a, sigma } if !(a.is_finite() && *a >= 1.0 && sigma.is_finite() && *sigma >= 0.0) => {
+            SpeedupModel::Downey { a, sigma }
+                if !(a.is_finite() && *a >= 1.0 && sigma.is_finite() && *sigma >= 0.0) =>
+            {
                 Err(format!("downey needs a >= 1 and sigma >= 0, got a = {a}, sigma = {sigma}"))
             }
-            SpeedupModel::Table { values } if values.is_empty() => Err("a speedup table needs at least one value".into()),
+            SpeedupModel::Table { values } if values.is_empty() => {
+                Err("a speedup table needs at least one value".into())
+            }
             SpeedupModel::Table { values } => match values.iter().find(|v| !(v.is_finite() && **v > 0.0)) {
                 Some(v) => Err(format!("speedup {v} in the table is not a positive number")),
                 None => Ok(()),

@@ -320,7 +320,12 @@ fn next_line(input: &mut impl BufRead, buf: &mut Vec<u8>, after_cr: &mut bool) -
 /// gzip stream is an error that says so, not a line of garbage.
 fn first_line<'b>(file: &str, bytes: &'b [u8]) -> Result<&'b [u8], InputError> {
     if bytes.starts_with(&GZIP_MAGIC) {
-        return Err(InputError::new(file, 1, WHOLE_FILE, "the file is gzip-compressed (the archive's .swf.gz): decompress it first (gunzip)"));
+        return Err(InputError::new(
+            file,
+            1,
+            WHOLE_FILE,
+            "the file is gzip-compressed (the archive's .swf.gz): decompress it first (gunzip)",
+        ));
     }
     Ok(bytes.strip_prefix("\u{feff}".as_bytes()).unwrap_or(bytes))
 }
@@ -387,7 +392,9 @@ impl<'a> Reader<'a> {
         match word.and_then(whole) {
             Some(value) => *slot = Some(Header { value, line: n }),
             None => {
-                let why = word.map_or("no value".into(), |w| format!("{w:?} is not a number of processors (a positive whole number)"));
+                let why = word.map_or("no value".into(), |w| {
+                    format!("{w:?} is not a number of processors (a positive whole number)")
+                });
                 self.ignored_header.push((n, key, why));
             }
         }
@@ -432,12 +439,14 @@ impl<'a> Reader<'a> {
     /// when the option or the header gives it; `None`: the largest job's.
     fn given_size(&self) -> Result<Option<(u32, String)>, InputError> {
         let header = |h: &Header, key: &str| {
-            let cpus = limits::cpus(h.value).map_err(|m| InputError::new(self.file, h.line, key, format!("{m} ({CPUS_HINT})")))?;
+            let cpus = limits::cpus(h.value)
+                .map_err(|m| InputError::new(self.file, h.line, key, format!("{m} ({CPUS_HINT})")))?;
             Ok((cpus, format!("the header's {key} at line {}", h.line)))
         };
         match (self.opts.cpus, &self.max_procs, &self.max_nodes) {
             (Some(c), _, _) => {
-                let cpus = limits::cpus(c as u64).map_err(|m| InputError::new(self.file, 1, "cpus", format!("the machine-size override: {m}")))?;
+                let cpus = limits::cpus(c as u64)
+                    .map_err(|m| InputError::new(self.file, 1, "cpus", format!("the machine-size override: {m}")))?;
                 Ok(Some((cpus, "the machine-size override".into())))
             }
             (None, Some(h), _) => header(h, "MaxProcs").map(Some),
@@ -450,18 +459,24 @@ impl<'a> Reader<'a> {
     fn finish(mut self) -> Result<SwfTrace, InputError> {
         // A trace without job lines has its header read only now.
         let sized = if self.first_job.is_some() { self.sized.take() } else { self.given_size()? };
-        let (cpus, source) = sized.unwrap_or_else(|| (self.raws.iter().map(|r| r.size).max().unwrap_or(1), "the largest job".into()));
+        let (cpus, source) =
+            sized.unwrap_or_else(|| (self.raws.iter().map(|r| r.size).max().unwrap_or(1), "the largest job".into()));
         let mut jobs = Vec::with_capacity(self.raws.len());
         // A class per executable number (field 14), one string for all its jobs.
         let mut classes: HashMap<i64, Arc<str>> = HashMap::new();
         for r in std::mem::take(&mut self.raws) {
             let exe = if r.executable >= 0.0 { r.executable as i64 } else { -1 };
-            let class = classes.entry(exe).or_insert_with(|| if exe >= 0 { format!("exe{exe}").into() } else { "swf".into() }).clone();
+            let class = classes
+                .entry(exe)
+                .or_insert_with(|| if exe >= 0 { format!("exe{exe}").into() } else { "swf".into() })
+                .clone();
             jobs.push(self.opts.kind.job(r.name, class, r.arrival, r.size, r.run, &self.opts.speedup));
         }
         jobs.sort_by_key(|j| j.arrival);
         let header = |h: Option<Header>| h.and_then(|h| u32::try_from(h.value).ok());
-        let ignored = |(line, key, why)| InputError::new(self.file, line, key, format!("{why}: ignored; the machine has {cpus} CPUs ({source})"));
+        let ignored = |(line, key, why)| {
+            InputError::new(self.file, line, key, format!("{why}: ignored; the machine has {cpus} CPUs ({source})"))
+        };
         Ok(SwfTrace {
             jobs,
             cpus,
@@ -676,7 +691,8 @@ mod tests {
     fn archive_layouts_read_as_their_plain_form() {
         let plain = parse("t.swf", TRACE, &SwfOptions::default()).unwrap();
         let spaced: String = TRACE.lines().map(|l| format!("  {}\t \n", l.replace(' ', " \t  "))).collect();
-        let interleaved = TRACE.replace("\n1 ", "\n\n   \n; a comment\n\t\n1 ").replace("\n2 ", "\r\n; Note: mid-trace\n2 ");
+        let interleaved =
+            TRACE.replace("\n1 ", "\n\n   \n; a comment\n\t\n1 ").replace("\n2 ", "\r\n; Note: mid-trace\n2 ");
         let variants = [
             ("CRLF", TRACE.replace('\n', "\r\n")),
             ("CR alone (old Mac files)", TRACE.replace('\n', "\r")),
@@ -747,7 +763,11 @@ mod tests {
         for skip_bad in [false, true] {
             let t = parse("t.swf", &text, &SwfOptions { skip_bad, ..Default::default() }).unwrap();
             let names: Vec<&str> = t.jobs.iter().map(|j| j.name.as_str()).collect();
-            assert_eq!(names, ["job1", "job2", "job9", "job10", "job11"], "completed, failed and killed jobs run, a checkpointed one once");
+            assert_eq!(
+                names,
+                ["job1", "job2", "job9", "job10", "job11"],
+                "completed, failed and killed jobs run, a checkpointed one once"
+            );
             assert_eq!(t.jobs[1].total_work(), 0.0, "a run time of 0 is a job shorter than the clock");
             assert_eq!(t.jobs[2].request, 8, "allocated 0: the requested processors");
             let omitted = |reason, jobs, first_line| Omitted { reason, jobs, first_line };
@@ -766,10 +786,20 @@ mod tests {
 
     #[test]
     fn jobs_run_in_submit_order_whatever_their_numbers() {
-        let text = [job("3", "100", "1", "1", "-1", "1"), job("99999999999999", "5", "1", "1", "-1", "1"), job("1e30", "50", "1", "1", "-1", "1"), job("7", "5", "1", "1", "-1", "1")].concat();
+        let text = [
+            job("3", "100", "1", "1", "-1", "1"),
+            job("99999999999999", "5", "1", "1", "-1", "1"),
+            job("1e30", "50", "1", "1", "-1", "1"),
+            job("7", "5", "1", "1", "-1", "1"),
+        ]
+        .concat();
         let t = parse("t.swf", &text, &SwfOptions::default()).unwrap();
         let names: Vec<&str> = t.jobs.iter().map(|j| j.name.as_str()).collect();
-        assert_eq!(names, ["job99999999999999", "job7", &format!("job1{}", "0".repeat(30)), "job3"], "ties in file order");
+        assert_eq!(
+            names,
+            ["job99999999999999", "job7", &format!("job1{}", "0".repeat(30)), "job3"],
+            "ties in file order"
+        );
     }
 
     #[test]
@@ -832,13 +862,20 @@ mod tests {
             let text = format!("; Version: 2.2\n; {key}: 8\n{jobs}{}", job("2", "1", "10", "-1", "12", "1"));
             let e = parse("t.swf", &text, &SwfOptions::default()).unwrap_err();
             assert_eq!((e.line, e.field.as_str()), (3, "allocated_processors"), "{e}");
-            assert!(e.message.contains(&format!("larger than the machine (8 CPUs, the header's {key} at line 2); --cpus gives")), "{e}");
+            assert!(
+                e.message
+                    .contains(&format!("larger than the machine (8 CPUs, the header's {key} at line 2); --cpus gives")),
+                "{e}"
+            );
             let sized = parse("t.swf", &text, &SwfOptions { cpus: Some(4), ..Default::default() }).unwrap_err();
             assert!(sized.message.ends_with("(4 CPUs, the machine-size override)"), "the size was given: {sized}");
             let huge = format!("; {key}: {}\n{jobs}", limits::MAX_CPUS as u64 + 1);
             let e = parse("t.swf", &huge, &SwfOptions::default()).unwrap_err();
             assert!(e.line == 1 && e.message.ends_with("(--cpus gives the machine's size)"), "{e}");
-            assert!(parse("t.swf", &huge, &SwfOptions { cpus: Some(64), ..Default::default() }).is_ok(), "--cpus is the way past it");
+            assert!(
+                parse("t.swf", &huge, &SwfOptions { cpus: Some(64), ..Default::default() }).is_ok(),
+                "--cpus is the way past it"
+            );
             let t = parse("t.swf", &text, &SwfOptions { skip_bad: true, ..Default::default() }).unwrap();
             assert_eq!((t.jobs.len(), t.skipped, t.first_skipped.unwrap().line), (0, 2, 3));
         }
@@ -848,7 +885,12 @@ mod tests {
     fn unusable_header_values_are_named_with_the_machine_used_instead() {
         let jobs = job("1", "0", "10", "16", "-1", "1");
         let cases = [
-            ("; MaxProcs: abc\n; MaxNodes: 0\n", 16, "the largest job", vec![(1, "MaxProcs", "\"abc\""), (2, "MaxNodes", "\"0\"")]),
+            (
+                "; MaxProcs: abc\n; MaxNodes: 0\n",
+                16,
+                "the largest job",
+                vec![(1, "MaxProcs", "\"abc\""), (2, "MaxNodes", "\"0\"")],
+            ),
             ("; MaxProcs: 0\n; MaxNodes: 32\n", 32, "the header's MaxNodes at line 2", vec![(1, "MaxProcs", "\"0\"")]),
             ("; MaxProcs:\n", 16, "the largest job", vec![(1, "MaxProcs", "no value")]),
             ("; MaxProcs: 1e30\n", 16, "the largest job", vec![(1, "MaxProcs", "\"1e30\"")]),
@@ -866,19 +908,28 @@ mod tests {
         }
         let o = SwfOptions { cpus: Some(8), ..Default::default() };
         let t = parse("t.swf", &format!("; MaxProcs: abc\n{}", job("1", "0", "10", "4", "-1", "1")), &o).unwrap();
-        assert!(t.ignored_header[0].message.ends_with("the machine has 8 CPUs (the machine-size override)"), "{:?}", t.ignored_header);
+        assert!(
+            t.ignored_header[0].message.ends_with("the machine has 8 CPUs (the machine-size override)"),
+            "{:?}",
+            t.ignored_header
+        );
     }
 
     #[test]
     fn the_header_ends_at_the_first_job_whatever_the_limit() {
-        let text = [job("1", "0", "10", "16", "-1", "1"), "; MaxProcs: 64\n".into(), job("2", "1", "10", "4", "-1", "1")].concat();
+        let text =
+            [job("1", "0", "10", "16", "-1", "1"), "; MaxProcs: 64\n".into(), job("2", "1", "10", "4", "-1", "1")]
+                .concat();
         for limit in [None, Some(1)] {
             let t = parse("t.swf", &text, &SwfOptions { limit, ..Default::default() }).unwrap();
             assert_eq!((t.cpus, t.max_procs), (16, None), "limit {limit:?}: the largest job, not a late MaxProcs");
             if limit.is_none() {
                 let e = &t.ignored_header[0];
                 assert_eq!((e.line, e.field.as_str()), (2, "MaxProcs"), "{e}");
-                assert!(e.message.starts_with("after the first job line (1), where the header has ended: ignored"), "{e}");
+                assert!(
+                    e.message.starts_with("after the first job line (1), where the header has ended: ignored"),
+                    "{e}"
+                );
             }
         }
         // The header sizes the machine whatever the limit, and however early it stops.
@@ -890,12 +941,21 @@ mod tests {
 
     #[test]
     fn the_limit_counts_the_jobs_to_simulate() {
-        let jobs = [job("1", "0", "10", "16", "-1", "1"), job("2", "1", "10", "-1", "-1", "1"), job("3", "2", "10", "4", "-1", "1"), job("4", "3", "10", "4", "-1", "1")];
+        let jobs = [
+            job("1", "0", "10", "16", "-1", "1"),
+            job("2", "1", "10", "-1", "-1", "1"),
+            job("3", "2", "10", "4", "-1", "1"),
+            job("4", "3", "10", "4", "-1", "1"),
+        ];
         let text = format!("; MaxProcs: 8\n{}", jobs.concat());
         let o = SwfOptions { skip_bad: true, limit: Some(2), ..Default::default() };
         let t = parse("t.swf", &text, &o).unwrap();
         let names: Vec<&str> = t.jobs.iter().map(|j| j.name.as_str()).collect();
-        assert_eq!((names, t.skipped, t.omitted.len()), (vec!["job3", "job4"], 1, 1), "job 1 is too large, job 2 of unknown size");
+        assert_eq!(
+            (names, t.skipped, t.omitted.len()),
+            (vec!["job3", "job4"], 1, 1),
+            "job 1 is too large, job 2 of unknown size"
+        );
         // A job too large is an error at its line, before a bad line after it.
         let e = parse("t.swf", &format!("{text}1 0 -1 100 16\n"), &SwfOptions::default()).unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (2, "allocated_processors"), "{e}");
@@ -960,7 +1020,11 @@ mod tests {
         use std::io::Read;
         let text = format!("{TRACE}{}", job("3", "20", "10", "4", "-1", "1"));
         let o = SwfOptions { limit: Some(2), ..Default::default() };
-        assert_eq!(read("t.swf", text.as_bytes().chain(Broken), &o).unwrap().jobs.len(), 2, "the failing input is not reached");
+        assert_eq!(
+            read("t.swf", text.as_bytes().chain(Broken), &o).unwrap().jobs.len(),
+            2,
+            "the failing input is not reached"
+        );
         let e = read("t.swf", text.as_bytes().chain(Broken), &SwfOptions::default()).unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (7, "file"), "{e}");
         assert!(e.message.contains("device gone"), "{e}");

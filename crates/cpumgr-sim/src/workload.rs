@@ -64,7 +64,16 @@ impl Workload {
     /// A workload of `jobs` with no limits.
     pub fn of(name: impl Into<String>, mut jobs: Vec<JobSpec>) -> Workload {
         jobs.sort_by_key(|j| j.arrival);
-        Workload { name: name.into(), cpus: None, mpl: 0, quantum: None, cost: None, jobs, generator: None, policies: Vec::new() }
+        Workload {
+            name: name.into(),
+            cpus: None,
+            mpl: 0,
+            quantum: None,
+            cost: None,
+            jobs,
+            generator: None,
+            policies: Vec::new(),
+        }
     }
 
     /// The jobs in arrival order (listed and generated merged; ties: listed first).
@@ -167,7 +176,9 @@ fn key_line(text: &str, key: &str) -> usize {
 
 /// The 1-based line of the first `key = ...` in `text`, if there is one.
 fn find_key_line(text: &str, key: &str) -> Option<usize> {
-    text.lines().position(|l| l.trim_start().strip_prefix(key).is_some_and(|r| r.trim_start().starts_with('='))).map(|k| k + 1)
+    text.lines()
+        .position(|l| l.trim_start().strip_prefix(key).is_some_and(|r| r.trim_start().starts_with('=')))
+        .map(|k| k + 1)
 }
 
 fn line_of(text: &str, offset: usize) -> usize {
@@ -190,7 +201,11 @@ pub fn parse_on(file: &str, text: &str, machine: Option<u32>) -> Result<Workload
 /// `cpus` (none: no check), so that a caller learns a default machine only when the file names
 /// none (the simulator's is this host's, read from sysfs). A job too large for it is an error at
 /// its `[[job]]` line, not at its arrival.
-pub fn parse_sized(file: &str, text: &str, machine: impl FnOnce(Option<u32>) -> Option<u32>) -> Result<Workload, InputError> {
+pub fn parse_sized(
+    file: &str,
+    text: &str,
+    machine: impl FnOnce(Option<u32>) -> Option<u32>,
+) -> Result<Workload, InputError> {
     // A byte-order mark (editors on some systems write one) is not part of the first line.
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let spec: FileSpec = toml::from_str(text).map_err(|e| {
@@ -223,12 +238,16 @@ pub fn parse_sized(file: &str, text: &str, machine: impl FnOnce(Option<u32>) -> 
         job.check(cpus).map_err(|(f, m)| bad(f, m))?;
         let repeat = e.repeat.unwrap_or(1);
         if !(1..=limits::MAX_REPEAT).contains(&repeat) {
-            return Err(bad("repeat", format!("{repeat} copies: give 1 to {} (a [generator] makes more)", limits::MAX_REPEAT)));
+            return Err(bad(
+                "repeat",
+                format!("{repeat} copies: give 1 to {} (a [generator] makes more)", limits::MAX_REPEAT),
+            ));
         }
         if !(e.every.is_finite() && e.every >= 0.0) {
             return Err(bad("every", format!("{} is not a non-negative number of seconds", e.every)));
         }
-        limits::nanos(e.arrival + e.every * (repeat - 1) as f64).map_err(|m| bad("every", format!("the last copy arrives at {m}")))?;
+        limits::nanos(e.arrival + e.every * (repeat - 1) as f64)
+            .map_err(|m| bad("every", format!("the last copy arrives at {m}")))?;
         for r in 0..repeat {
             let mut j = job.clone();
             j.arrival = limits::nanos(e.arrival + e.every * r as f64).map_err(|m| bad("every", m))?;
@@ -243,13 +262,16 @@ pub fn parse_sized(file: &str, text: &str, machine: impl FnOnce(Option<u32>) -> 
         Some(g) => {
             let line = text.find("[generator]").map_or(1, |o| line_of(text, o));
             // At the field's own line when it is written, else at the section's.
-            let bad = |field: &str, m: String| InputError::new(file, find_key_line(text, field).unwrap_or(line), field, m);
+            let bad =
+                |field: &str, m: String| InputError::new(file, find_key_line(text, field).unwrap_or(line), field, m);
             let model = match g.model.as_str() {
                 "lublin" => Model::Lublin,
                 "poisson" => Model::Poisson,
                 m => return Err(bad("model", format!("{m:?} is not lublin or poisson"))),
             };
-            let Some(cpus) = spec.cpus else { return Err(bad("cpus", "a generator needs the workload's `cpus`".into())) };
+            let Some(cpus) = spec.cpus else {
+                return Err(bad("cpus", "a generator needs the workload's `cpus`".into()));
+            };
             let mut gen = Generator::new(model, g.jobs, cpus);
             gen.load = g.load.unwrap_or(gen.load);
             if !(gen.load.is_finite() && gen.load > 0.0) {
@@ -258,14 +280,18 @@ pub fn parse_sized(file: &str, text: &str, machine: impl FnOnce(Option<u32>) -> 
             gen.seed = g.seed.unwrap_or(gen.seed);
             gen.max_size = g.max_size.unwrap_or(cpus);
             if !(1..=cpus).contains(&gen.max_size) {
-                return Err(bad("max_size", format!("{} is not a job size from 1 to the machine's {cpus} CPUs", gen.max_size)));
+                return Err(bad(
+                    "max_size",
+                    format!("{} is not a job size from 1 to the machine's {cpus} CPUs", gen.max_size),
+                ));
             }
             gen.mean_runtime = g.mean_runtime.unwrap_or(gen.mean_runtime);
             if !(gen.mean_runtime.is_finite() && gen.mean_runtime > 0.0) {
                 return Err(bad("mean_runtime", format!("{} is not a positive number of seconds", gen.mean_runtime)));
             }
             if let Some(k) = g.kind {
-                gen.kind = JobKind::parse(&k).ok_or_else(|| bad("kind", format!("{k:?} is not rigid, moldable or malleable")))?;
+                gen.kind = JobKind::parse(&k)
+                    .ok_or_else(|| bad("kind", format!("{k:?} is not rigid, moldable or malleable")))?;
             }
             if let Some(s) = g.speedup {
                 s.check().map_err(|m| bad("speedup", m))?;
@@ -303,7 +329,9 @@ fn job_of(e: &JobEntry) -> Result<JobSpec, (&'static str, String)> {
         ("evolving", None) => Kind::Evolving,
         ("rigid", Some(n)) if n > 0 => Kind::Rigid(n),
         ("rigid", _) => return Err(("procs", "a rigid job needs procs >= 1".into())),
-        (k @ ("malleable" | "moldable" | "evolving"), Some(_)) => return Err(("procs", format!("procs is only for rigid jobs, not {k}"))),
+        (k @ ("malleable" | "moldable" | "evolving"), Some(_)) => {
+            return Err(("procs", format!("procs is only for rigid jobs, not {k}")))
+        }
         (k, _) => return Err(("kind", format!("{k:?} is not malleable, moldable, rigid or evolving"))),
     };
     let request = e.request.or(e.procs).ok_or(("request", "give the CPUs the job wants (`request`)".to_string()))?;
@@ -315,14 +343,22 @@ fn job_of(e: &JobEntry) -> Result<JobSpec, (&'static str, String)> {
             let iterations = e.iterations.unwrap_or(1).max(1);
             (0..iterations).flat_map(|_| epd(request, w, &speedup)).collect()
         }
-        (Some("ltomcatv"), Some(w), true) => ltomcatv(request, e.iterations.unwrap_or(1).max(1), e.io.unwrap_or(1.0), w, &speedup).into(),
-        (Some(p @ ("epd" | "ltomcatv")), _, _) => return Err(("pattern", format!("the {p} pattern needs `work` and no `phases`"))),
+        (Some("ltomcatv"), Some(w), true) => {
+            ltomcatv(request, e.iterations.unwrap_or(1).max(1), e.io.unwrap_or(1.0), w, &speedup).into()
+        }
+        (Some(p @ ("epd" | "ltomcatv")), _, _) => {
+            return Err(("pattern", format!("the {p} pattern needs `work` and no `phases`")))
+        }
         (Some(p), _, _) => return Err(("pattern", format!("{p:?} is not epd or ltomcatv"))),
         (None, Some(w), true) => Phase::parallel(w, request, speedup.clone()).into(),
         (None, None, false) => e
             .phases
             .iter()
-            .map(|p| Phase { work: p.work, request: p.request.unwrap_or(request), speedup: p.speedup.clone().unwrap_or(speedup.clone()) })
+            .map(|p| Phase {
+                work: p.work,
+                request: p.request.unwrap_or(request),
+                speedup: p.speedup.clone().unwrap_or(speedup.clone()),
+            })
             .collect(),
         (None, Some(_), false) => return Err(("work", "give either `work` or `phases`, not both".into())),
         (None, None, true) => return Err(("work", "the job has no work: give `work`, `phases` or a `pattern`".into())),
@@ -395,7 +431,8 @@ work = 30.0
         let e = parse("w.toml", too_big).unwrap_err();
         assert_eq!((e.line, e.field.as_str()), (2, "request"), "{e}");
         assert!(e.message.contains("machine has 4"), "{e}");
-        let bad_speedup = "[[job]]\nname = \"a\"\nrequest = 2\nwork = 1.0\nspeedup = { model = \"amdahl\", serial = 2.0 }\n";
+        let bad_speedup =
+            "[[job]]\nname = \"a\"\nrequest = 2\nwork = 1.0\nspeedup = { model = \"amdahl\", serial = 2.0 }\n";
         let e = parse("w.toml", bad_speedup).unwrap_err();
         assert_eq!(e.field, "speedup", "{e}");
         let not_number = "[[job]]\nname = \"a\"\nrequest = \"many\"\nwork = 1.0\n";

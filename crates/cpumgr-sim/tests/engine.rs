@@ -355,7 +355,9 @@ fn an_admission_the_rotation_leaves_out_changes_nothing() {
     // times that are not whole quanta: an end on a boundary moves by a quantum with a
     // nanosecond of rounding.)
     let mut jobs = vec![JobSpec::rigid("long", 0, 32, 60.03 * 32.0, SpeedupModel::LINEAR)];
-    jobs.extend((1..=40).map(|k| JobSpec::rigid(format!("w{k}"), k * S + S / 3, 32, 1.037 * 32.0, SpeedupModel::LINEAR)));
+    jobs.extend(
+        (1..=40).map(|k| JobSpec::rigid(format!("w{k}"), k * S + S / 3, 32, 1.037 * 32.0, SpeedupModel::LINEAR)),
+    );
     let build = || policies::build("cs:mpl=1").unwrap();
     let (steady, js) = records(32, "cs", build(), &jobs, true);
     let (restless, _) = records(32, "cs", Box::new(Disguised(build(), Disguise::Restless)), &jobs, true);
@@ -379,7 +381,12 @@ fn a_jump_counts_the_idle_cpus_of_a_job_that_waits_as_the_quanta_do() {
     for policy in ["gang", "sw-dss", "equipartition"] {
         let (fast, _) = run_workload(&w, policy, &SimConfig::default());
         let (exact, _) = run_workload(&w, policy, &SimConfig { fast_forward: false, ..SimConfig::default() });
-        assert!(close(fast.fragmentation, exact.fragmentation, 1e-6), "{policy}: {} vs {}", fast.fragmentation, exact.fragmentation);
+        assert!(
+            close(fast.fragmentation, exact.fragmentation, 1e-6),
+            "{policy}: {} vs {}",
+            fast.fragmentation,
+            exact.fragmentation
+        );
         assert!(exact.fragmentation > 0.25, "{policy}: b waits 20 s beside 2 idle CPUs: {}", exact.fragmentation);
     }
 }
@@ -414,7 +421,8 @@ fn slices_shorter_than_the_resume_cost_end_at_the_horizon_at_once() {
     // ever progresses. The schedule repeats, so the engine jumps to the horizon instead of
     // ticking there (found by review: it ticked every quantum towards 4e9 s).
     let t = Topology::flat(4);
-    let jobs: Vec<JobSpec> = (0..2).map(|k| JobSpec::rigid(format!("j{k}"), 0, 4, 40.0, SpeedupModel::LINEAR)).collect();
+    let jobs: Vec<JobSpec> =
+        (0..2).map(|k| JobSpec::rigid(format!("j{k}"), 0, 4, 40.0, SpeedupModel::LINEAR)).collect();
     let cfg = SimConfig { cost: CostModel { resume_ms: 150.0, ..CostModel::default() }, ..SimConfig::default() };
     let e = run(&t, "gang", policies::build("gang").unwrap(), jobs, &cfg, &mut ()).unwrap_err();
     assert!(matches!(e, SimError::Horizon { .. }), "{e}");
@@ -486,13 +494,25 @@ impl Policy for Greedy {
 fn a_decision_beyond_the_machine_is_a_placement_error() {
     let t = Topology::flat(4);
     // Both at once: the first placement is a full one, checked whole.
-    let both = vec![JobSpec::malleable("a", 0, 4, 1.0, SpeedupModel::LINEAR), JobSpec::malleable("b", 0, 4, 1.0, SpeedupModel::LINEAR)];
+    let both = vec![
+        JobSpec::malleable("a", 0, 4, 1.0, SpeedupModel::LINEAR),
+        JobSpec::malleable("b", 0, 4, 1.0, SpeedupModel::LINEAR),
+    ];
     let e = run(&t, "greedy", Box::new(Greedy), both, &SimConfig::default(), &mut ()).unwrap_err();
-    assert!(matches!(e, SimError::Placement { error: PlacementError::Oversubscribed { total: 8, managed: 4 }, .. }), "{e}");
+    assert!(
+        matches!(e, SimError::Placement { error: PlacementError::Oversubscribed { total: 8, managed: 4 }, .. }),
+        "{e}"
+    );
     // The second a quantum later: only it is placed, and comes out short of its count.
-    let later = vec![JobSpec::malleable("a", 0, 4, 10.0, SpeedupModel::LINEAR), JobSpec::malleable("b", 150_000_000, 4, 1.0, SpeedupModel::LINEAR)];
+    let later = vec![
+        JobSpec::malleable("a", 0, 4, 10.0, SpeedupModel::LINEAR),
+        JobSpec::malleable("b", 150_000_000, 4, 1.0, SpeedupModel::LINEAR),
+    ];
     let e = run(&t, "greedy", Box::new(Greedy), later.clone(), &SimConfig::default(), &mut ()).unwrap_err();
-    assert!(matches!(e, SimError::Placement { error: PlacementError::WrongSize { program: 1, count: 4, got: 0 }, .. }), "{e}");
+    assert!(
+        matches!(e, SimError::Placement { error: PlacementError::WrongSize { program: 1, count: 4, got: 0 }, .. }),
+        "{e}"
+    );
     // Unchecked, the run goes on (the second program waits for CPUs the placer cannot give).
     let cfg = SimConfig { check_placement: false, ..SimConfig::default() };
     assert_eq!(run(&t, "greedy", Box::new(Greedy), later, &cfg, &mut ()).unwrap().jobs, 2);
@@ -572,7 +592,8 @@ fn mpl_limits_admission() {
 fn a_time_shared_policy_admits_its_preferred_level_unless_the_run_sets_one() {
     // 20 one-CPU jobs of 10 s at once on 32 CPUs: they all fit, but gang and the time-shared DSS
     // variants admit 8 at a time by default (`admit`), so three batches run one after another.
-    let jobs: Vec<JobSpec> = (0..20).map(|k| JobSpec::rigid(format!("j{k}"), 0, 1, 10.0, SpeedupModel::LINEAR)).collect();
+    let jobs: Vec<JobSpec> =
+        (0..20).map(|k| JobSpec::rigid(format!("j{k}"), 0, 1, 10.0, SpeedupModel::LINEAR)).collect();
     let w = sized(32, jobs);
     for policy in ["gang", "sw-dss", "ssw-dss", "vtq-dss", "omp-dss"] {
         let (s, _) = run_workload(&w, policy, &free());
@@ -602,8 +623,9 @@ fn an_end_past_the_horizon_is_reached_by_a_jump() {
     let crawl = JobSpec::malleable("crawl", 0, 2, 1.0, SpeedupModel::Table { values: vec![1e-12] });
     for policy in ["equipartition", "fcfs", "dss", "pdpa", "llpc", "cluster"] {
         for job in [&slow, &crawl] {
-            let e = run(&t, policy, policies::build(policy).unwrap(), vec![job.clone()], &SimConfig::default(), &mut ())
-                .unwrap_err();
+            let e =
+                run(&t, policy, policies::build(policy).unwrap(), vec![job.clone()], &SimConfig::default(), &mut ())
+                    .unwrap_err();
             assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{policy}, {}: {e}", job.name);
         }
     }

@@ -12,8 +12,8 @@
 mod common;
 
 use common::Jobs;
-use cpumgr_core::{policies, sources::synthetic, Topology};
 use cpumgr_core::Kind;
+use cpumgr_core::{policies, sources::synthetic, Topology};
 use cpumgr_sim::job::ltomcatv;
 use cpumgr_sim::{run, CostModel, JobSpec, SimConfig, SpeedupModel};
 use proptest::prelude::*;
@@ -37,8 +37,24 @@ fn job() -> impl Strategy<Value = (f64, u32, f64, Shape)> {
 }
 
 const POLICIES: &[&str] = &[
-    "gang", "gang:fill=false", "cs", "sw-dss", "ssw-dss", "vtq-dss", "vtq-dss:k=1.5", "omp-dss", "equipartition", "pdpa",
-    "dss", "cluster", "llpc", "scs", "fcfs", "burst", "static:parts=1", "os",
+    "gang",
+    "gang:fill=false",
+    "cs",
+    "sw-dss",
+    "ssw-dss",
+    "vtq-dss",
+    "vtq-dss:k=1.5",
+    "omp-dss",
+    "equipartition",
+    "pdpa",
+    "dss",
+    "cluster",
+    "llpc",
+    "scs",
+    "fcfs",
+    "burst",
+    "static:parts=1",
+    "os",
 ];
 
 proptest! {

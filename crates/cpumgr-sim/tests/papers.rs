@@ -11,7 +11,12 @@ fn pdpa_beats_equipartition_and_os_on_swim_apsi() {
     for other in ["equipartition", "os"] {
         let (o, _) = run_preset("pdpa-swim-apsi", other);
         assert!(pdpa.makespan < o.makespan, "makespan: pdpa {} vs {other} {}", pdpa.makespan, o.makespan);
-        assert!(pdpa.mean_slowdown < o.mean_slowdown, "slowdown: pdpa {} vs {other} {}", pdpa.mean_slowdown, o.mean_slowdown);
+        assert!(
+            pdpa.mean_slowdown < o.mean_slowdown,
+            "slowdown: pdpa {} vs {other} {}",
+            pdpa.mean_slowdown,
+            o.mean_slowdown
+        );
     }
 }
 

@@ -48,9 +48,18 @@ pub fn build(dir: &Path, cc: &str) -> anyhow::Result<PathBuf> {
         bail!("building the kernels failed:\n{}", String::from_utf8_lossy(&out.stderr));
     }
     if cpumgr_launch::workload::on_path("mpicc") {
-        let mpi = Command::new("make").arg("-s").arg("-C").arg(&src).arg(format!("OUT={}", bin.display())).arg("mpi").output()?;
+        let mpi = Command::new("make")
+            .arg("-s")
+            .arg("-C")
+            .arg(&src)
+            .arg(format!("OUT={}", bin.display()))
+            .arg("mpi")
+            .output()?;
         if !mpi.status.success() {
-            tracing::warn!("building the MPI job failed (its workload jobs are left out):\n{}", String::from_utf8_lossy(&mpi.stderr));
+            tracing::warn!(
+                "building the MPI job failed (its workload jobs are left out):\n{}",
+                String::from_utf8_lossy(&mpi.stderr)
+            );
         }
     }
     Ok(bin)

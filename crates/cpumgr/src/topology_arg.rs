@@ -38,7 +38,10 @@ pub fn load(spec: Option<&str>) -> anyhow::Result<Topology> {
     }
     if let Ok(n) = spec.parse::<u32>() {
         if n == 0 || n > synthetic::MAX_SYNTHETIC_CPUS as u32 {
-            return Err(InputError::new(format!("--topology {n}: a flat machine needs 1 to {} CPUs", synthetic::MAX_SYNTHETIC_CPUS)));
+            return Err(InputError::new(format!(
+                "--topology {n}: a flat machine needs 1 to {} CPUs",
+                synthetic::MAX_SYNTHETIC_CPUS
+            )));
         }
         return Ok(Topology::flat(n));
     }

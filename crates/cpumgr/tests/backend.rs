@@ -3,7 +3,6 @@
 
 mod common;
 
-
 use common::*;
 
 #[test]

@@ -15,8 +15,8 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::Path;
 use std::os::unix::fs::MetadataExt;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -92,7 +92,8 @@ fn held(pgid: i32, wide: &CpuSet) -> (bool, bool) {
         let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { continue };
         for t in tasks.flatten() {
             let Ok(s) = std::fs::read_to_string(t.path().join("status")) else { continue };
-            let cpus = s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|v| CpuSet::parse(v.trim()).ok());
+            let cpus =
+                s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|v| CpuSet::parse(v.trim()).ok());
             narrowed |= cpus.is_some_and(|c| c != *wide);
         }
     }
@@ -133,7 +134,8 @@ fn zombies(parents: &[u32]) -> usize {
 
 /// Entries of `/dev/shm` that name cpumgr (there should never be any: slots are memfds).
 fn shm_entries() -> usize {
-    std::fs::read_dir("/dev/shm").map_or(0, |d| d.flatten().filter(|e| e.file_name().to_string_lossy().contains("cpumgr")).count())
+    std::fs::read_dir("/dev/shm")
+        .map_or(0, |d| d.flatten().filter(|e| e.file_name().to_string_lossy().contains("cpumgr")).count())
 }
 
 /// The pids of the programs `status` shows.
@@ -157,7 +159,9 @@ fn a_restarted_manager_readopts_the_running_programs_with_their_slots() {
     d.child.kill().unwrap();
     d.child.wait().unwrap();
     let all = inherited();
-    wait_for("both released by their supervisors", || held(a, &all) == (false, false) && held(b, &all) == (false, false));
+    wait_for("both released by their supervisors", || {
+        held(a, &all) == (false, false) && held(b, &all) == (false, false)
+    });
     restart(&mut d, "gang", &[]);
     wait_for("both re-adopted", || try_status(&d).is_some_and(|s| pids(&s) == pids(&before)));
     assert_eq!(slots(d.child.id()), kept, "the new manager maps the very same slots");
@@ -187,7 +191,8 @@ fn a_restarted_manager_readopts_the_running_programs_with_their_slots() {
     let file = tempfile::tempfile().unwrap();
     file.set_len(4096).unwrap();
     let other = Command::new("sleep").arg("60").spawn().unwrap();
-    let other_reg = Request::Register(cpumgr_proto::Registration { pid: Some(other.id() as i32), ..Default::default() });
+    let other_reg =
+        Request::Register(cpumgr_proto::Registration { pid: Some(other.id() as i32), ..Default::default() });
     d.runs.push(other);
     c.send(&cpumgr_proto::msg::encode(&other_reg).unwrap(), &[std::os::fd::AsFd::as_fd(&file)]).unwrap();
     let refused: Reply = cpumgr_proto::msg::decode(&c.recv().unwrap().bytes).unwrap();
@@ -398,8 +403,13 @@ fn under_chaos_programs_are_never_left_stopped_or_pinned() {
 
 /// The children of `pid` (of any of its threads) named `cpumgr-watchdog`.
 fn watchdogs(pid: u32) -> Vec<i32> {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.flatten().collect::<Vec<_>>()).unwrap_or_default();
-    let children: String = tasks.iter().filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok()).collect::<Vec<_>>().join(" ");
+    let tasks =
+        std::fs::read_dir(format!("/proc/{pid}/task")).map(|d| d.flatten().collect::<Vec<_>>()).unwrap_or_default();
+    let children: String = tasks
+        .iter()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("children")).ok())
+        .collect::<Vec<_>>()
+        .join(" ");
     children
         .split_whitespace()
         .filter_map(|c| c.parse::<i32>().ok())
@@ -503,7 +513,8 @@ fn a_program_registered_again_while_stopped_is_continued_when_allocated() {
         let pid = child.id() as i32;
         d.runs.push(child);
         let conn = Conn::connect(&d.socket).unwrap();
-        let (reply, fds) = conn.call(&Request::Register(cpumgr_proto::Registration { pid: Some(pid), ..Default::default() })).unwrap();
+        let (reply, fds) =
+            conn.call(&Request::Register(cpumgr_proto::Registration { pid: Some(pid), ..Default::default() })).unwrap();
         assert!(matches!(reply, Reply::Registered { .. }), "{reply:?}");
         slots.push((pid, fds.into_iter().next().expect("the slot")));
     }
@@ -521,7 +532,8 @@ fn a_program_registered_again_while_stopped_is_continued_when_allocated() {
     // the processes' states are read together, once the policy's step has come.)
     assert!(d.cpumgr(&["policy", "set", "equipartition"]).status().unwrap().success());
     wait_for("both to run under equipartition", || {
-        d.status().programs.iter().all(|p| p.state == "running" && p.count == 1) && slots.iter().all(|(p, _)| !stopped(*p))
+        d.status().programs.iter().all(|p| p.state == "running" && p.count == 1)
+            && slots.iter().all(|(p, _)| !stopped(*p))
     });
 }
 

@@ -14,7 +14,13 @@ fn repo() -> PathBuf {
 fn launch_compares_a_baseline_and_a_policy_on_real_kernels() {
     let dir = tempfile::tempdir().unwrap();
     let bin = dir.path().join("kernels");
-    let make = Command::new("make").arg("-s").arg("-C").arg(repo().join("kernels")).arg(format!("OUT={}", bin.display())).status().unwrap();
+    let make = Command::new("make")
+        .arg("-s")
+        .arg("-C")
+        .arg(repo().join("kernels"))
+        .arg(format!("OUT={}", bin.display()))
+        .status()
+        .unwrap();
     assert!(make.success(), "the kernels build with make and gcc -fopenmp");
     let workload = dir.path().join("w.toml");
     std::fs::write(
@@ -41,7 +47,11 @@ fn launch_compares_a_baseline_and_a_policy_on_real_kernels() {
     for r in runs {
         let jobs = r["jobs"].as_array().unwrap();
         assert_eq!(jobs.len(), 3);
-        assert!(jobs.iter().all(|j| j["outcome"] == "ok" && j["turnaround"].as_f64().unwrap() > 0.0 && j["slowdown"].is_f64()), "{r}");
+        assert!(
+            jobs.iter()
+                .all(|j| j["outcome"] == "ok" && j["turnaround"].as_f64().unwrap() > 0.0 && j["slowdown"].is_f64()),
+            "{r}"
+        );
         assert!(r["makespan"].as_f64().unwrap() > 0.0);
         // The report's table shows the JSON's makespan, to two decimals.
         let cell = format!("<td>{:.2}</td>", r["makespan"].as_f64().unwrap());
@@ -70,7 +80,11 @@ fn ctrl_c_ends_every_process_of_the_workload() {
         p = pids.display()
     );
     let workload = dir.path().join("busy.toml");
-    std::fs::write(&workload, format!("name = \"busy\"\n[[job]]\nname = \"spin\"\ncommand = [\"sh\", \"-c\", \"{job}\"]\nrepeat = 3\n")).unwrap();
+    std::fs::write(
+        &workload,
+        format!("name = \"busy\"\n[[job]]\nname = \"spin\"\ncommand = [\"sh\", \"-c\", \"{job}\"]\nrepeat = 3\n"),
+    )
+    .unwrap();
     let mut launcher = Command::new(env!("CARGO_BIN_EXE_cpumgr"))
         .arg("launch")
         .arg(&workload)
@@ -79,7 +93,9 @@ fn ctrl_c_ends_every_process_of_the_workload() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    let read_pids = || -> Vec<i32> { std::fs::read_to_string(&pids).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect() };
+    let read_pids = || -> Vec<i32> {
+        std::fs::read_to_string(&pids).unwrap_or_default().lines().filter_map(|l| l.trim().parse().ok()).collect()
+    };
     let deadline = Instant::now() + Duration::from_secs(60);
     while read_pids().len() < 6 {
         assert!(Instant::now() < deadline, "the 3 jobs and their children started: {:?}", read_pids());
@@ -111,7 +127,8 @@ fn ctrl_c_ends_every_process_of_the_workload() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("interrupted"), "the jobs are reported as interrupted");
     // Gone, or a zombie waiting for init to reap it (an orphaned child): neither runs, is stopped,
     // or holds an affinity. A process killed just now may still be finishing its exit.
-    let alive = || -> Vec<(i32, char)> { all.iter().filter_map(|&p| state(p).filter(|s| *s != 'Z').map(|s| (p, s))).collect() };
+    let alive =
+        || -> Vec<(i32, char)> { all.iter().filter_map(|&p| state(p).filter(|s| *s != 'Z').map(|s| (p, s))).collect() };
     let deadline = Instant::now() + Duration::from_secs(5);
     let mut left = alive();
     while !left.is_empty() && Instant::now() < deadline {
@@ -136,7 +153,13 @@ fn results_are_those_of_the_median_repeat_with_cv_per_class() {
     let workload = dir.path().join("sleeps.toml");
     std::fs::write(&workload, SLEEPS).unwrap();
     let launch = |extra: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_cpumgr")).arg("launch").arg(&workload).args(["--baseline", "os,static", "--policy", "", "--repeat", "3"]).args(extra).output().unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_cpumgr"))
+            .arg("launch")
+            .arg(&workload)
+            .args(["--baseline", "os,static", "--policy", "", "--repeat", "3"])
+            .args(extra)
+            .output()
+            .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
@@ -150,12 +173,16 @@ fn results_are_those_of_the_median_repeat_with_cv_per_class() {
         let mut sorted = makespans.clone();
         sorted.sort_by(f64::total_cmp);
         assert_eq!(makespan, sorted[1], "the median repeat");
-        let turnarounds: Vec<f64> = r["jobs"].as_array().unwrap().iter().map(|j| j["turnaround"].as_f64().unwrap()).collect();
+        let turnarounds: Vec<f64> =
+            r["jobs"].as_array().unwrap().iter().map(|j| j["turnaround"].as_f64().unwrap()).collect();
         assert_eq!(turnarounds.len(), 3);
         let mean = turnarounds.iter().sum::<f64>() / 3.0;
         assert!((r["mean_turnaround"].as_f64().unwrap() - mean).abs() < 1e-9, "mean of the same run's jobs: {r}");
         assert_eq!(r["max_turnaround"].as_f64().unwrap(), turnarounds.iter().copied().fold(0.0, f64::max));
-        assert!(turnarounds.iter().all(|&t| t <= makespan + 1e-9), "the jobs are of the run whose makespan is shown: {r}");
+        assert!(
+            turnarounds.iter().all(|&t| t <= makespan + 1e-9),
+            "the jobs are of the run whose makespan is shown: {r}"
+        );
         let cv = r["cv"].as_object().unwrap();
         assert_eq!(cv.keys().collect::<Vec<_>>(), vec!["a"], "class b has one job: no CV");
     }
@@ -195,7 +222,12 @@ fn a_job_that_fails_fails_the_launch() {
     let workload = dir.path().join("f.toml");
     let missing = dir.path().join("no-such-program");
     std::fs::write(&workload, format!("name = \"f\"\n[[job]]\nname = \"gone\"\ncommand = [\"{}\"]\n[[job]]\nname = \"fine\"\ncommand = [\"true\"]\n", missing.display())).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_cpumgr")).arg("launch").arg(&workload).args(["--baseline", "os,static", "--policy", ""]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cpumgr"))
+        .arg("launch")
+        .arg(&workload)
+        .args(["--baseline", "os,static", "--policy", ""])
+        .output()
+        .unwrap();
     let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
     assert!(stderr.contains("2 of 4 job runs failed"), "{stderr}");
@@ -234,7 +266,15 @@ fn a_run_at_the_time_limit_is_a_lower_bound_not_a_failure() {
     assert_eq!(state(pid), None, "the stopped job's process is gone");
     assert!(stdout.contains("no slowdown for long: alone, it outlasted the time limit"), "{stdout}");
     // A policy run the limit stops is an error, a baseline's is not.
-    let out = Command::new(env!("CARGO_BIN_EXE_cpumgr")).arg("launch").arg(&workload).args(["--baseline", "", "--policy", "equipartition", "--time-limit", "3s"]).output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_cpumgr"))
+        .arg("launch")
+        .arg(&workload)
+        .args(["--baseline", "", "--policy", "equipartition", "--time-limit", "3s"])
+        .output()
+        .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && stderr.contains("policy runs stopped at the time limit: equipartition"), "{stderr}");
+    assert!(
+        !out.status.success() && stderr.contains("policy runs stopped at the time limit: equipartition"),
+        "{stderr}"
+    );
 }

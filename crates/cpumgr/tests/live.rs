@@ -4,10 +4,10 @@
 
 mod common;
 
+use cpumgr_core::CpuSet;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use cpumgr_core::CpuSet;
 
 use common::*;
 use cpumgr_proto::{Conn, Reply, Request};
@@ -29,7 +29,11 @@ fn equipartition_gives_two_programs_one_cpu_each() {
 fn cpu_ticks(pid: i32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     let fields: Vec<&str> = stat.rsplit_once(") ").map_or("", |(_, rest)| rest).split_whitespace().collect();
-    fields.get(11).zip(fields.get(12)).and_then(|(u, s)| Some(u.parse::<u64>().ok()? + s.parse::<u64>().ok()?)).unwrap_or(0)
+    fields
+        .get(11)
+        .zip(fields.get(12))
+        .and_then(|(u, s)| Some(u.parse::<u64>().ok()? + s.parse::<u64>().ok()?))
+        .unwrap_or(0)
 }
 
 /// Three busy programs on two CPUs under equipartition, whose paper rule runs the first two: the
@@ -104,7 +108,11 @@ fn gang_makes_two_programs_alternate() {
             _ => None,
         };
         if now.is_some() && now != last {
-            if now == Some('a') { a_turns += 1 } else { b_turns += 1 }
+            if now == Some('a') {
+                a_turns += 1
+            } else {
+                b_turns += 1
+            }
             last = now;
         }
         a_turns >= 3 && b_turns >= 3
@@ -145,7 +153,9 @@ fn after_sigterm_of_the_manager_nothing_is_left_stopped_or_pinned() {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(d.child.id() as i32), nix::sys::signal::SIGTERM).unwrap();
     assert!(d.child.wait().unwrap().success());
     let all = inherited();
-    wait_for("both released", || !stopped(a) && !stopped(b) && allowed(a) == Some(all.clone()) && allowed(b) == Some(all.clone()));
+    wait_for("both released", || {
+        !stopped(a) && !stopped(b) && allowed(a) == Some(all.clone()) && allowed(b) == Some(all.clone())
+    });
 }
 
 #[test]
@@ -192,7 +202,9 @@ fn bad_messages_get_errors_and_the_manager_keeps_serving() {
     let mut d = Daemon::start("equipartition");
     let idle = Conn::connect(&d.socket).unwrap(); // connects and never speaks
     let c = Conn::connect(&d.socket).unwrap();
-    for bad in [&b"not json"[..], b"{\"v\":1,\"op\":\"format-disk\"}", b"{\"v\":99,\"op\":\"status\"}", &vec![b'{'; 70_000]] {
+    for bad in
+        [&b"not json"[..], b"{\"v\":1,\"op\":\"format-disk\"}", b"{\"v\":99,\"op\":\"status\"}", &vec![b'{'; 70_000]]
+    {
         c.send(bad, &[]).unwrap();
         let r: Reply = cpumgr_proto::msg::decode(&c.recv().unwrap().bytes).unwrap();
         assert!(matches!(r, Reply::Error { .. }), "{r:?}");
@@ -244,7 +256,9 @@ fn thread_cpus(pid: i32) -> Vec<CpuSet> {
     tasks
         .flatten()
         .filter_map(|t| std::fs::read_to_string(t.path().join("status")).ok())
-        .filter_map(|s| s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|v| CpuSet::parse(v.trim()).ok()))
+        .filter_map(|s| {
+            s.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")).and_then(|v| CpuSet::parse(v.trim()).ok())
+        })
         .collect()
 }
 
@@ -297,7 +311,11 @@ fn daemon_reads_its_config_file_and_flags_override_it() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("cpumgr.toml");
     let socket = dir.path().join("from-file.sock");
-    std::fs::write(&config, format!("policy = \"gang\"\nquantum = \"40ms\"\nsocket = {:?}\n", socket.to_str().unwrap())).unwrap();
+    std::fs::write(
+        &config,
+        format!("policy = \"gang\"\nquantum = \"40ms\"\nsocket = {:?}\n", socket.to_str().unwrap()),
+    )
+    .unwrap();
     let mut d = Command::new(BIN)
         .args(["daemon", "--config", config.to_str().unwrap(), "--quantum", "30ms"])
         .env_remove("CPUMGR_SOCKET")
@@ -495,8 +513,25 @@ fn impossible_program_options_exit_2_before_running() {
     let dir = tempfile::tempdir().unwrap();
     let ran = dir.path().join("ran");
     let socket = dir.path().join("s.sock");
-    for opts in [&["--request", "0"][..], &["--rigid", "0"], &["--min", "2", "--max", "1"], &["--min", "3", "--request", "2"], &["--weight", "0"], &["--weight", "nan"]] {
-        let out = Command::new(BIN).arg("run").arg("--socket").arg(&socket).args(opts).arg("--").arg("touch").arg(&ran).stderr(Stdio::piped()).output().unwrap();
+    for opts in [
+        &["--request", "0"][..],
+        &["--rigid", "0"],
+        &["--min", "2", "--max", "1"],
+        &["--min", "3", "--request", "2"],
+        &["--weight", "0"],
+        &["--weight", "nan"],
+    ] {
+        let out = Command::new(BIN)
+            .arg("run")
+            .arg("--socket")
+            .arg(&socket)
+            .args(opts)
+            .arg("--")
+            .arg("touch")
+            .arg(&ran)
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
         assert_eq!(out.status.code(), Some(2), "{opts:?}: {}", String::from_utf8_lossy(&out.stderr));
         assert!(!ran.exists() && !socket.exists(), "{opts:?}: nothing ran, no manager started");
     }
@@ -514,7 +549,9 @@ fn the_trace_of_a_running_manager_is_readable_and_survives_a_kill() {
         let text = std::fs::read_to_string(&trace).ok()?;
         text.lines().map(|l| serde_json::from_str(l).ok()).collect()
     };
-    let allocated = |events: &[cpumgr_core::trace::Event]| events.iter().any(|e| matches!(e.kind, cpumgr_core::trace::EventKind::Allocate { .. }));
+    let allocated = |events: &[cpumgr_core::trace::Event]| {
+        events.iter().any(|e| matches!(e.kind, cpumgr_core::trace::EventKind::Allocate { .. }))
+    };
     wait_for("an allocation in the trace while the manager runs", || parsed().is_some_and(|e| allocated(&e)));
     d.child.kill().unwrap();
     d.child.wait().unwrap();

@@ -174,10 +174,8 @@ fn a_program_that_registered_itself_is_readopted_by_a_restarted_manager() {
     let n = wait_teams(&log, 0, 2, "teams of 2 under the first manager");
     d.child.kill().unwrap();
     d.child.wait().unwrap();
-    d.child = d
-        .cpumgr(&["daemon", "--policy", "static:parts=2", "--quantum", "50ms", "--cpus", "0-1"])
-        .spawn()
-        .unwrap();
+    d.child =
+        d.cpumgr(&["daemon", "--policy", "static:parts=2", "--quantum", "50ms", "--cpus", "0-1"]).spawn().unwrap();
     wait_for("the restarted manager to list the program", || {
         cpumgr_proto::Conn::connect(&d.socket).is_ok() && listed(&d)
     });
@@ -218,8 +216,11 @@ fn an_explicit_team_request_caps_the_allocation() {
     let text = std::fs::read_to_string(&log).unwrap();
     // The adapter logs each region at its fork, the kernel from inside it: a line of each per
     // region, in that order.
-    let probes: Vec<bool> =
-        text.lines().filter(|l| l.starts_with("cpumgr-omp: region team ")).map(|l| l.ends_with("(baseline probe)")).collect();
+    let probes: Vec<bool> = text
+        .lines()
+        .filter(|l| l.starts_with("cpumgr-omp: region team "))
+        .map(|l| l.ends_with("(baseline probe)"))
+        .collect();
     let regions: Vec<(u32, u32)> = text
         .lines()
         .filter(|l| l.starts_with("region "))
@@ -242,7 +243,19 @@ fn an_explicit_team_request_caps_the_allocation() {
 fn an_explicit_num_threads_clause_is_kept(cc: &str) {
     let Alone { dir, d, _tmp, .. } = stencil_alone(cc);
     let out = d
-        .cpumgr(&["run", "--name", "rigid", "--", dir.join("rigid").to_str().unwrap(), "-threads", "2", "-n", "4096", "-iters", "200"])
+        .cpumgr(&[
+            "run",
+            "--name",
+            "rigid",
+            "--",
+            dir.join("rigid").to_str().unwrap(),
+            "-threads",
+            "2",
+            "-n",
+            "4096",
+            "-iters",
+            "200",
+        ])
         .env("CPUMGR_KERNEL_LOG", "1")
         .stderr(Stdio::piped())
         .output()
@@ -357,7 +370,20 @@ fn a_program_with_more_threads_than_cpus_is_held_to_its_cpu_set(flag: &str) {
     let mut m = OneCpu::start();
     let rigid = dir.join("rigid");
     let child = Command::new(BIN)
-        .args(["run", "--name", "rigid", flag, "--", rigid.to_str().unwrap(), "-threads", "3", "-n", "4096", "-iters", "100000000"])
+        .args([
+            "run",
+            "--name",
+            "rigid",
+            flag,
+            "--",
+            rigid.to_str().unwrap(),
+            "-threads",
+            "3",
+            "-n",
+            "4096",
+            "-iters",
+            "100000000",
+        ])
         .env("CPUMGR_SOCKET", &m.socket)
         .env("OMP_NUM_THREADS", "3")
         .stdout(Stdio::null())
@@ -365,10 +391,11 @@ fn a_program_with_more_threads_than_cpus_is_held_to_its_cpu_set(flag: &str) {
         .spawn()
         .unwrap();
     m.runs.push(child);
-    let status = || match cpumgr_proto::Conn::connect(&m.socket).unwrap().call(&cpumgr_proto::Request::Status).unwrap().0 {
-        cpumgr_proto::Reply::Status(s) => s,
-        r => panic!("{r:?}"),
-    };
+    let status =
+        || match cpumgr_proto::Conn::connect(&m.socket).unwrap().call(&cpumgr_proto::Request::Status).unwrap().0 {
+            cpumgr_proto::Reply::Status(s) => s,
+            r => panic!("{r:?}"),
+        };
     let mut pid = 0;
     wait_for("rigid to register", || {
         pid = status().programs.iter().find(|p| p.name == "rigid").map_or(0, |p| p.pid);
@@ -431,7 +458,8 @@ fn llpc_mode_shrinks_the_teams_under_a_background_load() {
     wait_for("the stencil's first regions", || !teams(&log).is_empty());
     // A busy process for every CPU the stencil may use: none is left spare, whatever the machine.
     let hogs = inherited().len();
-    let _hogs: Vec<Killed> = (0..hogs).map(|_| Killed(Command::new("sh").args(["-c", BUSY]).spawn().unwrap())).collect();
+    let _hogs: Vec<Killed> =
+        (0..hogs).map(|_| Killed(Command::new("sh").args(["-c", BUSY]).spawn().unwrap())).collect();
     let n = teams(&log).len();
     wait_teams(&log, n, 1, "teams of 1 beside a busy process per CPU");
     assert!(teams(&log).iter().all(|&t| (1..=2).contains(&t)));

@@ -30,12 +30,24 @@ fn report_and_exports_from_a_trace() {
     assert!(page.contains("<title>b 2 CPUs (0-1)</title>"), "b's stretch is drawn");
 
     let json = dir.path().join("p.json");
-    assert!(cpumgr().args(["trace", "export", "--format", "perfetto"]).arg(&trace).arg(&json).status().unwrap().success());
+    assert!(cpumgr()
+        .args(["trace", "export", "--format", "perfetto"])
+        .arg(&trace)
+        .arg(&json)
+        .status()
+        .unwrap()
+        .success());
     let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert!(v["traceEvents"].as_array().unwrap().iter().any(|e| e["ph"] == "X" && e["name"] == "run"));
 
     let base = dir.path().join("p");
-    assert!(cpumgr().args(["trace", "export", "--format", "paraver"]).arg(&trace).arg(&base).status().unwrap().success());
+    assert!(cpumgr()
+        .args(["trace", "export", "--format", "paraver"])
+        .arg(&trace)
+        .arg(&base)
+        .status()
+        .unwrap()
+        .success());
     for ext in ["prv", "pcf", "row"] {
         assert!(base.with_extension(ext).exists(), "{ext} written");
     }
@@ -93,7 +105,13 @@ fn hue(p: &[u8]) -> Option<u32> {
         return None;
     }
     let d = max - min;
-    let h = if max == r { 60.0 * (((g - b) / d) % 6.0) } else if max == g { 60.0 * ((b - r) / d + 2.0) } else { 60.0 * ((r - g) / d + 4.0) };
+    let h = if max == r {
+        60.0 * (((g - b) / d) % 6.0)
+    } else if max == g {
+        60.0 * ((b - r) / d + 2.0)
+    } else {
+        60.0 * ((r - g) / d + 4.0)
+    };
     Some((h.rem_euclid(360.0)) as u32)
 }
 
@@ -119,15 +137,36 @@ fn the_launch_report_renders_in_headless_chromium() {
 
     let dom = chromium_on(&page, "--dump-dom", &profile);
     for (k, run) in v["runs"].as_array().unwrap().iter().enumerate() {
-        let section = dom.split(&format!("<section id=\"run{k}\">")).nth(1).unwrap_or_else(|| panic!("run{k} rendered")).split("</section>").next().unwrap();
-        let chart = |class: &str| section.split(&format!("<svg class=\"{class}\"")).nth(1).unwrap_or_else(|| panic!("{class} chart")).split("</svg>").next().unwrap().to_string();
+        let section = dom
+            .split(&format!("<section id=\"run{k}\">"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("run{k} rendered"))
+            .split("</section>")
+            .next()
+            .unwrap();
+        let chart = |class: &str| {
+            section
+                .split(&format!("<svg class=\"{class}\""))
+                .nth(1)
+                .unwrap_or_else(|| panic!("{class} chart"))
+                .split("</svg>")
+                .next()
+                .unwrap()
+                .to_string()
+        };
         assert!(chart("gantt").matches("<rect").count() >= 3, "a bar per job in {}'s Gantt chart", run["config"]);
         assert!(chart("cpus").matches("<rect").count() >= 1, "CPU owners drawn");
         assert_eq!(chart("alloc").matches("<path").count(), 3, "an allocation line per job");
         // The replay's script ran: a painted cell per CPU.
         let grid = section.split(&format!("id=\"run{k}-grid\">")).nth(1).unwrap().split("</div></div>").next().unwrap();
-        assert!(grid.matches("class=\"cpu\"").count() >= 1 && grid.contains("background"), "replay grid painted: {grid}");
-        assert!(dom.contains(&format!("<td>{:.2}</td>", run["makespan"].as_f64().unwrap())), "the table shows the JSON's makespan");
+        assert!(
+            grid.matches("class=\"cpu\"").count() >= 1 && grid.contains("background"),
+            "replay grid painted: {grid}"
+        );
+        assert!(
+            dom.contains(&format!("<td>{:.2}</td>", run["makespan"].as_f64().unwrap())),
+            "the table shows the JSON's makespan"
+        );
     }
 
     let shot = dir.path().join("report.png");
@@ -180,7 +219,13 @@ fn launch_traces_are_named_per_configuration_and_rebuild_the_table() {
     let workload = dir.path().join("w.toml");
     std::fs::write(&workload, "[[job]]\nname = \"a\"\ncommand = [\"sleep\", \"0.2\"]\nrepeat = 2\n[[job]]\nname = \"b\"\ncommand = [\"sleep\", \"0.1\"]\nat = 0.05\n").unwrap();
     let trace = dir.path().join("run.trace");
-    let out = cpumgr().arg("launch").arg(&workload).args(["--baseline", "os,static", "--policy", "", "--json", "--trace"]).arg(&trace).output().unwrap();
+    let out = cpumgr()
+        .arg("launch")
+        .arg(&workload)
+        .args(["--baseline", "os,static", "--policy", "", "--json", "--trace"])
+        .arg(&trace)
+        .output()
+        .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(!dir.path().join("run.os").exists(), "the name is appended, not put in place of .trace");

@@ -59,7 +59,9 @@ fn json_has_the_documented_fields_for_every_policy() {
     let policies: Vec<&str> = results.iter().map(|r| r["policy"].as_str().unwrap()).collect();
     assert_eq!(policies, vec!["equipartition", "gang", "pdpa:base=2", "os"]);
     for r in results {
-        for f in ["makespan", "mean_turnaround", "mean_slowdown", "mean_bounded_slowdown", "utilization", "wall_seconds"] {
+        for f in
+            ["makespan", "mean_turnaround", "mean_slowdown", "mean_bounded_slowdown", "utilization", "wall_seconds"]
+        {
             assert!(r[f].as_f64().is_some_and(|x| x.is_finite() && x >= 0.0), "{f} in {r}");
         }
         assert_eq!(r["jobs"], 3, "{r}");
@@ -76,7 +78,10 @@ fn csv_and_table_have_a_row_per_policy() {
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].starts_with("policy,makespan,mean_turnaround,mean_slowdown,mean_bounded_slowdown,utilization"), "{text}");
+    assert!(
+        lines[0].starts_with("policy,makespan,mean_turnaround,mean_slowdown,mean_bounded_slowdown,utilization"),
+        "{text}"
+    );
     assert_eq!(lines.len(), 3, "{text}");
     assert!(lines[1].starts_with("equipartition,") && lines[2].starts_with("fcfs,"));
     assert!(lines.iter().all(|l| l.split(',').count() == lines[0].split(',').count()));
@@ -89,13 +94,17 @@ fn csv_and_table_have_a_row_per_policy() {
     assert_eq!(lines[1].split(',').count(), lines[0].split(',').count() + 1, "one comma inside the quotes: {text}");
     let o = cpumgr(&["sim", "--workload", &w, "--policy", "equipartition,fcfs"]);
     let text = stdout(&o);
-    assert!(text.lines().any(|l| l.starts_with("equipartition ")) && text.lines().any(|l| l.starts_with("fcfs ")), "{text}");
+    assert!(
+        text.lines().any(|l| l.starts_with("equipartition ")) && text.lines().any(|l| l.starts_with("fcfs ")),
+        "{text}"
+    );
 }
 
 #[test]
 fn policies_run_at_once_give_the_table_they_give_one_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
-    let gen = "name = \"gen\"\ncpus = 32\n[generator]\nmodel = \"lublin\"\njobs = 300\nload = 0.9\nkind = \"malleable\"\n";
+    let gen =
+        "name = \"gen\"\ncpus = 32\n[generator]\nmodel = \"lublin\"\njobs = 300\nload = 0.9\nkind = \"malleable\"\n";
     let w = write(dir.path(), "gen.toml", gen);
     let policies = "os,equipartition,dss,pdpa,gang,fcfs,cs,scs";
     // Every column but the last (wall seconds).
@@ -123,7 +132,16 @@ fn lists_the_eight_presets_and_runs_one() {
     let names: Vec<&str> = v["presets"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        vec!["nanos-cpuset32", "nanos-dss64", "pdpa-ltomcatv", "pdpa-tomcatv-turb3d", "pdpa-swim-apsi", "llpc-background", "scs-mpl", "omp-multiprog"]
+        vec![
+            "nanos-cpuset32",
+            "nanos-dss64",
+            "pdpa-ltomcatv",
+            "pdpa-tomcatv-turb3d",
+            "pdpa-swim-apsi",
+            "llpc-background",
+            "scs-mpl",
+            "omp-multiprog"
+        ]
     );
     let text = stdout(&cpumgr(&["sim", "--list-presets"]));
     assert!(names.iter().all(|n| text.contains(n)), "{text}");
@@ -140,10 +158,19 @@ fn trace_and_report_hold_every_policy() {
     let trace = dir.path().join("sim.trace");
     let report = dir.path().join("sim.html");
     let o = cpumgr(&[
-        "sim", "--workload", &w, "--policy", "equipartition,gang", "--trace", trace.to_str().unwrap(), "--report", report.to_str().unwrap(),
+        "sim",
+        "--workload",
+        &w,
+        "--policy",
+        "equipartition,gang",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--report",
+        report.to_str().unwrap(),
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
-    let events: Vec<serde_json::Value> = std::fs::read_to_string(&trace).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events: Vec<serde_json::Value> =
+        std::fs::read_to_string(&trace).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let kinds = |k: &str| events.iter().filter(|e| e["kind"] == k).count();
     assert_eq!(kinds("start"), 2, "one start per policy");
     assert_eq!((kinds("arrive"), kinds("exit")), (6, 6));
@@ -252,7 +279,8 @@ fn bad_input_exits_2_naming_file_line_and_field() {
     refused("w.toml", "--workload", &generator_cases);
     // A job too large for the machine the command line gives is refused at its `[[job]]` line
     // (a comment that names `[[job]]` is not one), and a job of an inline array at `job =`.
-    let commented = "name = \"w\"\n# each [[job]] below is one program\n\n[[job]]\nname = \"big\"\nrequest = 8\nwork = 1.0\n";
+    let commented =
+        "name = \"w\"\n# each [[job]] below is one program\n\n[[job]]\nname = \"big\"\nrequest = 8\nwork = 1.0\n";
     let f = write(dir.path(), "w.toml", commented);
     for machine in [["--cpus", "4"], ["--topology", "4"]] {
         let o = cpumgr(&["sim", "--workload", &f, machine[0], machine[1], "--policy", "fcfs"]);
@@ -265,7 +293,8 @@ fn bad_input_exits_2_naming_file_line_and_field() {
     let o = cpumgr(&["sim", "--workload", &f, "--policy", "fcfs"]);
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     assert!(stderr(&o).contains("w.toml:4: field `request`") && stderr(&o).contains("this host's"), "{}", stderr(&o));
-    let f = write(dir.path(), "w.toml", "name = \"w\"\ncpus = 4\njob = [{ name = \"big\", request = 8, work = 1.0 }]\n");
+    let f =
+        write(dir.path(), "w.toml", "name = \"w\"\ncpus = 4\njob = [{ name = \"big\", request = 8, work = 1.0 }]\n");
     let o = cpumgr(&["sim", "--workload", &f, "--policy", "fcfs"]);
     assert!(stderr(&o).contains("w.toml:3: field `request`"), "{}", stderr(&o));
     // The command line's quantum has the workload file's bounds.
@@ -292,7 +321,8 @@ fn archive_traces_run_as_they_are() {
         swf_line(6, "9", "12.0", "1e0").trim_end().to_string(),
     ]
     .concat();
-    let text = [b"; Installation: Universit\xe4t\n; MaxProcs: 8\n".as_slice(), jobs.replace('\n', "\r\n").as_bytes()].concat();
+    let text =
+        [b"; Installation: Universit\xe4t\n; MaxProcs: 8\n".as_slice(), jobs.replace('\n', "\r\n").as_bytes()].concat();
     let f = dir.path().join("archive.swf");
     std::fs::write(&f, text).unwrap();
     let o = cpumgr(&["sim", "--swf", f.to_str().unwrap(), "--policy", "os,equipartition", "--json"]);
@@ -354,7 +384,11 @@ fn a_200000_line_trace_runs_in_flat_memory() {
     };
     for n in 1..=200_000u32 {
         submit += next(240);
-        let (run, procs) = if n % 20 == 0 { ("0".to_string(), "-1".to_string()) } else { (next(4000).to_string(), (1u32 << next(8)).to_string()) };
+        let (run, procs) = if n % 20 == 0 {
+            ("0".to_string(), "-1".to_string())
+        } else {
+            (next(4000).to_string(), (1u32 << next(8)).to_string())
+        };
         let status = if n % 20 == 0 { 5 } else { 1 };
         text.push_str(&format!("{n} {submit} 17 {run} {procs} -1 -1 {procs} 7200 -1 {status} 3 1 -1 1 1 -1 -1\n"));
     }
@@ -366,7 +400,12 @@ fn a_200000_line_trace_runs_in_flat_memory() {
     assert!(v["results"].as_array().unwrap().iter().all(|r| r["jobs"] == 190_000), "{v}");
     assert!(stderr(&o).contains("10000 jobs not simulated: 10000 cancelled"), "{}", stderr(&o));
     // The same, for a script reading --json.
-    assert_eq!(v["left_out"], serde_json::json!({"jobs": [{"reason": "cancelled", "jobs": 10000, "first_line": 22}], "bad_lines": 0}), "{}", v["left_out"]);
+    assert_eq!(
+        v["left_out"],
+        serde_json::json!({"jobs": [{"reason": "cancelled", "jobs": 10000, "first_line": 22}], "bad_lines": 0}),
+        "{}",
+        v["left_out"]
+    );
     // The largest child's peak resident memory (this binary's other children are small runs):
     // about 60 MiB in a debug build.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -404,7 +443,16 @@ fn the_shared_lublin_trace_runs_when_present() {
     if !lublin.is_file() {
         return;
     }
-    let o = cpumgr(&["sim", "--swf", lublin.to_str().unwrap(), "--limit", "300", "--policy", "fcfs,equipartition", "--json"]);
+    let o = cpumgr(&[
+        "sim",
+        "--swf",
+        lublin.to_str().unwrap(),
+        "--limit",
+        "300",
+        "--policy",
+        "fcfs,equipartition",
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["cpus"], 256);
@@ -421,7 +469,11 @@ fn the_shared_hpc2n_trace_runs_as_it_is_when_present() {
     }
     let o = cpumgr(&["sim", "--swf", hpc2n.to_str().unwrap(), "--policy", "os,equipartition", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(stderr(&o).contains("25 jobs not simulated: 25 with an unknown run time, the first at line 34"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("25 jobs not simulated: 25 with an unknown run time, the first at line 34"),
+        "{}",
+        stderr(&o)
+    );
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["cpus"], 240);
     assert!(v["results"].as_array().unwrap().iter().all(|r| r["jobs"] == 3145), "{v}");
@@ -483,10 +535,12 @@ fn a_fast_forwarded_trace_holds_the_cpu_time_of_every_quantum() {
         let text = std::fs::read_to_string(path).unwrap();
         let repeats = text.lines().filter(|l| l.contains("\"kind\":\"repeat\"")).count();
         let runs = Timeline::runs(&parse_trace(path, &text).unwrap());
-        let held: Vec<Vec<f64>> = runs.iter().map(|t| t.lanes.iter().map(|l| l.segments.iter().map(Segment::held).sum()).collect()).collect();
+        let held: Vec<Vec<f64>> =
+            runs.iter().map(|t| t.lanes.iter().map(|l| l.segments.iter().map(Segment::held).sum()).collect()).collect();
         (held, repeats)
     };
-    let cases: [&[&str]; 2] = [&["--preset", "nanos-dss64", "--policy", "gang,vtq-dss"], &["--workload", &queued, "--policy", "gang"]];
+    let cases: [&[&str]; 2] =
+        [&["--preset", "nanos-dss64", "--policy", "gang,vtq-dss"], &["--workload", &queued, "--policy", "gang"]];
     for input in cases {
         let ((fast, repeats), (exact, none)) = (held(input, &[]), held(input, &["--no-fast-forward"]));
         assert!(repeats > 0 && none == 0, "{input:?}: {repeats} repeats fast-forwarded, {none} quantum by quantum");
@@ -494,7 +548,10 @@ fn a_fast_forwarded_trace_holds_the_cpu_time_of_every_quantum() {
         for (run, (f, e)) in fast.iter().zip(&exact).enumerate() {
             assert_eq!(f.len(), e.len());
             for (lane, (x, y)) in f.iter().zip(e).enumerate() {
-                assert!((x - y).abs() <= 1e-9 * y.max(1.0), "{input:?}, run {run}, program {lane}: {x} CPU-ns fast-forwarded, {y} quantum by quantum");
+                assert!(
+                    (x - y).abs() <= 1e-9 * y.max(1.0),
+                    "{input:?}, run {run}, program {lane}: {x} CPU-ns fast-forwarded, {y} quantum by quantum"
+                );
             }
         }
     }

@@ -24,7 +24,11 @@ fn prints_a_sysfs_tree_like_its_golden() {
     let golden = std::fs::read_to_string(fixtures().join("server-2s.golden")).unwrap();
     assert_eq!(String::from_utf8_lossy(&o.stdout), golden);
     // The same tree through CPUMGR_SYSFS_ROOT, as `host`.
-    let o = Command::new(env!("CARGO_BIN_EXE_cpumgr")).args(["topology", "--json"]).env("CPUMGR_SYSFS_ROOT", &root).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_cpumgr"))
+        .args(["topology", "--json"])
+        .env("CPUMGR_SYSFS_ROOT", &root)
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["summary"], "2 packages, 2 NUMA nodes, 2 L3, 16 cores, 32 CPUs");
     assert_eq!(v["levels"]["Core"], 16);
@@ -36,7 +40,10 @@ fn prints_a_sysfs_tree_like_its_golden() {
 fn reads_xml_synthetic_and_flat_specs() {
     let xml = fixtures().join("two-packages.xml");
     let o = cpumgr(&["topology", "--topology", xml.to_str().unwrap()]);
-    assert_eq!(String::from_utf8_lossy(&o.stdout), std::fs::read_to_string(fixtures().join("two-packages.xml.golden")).unwrap());
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        std::fs::read_to_string(fixtures().join("two-packages.xml.golden")).unwrap()
+    );
     let o = cpumgr(&["topology", "--json", "--topology", "package:2 numa:2 core:8 pu:2"]);
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["cpus"], "0-63");
@@ -53,7 +60,11 @@ fn bad_topologies_exit_2_naming_where() {
 
     let dir = tempfile::tempdir().unwrap();
     let xml = dir.path().join("bad.xml");
-    std::fs::write(&xml, "<topology>\n<object type=\"Machine\">\n<object type=\"PU\" os_index=\"x\"/>\n</object></topology>").unwrap();
+    std::fs::write(
+        &xml,
+        "<topology>\n<object type=\"Machine\">\n<object type=\"PU\" os_index=\"x\"/>\n</object></topology>",
+    )
+    .unwrap();
     let o = cpumgr(&["topology", "--topology", xml.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("bad.xml:3:") && stderr(&o).contains("os_index"), "{}", stderr(&o));
@@ -151,7 +162,11 @@ fn policies_lists_every_policy_with_parameters_and_defaults() {
     assert!(o.status.success(), "{}", stderr(&o));
     let text = String::from_utf8_lossy(&o.stdout);
     for info in cpumgr_core::policies::CATALOG {
-        assert!(text.lines().any(|l| l.starts_with(info.name) && l.contains(info.paper)), "{} missing:\n{text}", info.name);
+        assert!(
+            text.lines().any(|l| l.starts_with(info.name) && l.contains(info.paper)),
+            "{} missing:\n{text}",
+            info.name
+        );
     }
     assert!(text.contains("base=4") && text.contains("min_eff=0.7") && text.contains("1..=4096"), "{text}");
 }
@@ -159,7 +174,18 @@ fn policies_lists_every_policy_with_parameters_and_defaults() {
 #[test]
 fn decide_prints_the_documented_json() {
     let programs = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/programs.toml");
-    let o = cpumgr(&["decide", "--topology", "8", "--policy", "equipartition:redistribute=true", "--quanta", "2", "--json", "--programs", programs.to_str().unwrap()]);
+    let o = cpumgr(&[
+        "decide",
+        "--topology",
+        "8",
+        "--policy",
+        "equipartition:redistribute=true",
+        "--quanta",
+        "2",
+        "--json",
+        "--programs",
+        programs.to_str().unwrap(),
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["policy"], "equipartition");
@@ -178,7 +204,12 @@ fn a_closed_pipe_ends_the_output_quietly() {
     use std::os::unix::process::ExitStatusExt;
     use std::process::Stdio;
     for args in [&["policies"][..], &["topology", "--topology", "package:64 core:64 pu:2"]] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_cpumgr")).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cpumgr"))
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
         drop(child.stdout.take());
         let out = child.wait_with_output().unwrap();
         assert!(!stderr(&out).contains("panicked"), "{args:?}: {}", stderr(&out));
@@ -193,10 +224,26 @@ fn every_policy_decides_on_the_example_programs() {
     let example = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/programs.toml");
     let list = cpumgr(&["policies", "--json"]);
     let v: serde_json::Value = serde_json::from_slice(&list.stdout).unwrap();
-    let names: Vec<String> = v.as_array().or_else(|| v["policies"].as_array()).unwrap().iter().map(|p| p["name"].as_str().unwrap().to_string()).collect();
+    let names: Vec<String> = v
+        .as_array()
+        .or_else(|| v["policies"].as_array())
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
     assert!(names.iter().any(|n| n == "os"), "{names:?}");
     for name in &names {
-        let o = cpumgr(&["decide", "--programs", example.to_str().unwrap(), "--policy", name, "--topology", "8", "--quanta", "3"]);
+        let o = cpumgr(&[
+            "decide",
+            "--programs",
+            example.to_str().unwrap(),
+            "--policy",
+            name,
+            "--topology",
+            "8",
+            "--quanta",
+            "3",
+        ]);
         assert!(o.status.success(), "{name}: {}", stderr(&o));
     }
 }

@@ -42,7 +42,11 @@ impl User {
                 .ok()?;
             if out.status.success() {
                 let id = |flag: &str| -> Option<u32> {
-                    String::from_utf8(Command::new("id").args([flag, &name]).output().ok()?.stdout).ok()?.trim().parse().ok()
+                    String::from_utf8(Command::new("id").args([flag, &name]).output().ok()?.stdout)
+                        .ok()?
+                        .trim()
+                        .parse()
+                        .ok()
                 };
                 let (uid, gid) = (id("-u")?, id("-g")?);
                 return Some(User { name, uid, gid });
@@ -72,7 +76,8 @@ impl User {
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
-        let results: Vec<String> = text.lines().filter_map(|l| l.split_once("RESULT ")).map(|(_, r)| r.to_string()).collect();
+        let results: Vec<String> =
+            text.lines().filter_map(|l| l.split_once("RESULT ")).map(|(_, r)| r.to_string()).collect();
         assert_eq!(results.len(), ops.len(), "helper output: {text}");
         results
     }
@@ -104,7 +109,9 @@ fn as_user() {
         let r = match op.split_once(':') {
             None => call(&socket, Request::Status),
             Some(("unregister", id)) => call(&socket, Request::Unregister { id: id.parse().unwrap() }),
-            Some(("set-request", id)) => call(&socket, Request::SetRequest { id: id.parse().unwrap(), now: 1, min: None, max: None }),
+            Some(("set-request", id)) => {
+                call(&socket, Request::SetRequest { id: id.parse().unwrap(), now: 1, min: None, max: None })
+            }
             Some(("open-slot", id)) => call(&socket, Request::OpenSlot { id: Some(id.parse().unwrap()) }),
             Some(("register", pid)) => {
                 call(&socket, Request::Register(Registration { pid: Some(pid.parse().unwrap()), ..Default::default() }))
@@ -231,7 +238,13 @@ fn a_user_can_neither_see_nor_open_nor_change_another_users_programs() {
     let paths: Vec<PathBuf> = slot_fds(m.manager.id() as i32).into_iter().chain(slot_fds(supervisor)).collect();
     assert!(paths.len() >= 2, "the manager's and the supervisor's slot descriptors: {paths:?}");
     let mut ops: Vec<String> = paths.iter().map(|p| format!("open:{}", p.display())).collect();
-    ops.extend([format!("unregister:{id}"), format!("set-request:{id}"), format!("open-slot:{id}"), format!("register:{pid}"), "status".into()]);
+    ops.extend([
+        format!("unregister:{id}"),
+        format!("set-request:{id}"),
+        format!("open-slot:{id}"),
+        format!("register:{pid}"),
+        "status".into(),
+    ]);
     let results = b.try_ops(&m.socket, &ops);
     let (status, refused) = results.split_last().unwrap();
     for (op, r) in ops.iter().zip(refused) {
@@ -246,7 +259,9 @@ fn a_user_can_neither_see_nor_open_nor_change_another_users_programs() {
     let a_view = a.try_ops(&m.socket, &["status".into(), format!("set-request:{id}")]);
     assert!(a_view[0].contains("secret-job-of-a"), "{a_view:?}");
     assert!(a_view[1].starts_with("ok"), "{a_view:?}");
-    wait_for("A's own change to hold", || m.status().programs.iter().any(|p| p.pid == pid && p.request == 1 && p.count == 1));
+    wait_for("A's own change to hold", || {
+        m.status().programs.iter().any(|p| p.pid == pid && p.request == 1 && p.count == 1)
+    });
     assert!(m.status().programs.iter().any(|p| p.pid == pid && p.name == "secret-job-of-a"));
 }
 
@@ -300,7 +315,9 @@ fn share_user_gives_each_user_half_whatever_the_number_of_programs() {
             wait_for("each of A's programs to have a turn", || {
                 let s = m.status();
                 assert!(expected(&s), "share {share}, during A's turns: {s:?}");
-                ran.extend(s.programs.iter().filter(|p| a_pids.contains(&p.pid) && p.state == "running").map(|p| p.pid));
+                ran.extend(
+                    s.programs.iter().filter(|p| a_pids.contains(&p.pid) && p.state == "running").map(|p| p.pid),
+                );
                 ran.len() == a_pids.len()
             });
         }
@@ -316,7 +333,10 @@ fn per_user_limits_cap_programs_and_weight_for_each_user_alone() {
     // A third program of A's is refused with the reason (`cpumgr run` says so and runs it
     // unmanaged).
     let third = a.cpumgr(&m.socket, &["run", "--name", "a2", "--", "true"]).stderr(Stdio::piped()).output().unwrap();
-    assert!(String::from_utf8_lossy(&third.stderr).contains(&format!("user {} already has its limit of 2 programs", a.uid)), "{third:?}");
+    assert!(
+        String::from_utf8_lossy(&third.stderr).contains(&format!("user {} already has its limit of 2 programs", a.uid)),
+        "{third:?}"
+    );
     // B is not limited by A's count, but by the weight cap like everyone.
     let heavy = b.cpumgr(&m.socket, &["run", "--weight", "5", "--", "true"]).stderr(Stdio::piped()).output().unwrap();
     assert!(String::from_utf8_lossy(&heavy.stderr).contains("weight 5 is above the limit of 4"), "{heavy:?}");
@@ -365,7 +385,8 @@ fn register(conn: &Conn, pid: i32) -> (Reply, Vec<std::os::fd::OwnedFd>) {
 
 #[test]
 fn thousands_of_registrations_are_capped_and_leave_nothing_behind() {
-    let m = Shared::start("max_programs_per_user = 8\nrequests_per_second = 100000\nuser_requests_per_second = 100000\n");
+    let m =
+        Shared::start("max_programs_per_user = 8\nrequests_per_second = 100000\nuser_requests_per_second = 100000\n");
     let manager = m.manager.id() as i32;
     let kids = Sleepers::spawn(12);
     let conn = Conn::connect(&m.socket).unwrap();
@@ -375,7 +396,9 @@ fn thousands_of_registrations_are_capped_and_leave_nothing_behind() {
     for i in 0..kids.0.len() {
         match register(&conn, kids.pid(i)) {
             (Reply::Registered { id }, _) => ids.push(id),
-            (Reply::Error { message }, _) => assert!(message.contains("already has its limit of 8 programs"), "{message}"),
+            (Reply::Error { message }, _) => {
+                assert!(message.contains("already has its limit of 8 programs"), "{message}")
+            }
             r => panic!("{r:?}"),
         }
     }
@@ -392,7 +415,10 @@ fn thousands_of_registrations_are_capped_and_leave_nothing_behind() {
     }
     assert_eq!(m.status().programs.len(), 8);
     assert_eq!(open_fds(manager), fds_registered);
-    eprintln!("manager RSS before {rss_before}, after 3000 refused registrations {}", status_field(manager, "VmRSS").unwrap());
+    eprintln!(
+        "manager RSS before {rss_before}, after 3000 refused registrations {}",
+        status_field(manager, "VmRSS").unwrap()
+    );
     for id in ids {
         assert_eq!(conn.call(&Request::Unregister { id }).unwrap().0, Reply::Ok);
     }
@@ -417,7 +443,14 @@ fn a_program_that_wrecks_its_slot_hurts_only_itself() {
     // Garbage over every byte of the page, the manager's half included, again and again.
     // SAFETY: a fresh shared mapping of the slot's one page, unmapped below.
     let page = unsafe {
-        libc::mmap(std::ptr::null_mut(), 4096, libc::PROT_READ | libc::PROT_WRITE, libc::MAP_SHARED, file.as_raw_fd(), 0)
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            0,
+        )
     };
     assert_ne!(page, libc::MAP_FAILED);
     let page = page as *mut u8;

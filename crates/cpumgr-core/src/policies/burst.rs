@@ -25,7 +25,8 @@ use crate::topology::Level;
 pub const INFO: PolicyInfo = PolicyInfo {
     name: "burst",
     paper: "004 §3",
-    summary: "topology-aware: fair shares rounded to whole domains, one each, or several of the largest below the machine",
+    summary:
+        "topology-aware: fair shares rounded to whole domains, one each, or several of the largest below the machine",
     params: &[],
     build: |_| Ok(Box::new(Burst::default())),
 };
@@ -107,7 +108,8 @@ impl Policy for Burst {
         let reserved = reserve_rigid(view, out);
         self.rigid.note(view, &reserved);
         let left = reserved.left;
-        let open: Vec<usize> = (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
+        let open: Vec<usize> =
+            (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
         let wants: Vec<u32> = open.iter().map(|&i| view.programs[i].wants()).collect();
         let shares = water_fill(left, &wants);
         let grid = Grid::of(view);

@@ -17,7 +17,11 @@ pub const INFO: PolicyInfo = PolicyInfo {
     name: "cluster",
     paper: "000 §4.2",
     summary: "CPUs in topology-aligned clusters of `size` (4), round by round, then 2/1 to fill",
-    params: &[ParamSpec { key: "size", help: "CPUs per cluster", kind: ParamKind::Int { default: 4, min: 1, max: 1024 } }],
+    params: &[ParamSpec {
+        key: "size",
+        help: "CPUs per cluster",
+        kind: ParamKind::Int { default: 4, min: 1, max: 1024 },
+    }],
     build: |p| Ok(Box::new(Cluster { size: p.u32("size")?, rigid: RigidFirst::default() })),
 };
 
@@ -40,7 +44,8 @@ impl Policy for Cluster {
         let reserved = reserve_rigid(view, out);
         self.rigid.note(view, &reserved);
         let mut left = reserved.left;
-        let mut open: Vec<usize> = (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
+        let mut open: Vec<usize> =
+            (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
         let mut counts = vec![0u32; view.programs.len()];
         // Whole clusters, round by round; when fewer than a chunk remain, halve the chunk (two,
         // then one) so every CPU is used.

@@ -14,8 +14,16 @@ pub const INFO: PolicyInfo = PolicyInfo {
     paper: "002 §3.2",
     summary: "co-scheduling: whole jobs in time slices, at most `mpl` jobs per CPU",
     params: &[
-        ParamSpec { key: "mpl", help: "jobs that time-share each CPU (rows of the matrix)", kind: ParamKind::Int { default: 4, min: 1, max: 64 } },
-        ParamSpec { key: "fill", help: "give a row's idle CPUs to jobs of other rows that fit", kind: ParamKind::Bool { default: true } },
+        ParamSpec {
+            key: "mpl",
+            help: "jobs that time-share each CPU (rows of the matrix)",
+            kind: ParamKind::Int { default: 4, min: 1, max: 64 },
+        },
+        ParamSpec {
+            key: "fill",
+            help: "give a row's idle CPUs to jobs of other rows that fit",
+            kind: ParamKind::Bool { default: true },
+        },
     ],
     build: |p| super::gang::build("cs", p, "mpl", None),
 };

@@ -23,7 +23,11 @@ pub const INFO: PolicyInfo = PolicyInfo {
     name: "fcfs",
     paper: "baseline (002 §4)",
     summary: "batch space sharing in arrival order: a program starts when its whole request fits, never preempted",
-    params: &[ParamSpec { key: "backfill", help: "let later programs that fit start while the head waits", kind: ParamKind::Bool { default: false } }],
+    params: &[ParamSpec {
+        key: "backfill",
+        help: "let later programs that fit start while the head waits",
+        kind: ParamKind::Bool { default: false },
+    }],
     build: |p| Ok(Box::new(Fcfs { backfill: p.bool("backfill")?, started: Started::default() })),
 };
 

@@ -16,8 +16,16 @@ use crate::policy::{Decision, Policy, Rotation, View};
 use crate::program::ProgramId;
 
 const PARAMS: &[ParamSpec] = &[
-    ParamSpec { key: "slots", help: "most rows (time slots) in the matrix; 0 for no limit", kind: ParamKind::Int { default: 0, min: 0, max: 65536 } },
-    ParamSpec { key: "fill", help: "give a row's idle CPUs to programs of other rows that fit", kind: ParamKind::Bool { default: true } },
+    ParamSpec {
+        key: "slots",
+        help: "most rows (time slots) in the matrix; 0 for no limit",
+        kind: ParamKind::Int { default: 0, min: 0, max: 65536 },
+    },
+    ParamSpec {
+        key: "fill",
+        help: "give a row's idle CPUs to programs of other rows that fit",
+        kind: ParamKind::Bool { default: true },
+    },
     super::ADMIT,
 ];
 
@@ -38,7 +46,17 @@ pub fn build(
     slots_key: &'static str,
     admit: Option<u32>,
 ) -> Result<Box<dyn Policy>, ParamError> {
-    Ok(Box::new(Gang { name, slots: p.u32(slots_key)?, fill: p.bool("fill")?, admit, next_row: 0, running: Vec::new(), rotation: Rotation::new(0), rows: Vec::new(), used: 0 }))
+    Ok(Box::new(Gang {
+        name,
+        slots: p.u32(slots_key)?,
+        fill: p.bool("fill")?,
+        admit,
+        next_row: 0,
+        running: Vec::new(),
+        rotation: Rotation::new(0),
+        rows: Vec::new(),
+        used: 0,
+    }))
 }
 
 /// The gang scheduler.
@@ -125,8 +143,14 @@ impl Gang {
         } else {
             // The row holding most of the quantum's runners (the first of equals), or the same
             // place (the one before the next) when none is left.
-            let kept = |row: &[usize]| row.iter().filter(|&&i| self.running.binary_search(&view.programs[i].id).is_ok()).count();
-            let (best, n) = rows.iter().enumerate().map(|(k, row)| (k, kept(&row.1))).fold((0, 0), |a, b| if b.1 > a.1 { b } else { a });
+            let kept = |row: &[usize]| {
+                row.iter().filter(|&&i| self.running.binary_search(&view.programs[i].id).is_ok()).count()
+            };
+            let (best, n) =
+                rows.iter()
+                    .enumerate()
+                    .map(|(k, row)| (k, kept(&row.1)))
+                    .fold((0, 0), |a, b| if b.1 > a.1 { b } else { a });
             if n > 0 {
                 best
             } else {
@@ -186,7 +210,7 @@ impl Policy for Gang {
 
 #[cfg(test)]
 mod tests {
-    use crate::policies::sliding::tests::{running, runners};
+    use crate::policies::sliding::tests::{runners, running};
     use crate::testing::programs;
 
     #[test]

@@ -21,8 +21,8 @@ pub mod pdpa;
 pub mod scs;
 pub mod sliding;
 pub mod ssw_dss;
-pub mod static_sets;
 pub mod started;
+pub mod static_sets;
 pub mod sw_dss;
 pub mod vtq_dss;
 pub mod window;
@@ -176,7 +176,11 @@ impl RigidFirst {
             return false;
         }
         let old = view.programs.len() - appended;
-        debug_assert_eq!(out.allocations.len(), view.programs.len(), "the last decision, with the appended programs reset");
+        debug_assert_eq!(
+            out.allocations.len(),
+            view.programs.len(),
+            "the last decision, with the appended programs reset"
+        );
         // The programs listed before were all served: their counts are what they keep.
         let used: u32 = out.allocations[..old].iter().map(|a| a.count).sum();
         let mut r = Reserved { left: view.cpus - used, open: 0, served: old };
@@ -255,7 +259,10 @@ mod tests {
     fn steps(cpus: u32) -> impl Strategy<Value = Vec<Step>> {
         let arrival = prop_oneof![8 => (0..=cpus + 2).prop_map(Some), 1 => Just(None)];
         let fewer = prop_oneof![5 => Just(false), 1 => Just(true)];
-        prop::collection::vec((prop::collection::vec(0usize..64, 0..4), prop::collection::vec(arrival, 0..6), fewer), 1..24)
+        prop::collection::vec(
+            (prop::collection::vec(0usize..64, 0..4), prop::collection::vec(arrival, 0..6), fewer),
+            1..24,
+        )
     }
 
     /// Runs `steps` under `spec` on `topology`, bringing the decision up to date where the policy
@@ -266,7 +273,8 @@ mod tests {
         let (mut programs, mut out, mut next_id) = (Vec::<Program>::new(), Decision::default(), 0u64);
         let mut updated = 0;
         for (k, (leave, arrive, fewer)) in steps.iter().enumerate() {
-            let mut gone: Vec<usize> = leave.iter().filter(|_| !programs.is_empty()).map(|&g| g % programs.len()).collect();
+            let mut gone: Vec<usize> =
+                leave.iter().filter(|_| !programs.is_empty()).map(|&g| g % programs.len()).collect();
             gone.sort_unstable();
             gone.dedup();
             for &g in gone.iter().rev() {

@@ -33,10 +33,26 @@ pub const INFO: PolicyInfo = PolicyInfo {
     paper: "000 §4.4",
     summary: "per-program search driven by measured speedup (NO_REF/P_INC/P_DEC/P_STABLE/P_TEST), MPL advice",
     params: &[
-        ParamSpec { key: "base", help: "CPUs a new program starts with", kind: ParamKind::Int { default: 4, min: 1, max: 4096 } },
-        ParamSpec { key: "step", help: "CPUs added or removed per move", kind: ParamKind::Int { default: 2, min: 1, max: 4096 } },
-        ParamSpec { key: "min_eff", help: "efficiency (speedup / CPUs) a program must keep", kind: ParamKind::Float { default: 0.7, min: 0.0, max: 1.0 } },
-        ParamSpec { key: "tests", help: "probes with two more CPUs when CPUs are free", kind: ParamKind::Int { default: 3, min: 0, max: 100 } },
+        ParamSpec {
+            key: "base",
+            help: "CPUs a new program starts with",
+            kind: ParamKind::Int { default: 4, min: 1, max: 4096 },
+        },
+        ParamSpec {
+            key: "step",
+            help: "CPUs added or removed per move",
+            kind: ParamKind::Int { default: 2, min: 1, max: 4096 },
+        },
+        ParamSpec {
+            key: "min_eff",
+            help: "efficiency (speedup / CPUs) a program must keep",
+            kind: ParamKind::Float { default: 0.7, min: 0.0, max: 1.0 },
+        },
+        ParamSpec {
+            key: "tests",
+            help: "probes with two more CPUs when CPUs are free",
+            kind: ParamKind::Int { default: 3, min: 0, max: 100 },
+        },
     ],
     build: |p| Ok(Box::new(Pdpa::new(p)?)),
 };
@@ -143,7 +159,8 @@ impl Pdpa {
         // A search started, ended, moved or probed at this decision: not settled.
         let mut moved = self.programs.len() != searches;
         let Reserved { left, served, .. } = reserve_rigid(view, out);
-        let open: Vec<usize> = (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
+        let open: Vec<usize> =
+            (0..view.programs.len()).filter(|&i| view.programs[i].kind.rigid_procs().is_none()).collect();
         let mut desired = Vec::with_capacity(open.len());
         for &i in &open {
             let p = &view.programs[i];
@@ -159,7 +176,9 @@ impl Pdpa {
                 rest: false,
             });
             let cap = p.wants();
-            if let Some(r) = p.speedup.filter(|r| turns && s.awaiting && r.cpus.get() == s.given(cap) && r.speedup.is_finite() && r.speedup > 0.0) {
+            if let Some(r) = p.speedup.filter(|r| {
+                turns && s.awaiting && r.cpus.get() == s.given(cap) && r.speedup.is_finite() && r.speedup > 0.0
+            }) {
                 let before = s.state;
                 self.advance(&mut s, r.cpus.get(), r.speedup);
                 // Still searching, moved, or just settled: the next report counts too.

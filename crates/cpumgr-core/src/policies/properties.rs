@@ -33,32 +33,31 @@ use crate::topology::{CpuInfo, Topology};
 
 /// A machine shape: packages × NUMA per package × L3 per NUMA × cores per L3 × SMT.
 fn machine() -> impl Strategy<Value = Topology> {
-    (1u32..=4, 1u32..=2, 1u32..=4, 1u32..=32, 1u32..=2)
-        .prop_map(|(pk, nu, l3, co, smt)| {
-            let mut infos = Vec::new();
-            'outer: for p in 0..pk {
-                for n in 0..nu {
-                    for l in 0..l3 {
-                        for c in 0..co {
-                            for _ in 0..smt {
-                                let cpu = infos.len() as u32;
-                                if cpu >= 1024 {
-                                    break 'outer;
-                                }
-                                infos.push(CpuInfo {
-                                    cpu,
-                                    package: Some(p),
-                                    numa: Some(p * nu + n),
-                                    l3: Some((p * nu + n) * l3 + l),
-                                    core: Some(((n * l3) + l) * co + c),
-                                });
+    (1u32..=4, 1u32..=2, 1u32..=4, 1u32..=32, 1u32..=2).prop_map(|(pk, nu, l3, co, smt)| {
+        let mut infos = Vec::new();
+        'outer: for p in 0..pk {
+            for n in 0..nu {
+                for l in 0..l3 {
+                    for c in 0..co {
+                        for _ in 0..smt {
+                            let cpu = infos.len() as u32;
+                            if cpu >= 1024 {
+                                break 'outer;
                             }
+                            infos.push(CpuInfo {
+                                cpu,
+                                package: Some(p),
+                                numa: Some(p * nu + n),
+                                l3: Some((p * nu + n) * l3 + l),
+                                core: Some(((n * l3) + l) * co + c),
+                            });
                         }
                     }
                 }
             }
-            Topology::from_cpus(&infos).expect("generated machines are valid")
-        })
+        }
+        Topology::from_cpus(&infos).expect("generated machines are valid")
+    })
 }
 
 /// A program: kind, request bounds, weight, and an optional speedup report.
@@ -115,12 +114,26 @@ enum Twist {
 
 /// Runs `quanta` quanta of `spec` (built through the catalog, or as a concrete [`Pdpa`] so its
 /// states can be asked), checking the invariants; returns every quantum's sets.
-fn run(spec: &str, topology: &Topology, programs: Vec<Program>, quanta: u32, twist: Twist) -> Result<Vec<Vec<CpuSet>>, TestCaseError> {
+fn run(
+    spec: &str,
+    topology: &Topology,
+    programs: Vec<Program>,
+    quanta: u32,
+    twist: Twist,
+) -> Result<Vec<Vec<CpuSet>>, TestCaseError> {
     let parsed = PolicySpec::parse(spec).expect("test specs parse");
     if parsed.name == "pdpa" {
         let params = Params::new(super::pdpa::INFO.name, super::pdpa::INFO.params, &parsed.values).expect("known keys");
         let mut pdpa = Pdpa::new(&params).expect("valid values");
-        return run_policy(spec, &mut pdpa, |p, id| p.state(id) == Some(State::Test), topology, programs, quanta, twist);
+        return run_policy(
+            spec,
+            &mut pdpa,
+            |p, id| p.state(id) == Some(State::Test),
+            topology,
+            programs,
+            quanta,
+            twist,
+        );
     }
     let mut policy = super::build(spec).expect("test specs build");
     run_policy(spec, policy.as_mut(), |_, _| false, topology, programs, quanta, twist)
@@ -159,7 +172,8 @@ fn run_policy<P: Policy + ?Sized>(
             for (k, p) in programs.iter_mut().enumerate() {
                 let x = (k as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ q as u64;
                 p.cpu_time = x % (1 << 40);
-                p.speedup = SpeedupReport::new((x % 64) as u32 + 1, (x % 1000) as f64 / 10.0).filter(|_| !x.is_multiple_of(3));
+                p.speedup =
+                    SpeedupReport::new((x % 64) as u32 + 1, (x % 1000) as f64 / 10.0).filter(|_| !x.is_multiple_of(3));
             }
         }
         let view = View { now: q as u64 * quantum, quantum, topology, cpus, programs: &programs };
@@ -169,7 +183,12 @@ fn run_policy<P: Policy + ?Sized>(
         if twist == Twist::Refit {
             again.reset(programs.len());
             policy.refit(&view, &mut again);
-            prop_assert!(again.allocations == decision.allocations, "{}, quantum {}: a refit decides otherwise", spec, q);
+            prop_assert!(
+                again.allocations == decision.allocations,
+                "{}, quantum {}: a refit decides otherwise",
+                spec,
+                q
+            );
         }
         let mut sets = Vec::new();
         if !policy.oversubscribes() {
@@ -190,15 +209,43 @@ fn run_policy<P: Policy + ?Sized>(
         for (i, p) in programs.iter().enumerate() {
             let (c, wants) = (count(i), p.wants());
             if c > wants {
-                prop_assert!(probing(policy, p.id) && c <= wants + 2, "{}: {} got {} > wants {}", spec, p.name, c, wants);
+                prop_assert!(
+                    probing(policy, p.id) && c <= wants + 2,
+                    "{}: {} got {} > wants {}",
+                    spec,
+                    p.name,
+                    c,
+                    wants
+                );
             }
             if let Some(mpl) = mpl {
                 // SCS's partition rule (paper 002 §3.1), for every job it runs.
                 let initial = scs::initial_allocation(wants, mpl, cpus);
-                prop_assert!(c == 0 || (initial..=wants.min(cpus)).contains(&c), "{}: {} ({} procs) got {}", spec, p.name, wants, c);
-                prop_assert!(c == 0 || !someone_waits || c == initial, "{}: {} grew to {} while a job waits", spec, p.name, c);
+                prop_assert!(
+                    c == 0 || (initial..=wants.min(cpus)).contains(&c),
+                    "{}: {} ({} procs) got {}",
+                    spec,
+                    p.name,
+                    wants,
+                    c
+                );
+                prop_assert!(
+                    c == 0 || !someone_waits || c == initial,
+                    "{}: {} grew to {} while a job waits",
+                    spec,
+                    p.name,
+                    c
+                );
             } else if let (Some(n), false) = (p.kind.rigid_procs(), spec == "os") {
-                prop_assert!(c == 0 || c == n.min(cpus), "{}: rigid {} ({} procs) got {} on {} CPUs", spec, p.name, n, c, cpus);
+                prop_assert!(
+                    c == 0 || c == n.min(cpus),
+                    "{}: rigid {} ({} procs) got {} on {} CPUs",
+                    spec,
+                    p.name,
+                    n,
+                    c,
+                    cpus
+                );
             }
         }
         if spec.starts_with("equipartition") {
@@ -231,7 +278,11 @@ fn run_policy<P: Policy + ?Sized>(
 }
 
 /// Runs every spec twice on the same inputs: the invariants hold and both runs decide the same.
-fn check_every_spec(topology: &Topology, raw: &[(u8, u32, u32, u32, u8, f64)], quanta: u32) -> Result<(), TestCaseError> {
+fn check_every_spec(
+    topology: &Topology,
+    raw: &[(u8, u32, u32, u32, u8, f64)],
+    quanta: u32,
+) -> Result<(), TestCaseError> {
     let programs = build_programs(raw);
     for spec in specs() {
         let first = run(spec, topology, programs.clone(), quanta, Twist::None)?;

@@ -22,7 +22,11 @@ pub const INFO: PolicyInfo = PolicyInfo {
     name: "scs",
     paper: "002 §3.1",
     summary: "self co-scheduling: processes/MPL CPUs per job, free CPUs shared equally while nobody waits",
-    params: &[ParamSpec { key: "mpl", help: "processes per CPU in a job's initial allocation", kind: ParamKind::Int { default: 4, min: 1, max: 64 } }],
+    params: &[ParamSpec {
+        key: "mpl",
+        help: "processes per CPU in a job's initial allocation",
+        kind: ParamKind::Int { default: 4, min: 1, max: 64 },
+    }],
     build: |p| Ok(Box::new(Scs { mpl: p.u32("mpl")?, started: Started::default() })),
 };
 
@@ -75,7 +79,8 @@ impl Policy for Scs {
         let extra = if waiting {
             vec![0; running.len()]
         } else {
-            let room: Vec<u32> = running.iter().map(|&(i, init)| view.programs[i].wants().min(view.cpus).saturating_sub(init)).collect();
+            let room: Vec<u32> =
+                running.iter().map(|&(i, init)| view.programs[i].wants().min(view.cpus).saturating_sub(init)).collect();
             water_fill(free, &room)
         };
         for (&(i, init), e) in running.iter().zip(extra) {

@@ -66,7 +66,16 @@ impl Sliding {
         quantum: Option<crate::program::Nanos>,
     ) -> Result<Box<dyn Policy>, ParamError> {
         let (k, admit) = (p.float("k")?, super::admission(p.u32("admit")?));
-        Ok(Box::new(Sliding { name, step, k, quantum, admit, current: ProgramId(0), start: ProgramId(0), memo: RotationMemo::default() }))
+        Ok(Box::new(Sliding {
+            name,
+            step,
+            k,
+            quantum,
+            admit,
+            current: ProgramId(0),
+            start: ProgramId(0),
+            memo: RotationMemo::default(),
+        }))
     }
 
     /// Runs this quantum's window, from where it starts, with DSS shares; its members (view
@@ -156,7 +165,12 @@ pub(crate) mod tests {
                 let view = View { now: q as u64, quantum: 1, topology: &t, cpus, programs: progs };
                 d.reset(progs.len());
                 p.decide(&view, &mut d);
-                progs.iter().zip(&d.allocations).filter(|(_, a)| a.running).map(|(p, a)| (p.name.to_string(), a.count)).collect()
+                progs
+                    .iter()
+                    .zip(&d.allocations)
+                    .filter(|(_, a)| a.running)
+                    .map(|(p, a)| (p.name.to_string(), a.count))
+                    .collect()
             })
             .collect()
     }

@@ -18,7 +18,11 @@ pub const INFO: PolicyInfo = PolicyInfo {
     name: "static",
     paper: "baseline (001 §5, 002 SSS)",
     summary: "processor sets: CPUs split once into `parts` partitions, one program each until it ends",
-    params: &[ParamSpec { key: "parts", help: "number of partitions (processor sets)", kind: ParamKind::Int { default: 2, min: 1, max: 65536 } }],
+    params: &[ParamSpec {
+        key: "parts",
+        help: "number of partitions (processor sets)",
+        kind: ParamKind::Int { default: 2, min: 1, max: 65536 },
+    }],
     build: |p| Ok(Box::new(Static { parts: p.u32("parts")?, owner: BTreeMap::new() })),
 };
 

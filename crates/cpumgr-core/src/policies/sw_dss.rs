@@ -20,7 +20,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
 
 #[cfg(test)]
 mod tests {
-    use crate::policies::sliding::tests::{running, runners};
+    use crate::policies::sliding::tests::{runners, running};
     use crate::testing::programs;
 
     #[test]

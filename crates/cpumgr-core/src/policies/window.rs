@@ -46,7 +46,13 @@ pub fn next_id(view: &View, i: usize) -> ProgramId {
 /// its length is how many windows it takes to come back to `start`, if at most `max`, and its
 /// fingerprint covers every window's members. `None` when `start` is not on its own cycle (it
 /// names no program, or a window skips over it).
-pub fn rotation(view: &View, start: ProgramId, limit: u64, advance: fn(&[usize]) -> usize, max: u32) -> Option<Rotation> {
+pub fn rotation(
+    view: &View,
+    start: ProgramId,
+    limit: u64,
+    advance: fn(&[usize]) -> usize,
+    max: u32,
+) -> Option<Rotation> {
     let mut at = start;
     let mut r = Rotation::new(0);
     let mut members = Vec::new();
@@ -99,7 +105,14 @@ impl Clone for RotationMemo {
 impl RotationMemo {
     /// [`rotation`] of `view` from `start`, walked once per start while the view, `limit` and
     /// `max` stay the same (`advance` must be the same function at every call).
-    pub fn rotation(&self, view: &View, start: ProgramId, limit: u64, advance: fn(&[usize]) -> usize, max: u32) -> Option<Rotation> {
+    pub fn rotation(
+        &self,
+        view: &View,
+        start: ProgramId,
+        limit: u64,
+        advance: fn(&[usize]) -> usize,
+        max: u32,
+    ) -> Option<Rotation> {
         let mut m = self.0.borrow_mut();
         let same = m.cpus == view.cpus
             && m.limit == limit
@@ -175,7 +188,11 @@ mod tests {
             for start in 0..6 {
                 for (limit, max) in [(8, 32), (8, 1), (12, 32)] {
                     let want = rotation(&view, ProgramId(start), limit, last, max);
-                    assert_eq!(memo.rotation(&view, ProgramId(start), limit, last, max), want, "round {round}, start {start}, limit {limit}, max {max}");
+                    assert_eq!(
+                        memo.rotation(&view, ProgramId(start), limit, last, max),
+                        want,
+                        "round {round}, start {start}, limit {limit}, max {max}"
+                    );
                 }
             }
         }

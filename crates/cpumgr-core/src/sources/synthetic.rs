@@ -40,22 +40,30 @@ pub fn parse(spec: &str) -> Result<Topology, SyntheticError> {
     let mut counts = [1u64; 6];
     let mut last: Option<Level> = None;
     let tokens: Vec<&str> = spec.split_whitespace().collect();
-    let fail = |token: usize, text: &str, reason: String| SyntheticError { spec: spec.into(), token, text: text.into(), reason };
+    let fail = |token: usize, text: &str, reason: String| SyntheticError {
+        spec: spec.into(),
+        token,
+        text: text.into(),
+        reason,
+    };
     if tokens.is_empty() {
         return Err(fail(0, "", "empty spec (expected e.g. \"package:2 core:8 pu:2\")".into()));
     }
     let mut given = [false; 6];
     for (k, tok) in tokens.iter().enumerate() {
         let (name, count) = tok.split_once(':').ok_or_else(|| fail(k + 1, tok, "expected level:count".into()))?;
-        let level = level_named(name).ok_or_else(|| {
-            fail(k + 1, tok, format!("unknown level {name:?} (package, numa, l3, core, pu)"))
-        })?;
+        let level = level_named(name)
+            .ok_or_else(|| fail(k + 1, tok, format!("unknown level {name:?} (package, numa, l3, core, pu)")))?;
         let n: u64 = count.parse().map_err(|_| fail(k + 1, tok, format!("{count:?} is not a count")))?;
         if n == 0 {
             return Err(fail(k + 1, tok, "a count must be at least 1".into()));
         }
         if last.is_some_and(|l| l >= level) {
-            return Err(fail(k + 1, tok, format!("{name} must come before the levels under it (package numa l3 core pu)")));
+            return Err(fail(
+                k + 1,
+                tok,
+                format!("{name} must come before the levels under it (package numa l3 core pu)"),
+            ));
         }
         last = Some(level);
         counts[level.depth()] = n;

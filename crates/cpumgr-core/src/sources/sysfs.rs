@@ -133,7 +133,13 @@ pub fn read(read: Reader) -> Result<Topology, SysfsError> {
         let core_path = format!("{dir}/core_id");
         let package = optional(read, &pkg_path)?.map(|s| number(&pkg_path, &s)).transpose()?;
         let core = optional(read, &core_path)?.map(|s| number(&core_path, &s)).transpose()?;
-        infos.push(CpuInfo { cpu, package, numa: numa_of.get(&cpu).copied(), l3: l3_of(read, cpu)?, core: core.or(Some(cpu)) });
+        infos.push(CpuInfo {
+            cpu,
+            package,
+            numa: numa_of.get(&cpu).copied(),
+            l3: l3_of(read, cpu)?,
+            core: core.or(Some(cpu)),
+        });
     }
     Ok(Topology::from_cpus(&infos)?)
 }
@@ -154,7 +160,11 @@ mod tests {
 
     #[test]
     fn reads_cpus_cores_caches_and_nodes() {
-        let mut f = files(&[("devices/system/cpu/online", "0-3\n"), ("devices/system/node/online", "0\n"), ("devices/system/node/node0/cpulist", "0-3\n")]);
+        let mut f = files(&[
+            ("devices/system/cpu/online", "0-3\n"),
+            ("devices/system/node/online", "0\n"),
+            ("devices/system/node/node0/cpulist", "0-3\n"),
+        ]);
         for cpu in 0..4 {
             let d = format!("devices/system/cpu/cpu{cpu}");
             f.push((format!("{d}/topology/physical_package_id"), "0\n".into()));
@@ -171,7 +181,10 @@ mod tests {
 
     #[test]
     fn malformed_files_are_named() {
-        let r = fake(&files(&[("devices/system/cpu/online", "0-1\n"), ("devices/system/cpu/cpu1/topology/core_id", "one\n")]));
+        let r = fake(&files(&[
+            ("devices/system/cpu/online", "0-1\n"),
+            ("devices/system/cpu/cpu1/topology/core_id", "one\n"),
+        ]));
         let e = read(&r).unwrap_err().to_string();
         assert!(e.starts_with("devices/system/cpu/cpu1/topology/core_id: unexpected contents \"one\""), "{e}");
         let e = read(&fake(&[])).unwrap_err().to_string();

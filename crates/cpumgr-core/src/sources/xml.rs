@@ -74,7 +74,9 @@ impl Walker<'_> {
                 self.cores += 1;
             }
             "PU" => {
-                let cpu = self.os_index(node)?.ok_or_else(|| self.error(node, "object PU: attribute os_index is missing".into()))?;
+                let cpu = self
+                    .os_index(node)?
+                    .ok_or_else(|| self.error(node, "object PU: attribute os_index is missing".into()))?;
                 self.infos.push(CpuInfo { cpu, package: ctx.package, numa: ctx.numa, l3: ctx.l3, core: ctx.core });
                 return Ok(());
             }
@@ -133,7 +135,11 @@ fn too_deep(text: &str) -> Option<usize> {
 pub fn parse(source_name: &str, text: &str) -> Result<Topology, XmlError> {
     if let Some(at) = too_deep(text) {
         let line = text[..at].matches('\n').count() as u32 + 1;
-        return Err(XmlError { source_name: source_name.into(), line, message: format!("elements nested more than {MAX_DEPTH} deep") });
+        return Err(XmlError {
+            source_name: source_name.into(),
+            line,
+            message: format!("elements nested more than {MAX_DEPTH} deep"),
+        });
     }
     // hwloc writes a DOCTYPE line; allow it (roxmltree never fetches external entities).
     let options = roxmltree::ParsingOptions { allow_dtd: true, ..Default::default() };
@@ -144,13 +150,21 @@ pub fn parse(source_name: &str, text: &str) -> Result<Topology, XmlError> {
     })?;
     let root = doc.root_element();
     if root.tag_name().name() != "topology" {
-        return Err(XmlError { source_name: source_name.into(), line: 1, message: format!("root element is <{}>, expected <topology>", root.tag_name().name()) });
+        return Err(XmlError {
+            source_name: source_name.into(),
+            line: 1,
+            message: format!("root element is <{}>, expected <topology>", root.tag_name().name()),
+        });
     }
     let mut w = Walker { doc: &doc, source_name, infos: Vec::new(), caches: 0, cores: 0 };
     for obj in Walker::objects(root) {
         w.walk(obj, Context::default())?;
     }
-    Topology::from_cpus(&w.infos).map_err(|e| XmlError { source_name: source_name.into(), line: 1, message: e.to_string() })
+    Topology::from_cpus(&w.infos).map_err(|e| XmlError {
+        source_name: source_name.into(),
+        line: 1,
+        message: e.to_string(),
+    })
 }
 
 #[cfg(test)]

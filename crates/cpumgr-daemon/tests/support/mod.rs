@@ -63,7 +63,13 @@ impl Live {
 
     /// Registers process `pid` asking for `now` CPUs (at most `now`); its id and slot.
     pub fn register(&self, pid: i32, now: u32) -> (u64, Segment) {
-        let reg = Registration { pid: Some(pid), name: format!("p{pid}"), now: Some(now), max: Some(now), ..Default::default() };
+        let reg = Registration {
+            pid: Some(pid),
+            name: format!("p{pid}"),
+            now: Some(now),
+            max: Some(now),
+            ..Default::default()
+        };
         match self.conn.call(&Request::Register(reg)).unwrap() {
             (Reply::Registered { id }, fds) => (id, Segment::open(fds.into_iter().next().unwrap()).unwrap()),
             (other, _) => panic!("registration refused: {other:?}"),

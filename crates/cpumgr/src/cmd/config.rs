@@ -87,7 +87,9 @@ impl Loaded {
         let c = &self.config;
         let d = UserLimits::default();
         let limits = UserLimits {
-            max_programs: self.count("max_programs_per_user", &c.max_programs_per_user)?.unwrap_or(d.max_programs as u32) as usize,
+            max_programs: self
+                .count("max_programs_per_user", &c.max_programs_per_user)?
+                .unwrap_or(d.max_programs as u32) as usize,
             max_weight: self.weight("max_weight", &c.max_weight)?.unwrap_or(d.max_weight),
             default_weight: self.weight("default_weight", &c.default_weight)?.unwrap_or(d.default_weight),
         };

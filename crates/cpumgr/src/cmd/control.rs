@@ -28,8 +28,9 @@ pub fn parse_duration(flag: &str, text: &str) -> anyhow::Result<Duration> {
 
 /// Connects to the manager at `socket`, with a bounded wait for replies.
 pub fn connect(socket: &Path) -> anyhow::Result<Conn> {
-    let conn = Conn::connect(socket)
-        .map_err(|e| anyhow::anyhow!("no manager answers on {}: {e} (start one with `cpumgr daemon`)", socket.display()))?;
+    let conn = Conn::connect(socket).map_err(|e| {
+        anyhow::anyhow!("no manager answers on {}: {e} (start one with `cpumgr daemon`)", socket.display())
+    })?;
     conn.set_timeout(Some(Duration::from_secs(5)))?;
     Ok(conn)
 }

@@ -175,18 +175,27 @@ impl Args {
                 grace: pick(("--grace", self.grace.as_deref()), &file, "grace", c.grace.as_ref(), duration)?,
                 cpus: pick(("--cpus", self.cpus.as_deref()), &file, "cpus", c.cpus.as_ref(), cpus)?,
                 trace: pick_path(&self.trace, &file, "trace", c.trace.as_ref())?,
-                share: pick(("--share", self.share.as_deref()), &file, "share", c.share.as_ref(), str::parse)?.unwrap_or_default(),
+                share: pick(("--share", self.share.as_deref()), &file, "share", c.share.as_ref(), str::parse)?
+                    .unwrap_or_default(),
                 user_limits: file.user_limits()?,
                 rates: file.rates()?,
                 chaos: pick(("--chaos", self.chaos.as_deref()), &file, "chaos", None, str::parse)?,
-                backend: pick(("--backend", self.backend.as_deref()), &file, "backend", c.backend.as_ref(), str::parse)?
-                    .unwrap_or_default(),
+                backend: pick(
+                    ("--backend", self.backend.as_deref()),
+                    &file,
+                    "backend",
+                    c.backend.as_ref(),
+                    str::parse,
+                )?
+                .unwrap_or_default(),
                 yield_outside: self.yield_outside || c.yield_outside.unwrap_or(false),
                 ..defaults
             },
             socket: socket_path(pick_path(&self.socket, &file, "socket", c.socket.as_ref())?.as_deref()),
-            metrics: pick(("--metrics", self.metrics.as_deref()), &file, "metrics", c.metrics.as_ref(), |t| metrics_address(t, allow_remote))?
-                .map(|a| (a, allow_remote)),
+            metrics: pick(("--metrics", self.metrics.as_deref()), &file, "metrics", c.metrics.as_ref(), |t| {
+                metrics_address(t, allow_remote)
+            })?
+            .map(|a| (a, allow_remote)),
         })
     }
 }
@@ -221,7 +230,10 @@ mod tests {
         std::fs::write(&path, file).unwrap();
         let mut argv = vec!["daemon", "--config", path.to_str().unwrap()];
         argv.extend_from_slice(flags);
-        Args::try_parse_from(argv).unwrap().resolve().map_err(|e| anyhow::anyhow!("{}", e.to_string().replace(path.to_str().unwrap(), "c.toml")))
+        Args::try_parse_from(argv)
+            .unwrap()
+            .resolve()
+            .map_err(|e| anyhow::anyhow!("{}", e.to_string().replace(path.to_str().unwrap(), "c.toml")))
     }
 
     #[test]
@@ -275,6 +287,9 @@ mod tests {
         assert_eq!(resolve("metrics = \"0.0.0.0:9184\"\nmetrics_allow_remote = true\n", &[]).unwrap().metrics, remote);
         assert_eq!(resolve("metrics = \"0.0.0.0:9184\"\n", &["--metrics-allow-remote"]).unwrap().metrics, remote);
         assert_eq!(resolve("metrics_allow_remote = true\n", &["--metrics", "0.0.0.0:9184"]).unwrap().metrics, remote);
-        assert_eq!(resolve("metrics = \"127.0.0.1:0\"\n", &[]).unwrap().metrics, Some(("127.0.0.1:0".parse().unwrap(), false)));
+        assert_eq!(
+            resolve("metrics = \"127.0.0.1:0\"\n", &[]).unwrap().metrics,
+            Some(("127.0.0.1:0".parse().unwrap(), false))
+        );
     }
 }

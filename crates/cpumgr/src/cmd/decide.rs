@@ -171,7 +171,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         println!("quantum {}", q["quantum"]);
         for r in q["programs"].as_array().into_iter().flatten() {
             let state = if r["running"].as_bool() == Some(true) { "run " } else { "wait" };
-            println!("  {:<16} {state} {:>4}  {}", r["name"].as_str().unwrap_or(""), r["count"], r["cpus"].as_str().unwrap_or(""));
+            println!(
+                "  {:<16} {state} {:>4}  {}",
+                r["name"].as_str().unwrap_or(""),
+                r["count"],
+                r["cpus"].as_str().unwrap_or("")
+            );
         }
     }
     Ok(())

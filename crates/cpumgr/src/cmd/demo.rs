@@ -9,7 +9,6 @@ use clap::Parser;
 
 use super::launch::{launch, Args as LaunchArgs};
 
-
 /// The demo's workload.
 const WORKLOAD: &str = include_str!("../../../../workloads/demo.toml");
 

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use cpumgr_core::CpuSet;
 use cpumgr_core::trace::Event;
+use cpumgr_core::CpuSet;
 use cpumgr_launch::metrics::{mean_cv, median_repeat, summarize, Summary};
 use cpumgr_launch::{run, Config, Expand, RunOptions, Workload};
 use cpumgr_report::{render, Report, Table, Timeline};
@@ -148,11 +148,12 @@ pub fn run_launch(args: Args) -> anyhow::Result<()> {
 pub fn time_limit(text: Option<&str>) -> anyhow::Result<Option<Duration>> {
     match text.map(str::trim) {
         None | Some("none") => Ok(None),
-        Some(t) if t.parse::<f64>().is_ok() => Err(InputError::new(format!("--time-limit {t}: give a unit (e.g. {t}s, 2m) or none"))),
+        Some(t) if t.parse::<f64>().is_ok() => {
+            Err(InputError::new(format!("--time-limit {t}: give a unit (e.g. {t}s, 2m) or none")))
+        }
         Some(t) => super::control::parse_duration("--time-limit", t).map(Some),
     }
 }
-
 
 /// Runs a workload given as text (a file's, or the demo's built-in one).
 pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
@@ -184,7 +185,9 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     }
     let mut configs = Vec::new();
     for b in args.baseline.iter().filter(|b| !b.is_empty()) {
-        configs.push(Config::parse(b).ok_or_else(|| InputError::new(format!("--baseline: unknown baseline {b:?}; known: os, passive, dynamic, static")))?);
+        configs.push(Config::parse(b).ok_or_else(|| {
+            InputError::new(format!("--baseline: unknown baseline {b:?}; known: os, passive, dynamic, static"))
+        })?);
     }
     for p in args.policy.iter().flat_map(|p| split_policies(p)) {
         cpumgr_core::policies::build(&p).map_err(|e| InputError::new(format!("--policy: {e}")))?;
@@ -198,7 +201,15 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     signal_hook::flag::register(signal_hook::consts::SIGTERM, Arc::clone(&stop))?;
     let logs = tempfile::Builder::new().prefix("cpumgr-launch-").tempdir()?;
     let omp_adapter = if args.no_omp { None } else { omp_adapter(&args.policy) };
-    let opts = RunOptions { cpus: cpus.clone(), quantum, log_dir: logs.path().to_path_buf(), tick: Duration::from_millis(5), omp_adapter, yield_outside: args.yield_outside, limit };
+    let opts = RunOptions {
+        cpus: cpus.clone(),
+        quantum,
+        log_dir: logs.path().to_path_buf(),
+        tick: Duration::from_millis(5),
+        omp_adapter,
+        yield_outside: args.yield_outside,
+        limit,
+    };
     let show_progress = !args.json && std::io::stdout().is_terminal();
 
     // Each class's dedicated run time: its first job alone on the machine, OpenMP defaults;
@@ -221,10 +232,23 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
 
     let bar = show_progress.then(|| {
         let b = indicatif::ProgressBar::new((workload.jobs.len() * configs.len() * args.repeat as usize) as u64);
-        b.set_style(indicatif::ProgressStyle::with_template("{msg:>10} [{bar:30}] {pos}/{len} jobs, {elapsed} elapsed, ETA {eta}").unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg:>10} [{bar:30}] {pos}/{len} jobs, {elapsed} elapsed, ETA {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
         b
     });
-    let mut outcomes: Vec<Outcomes> = configs.iter().map(|c| Outcomes { name: c.name().to_string(), baseline: !matches!(c, Config::Policy(_)), summaries: Vec::new(), traces: Vec::new() }).collect();
+    let mut outcomes: Vec<Outcomes> = configs
+        .iter()
+        .map(|c| Outcomes {
+            name: c.name().to_string(),
+            baseline: !matches!(c, Config::Policy(_)),
+            summaries: Vec::new(),
+            traces: Vec::new(),
+        })
+        .collect();
     'repeats: for _ in 0..args.repeat {
         for (k, config) in configs.iter().enumerate() {
             if let Some(b) = &bar {
@@ -263,11 +287,17 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     let failed: usize = outcomes.iter().flat_map(|o| &o.summaries).map(|s| s.failed).sum();
     if failed > 0 {
         let runs: usize = outcomes.iter().flat_map(|o| &o.summaries).map(|s| s.jobs.len()).sum();
-        anyhow::bail!("{failed} of {runs} job runs failed (listed above; the `failed` column counts them per configuration)");
+        anyhow::bail!(
+            "{failed} of {runs} job runs failed (listed above; the `failed` column counts them per configuration)"
+        );
     }
     // A baseline may crawl past the limit (that is what it shows); a policy that does is a
     // finding to look at, not a result.
-    let cut: Vec<&str> = outcomes.iter().filter(|o| !o.baseline && o.summaries.iter().any(Summary::cut)).map(|o| o.name.as_str()).collect();
+    let cut: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| !o.baseline && o.summaries.iter().any(Summary::cut))
+        .map(|o| o.name.as_str())
+        .collect();
     if !cut.is_empty() {
         anyhow::bail!("policy runs stopped at the time limit: {} (listed above)", cut.join(", "));
     }
@@ -276,7 +306,8 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
 
 /// Writes a trace as JSON lines.
 fn write_trace(path: &std::path::Path, events: &[Event]) -> anyhow::Result<()> {
-    let mut file = std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?);
+    let mut file =
+        std::io::BufWriter::new(std::fs::File::create(path).with_context(|| format!("writing {}", path.display()))?);
     for e in events {
         serde_json::to_writer(&mut file, e)?;
         std::io::Write::write_all(&mut file, b"\n")?;
@@ -298,12 +329,36 @@ fn ratio_mark(row_stopped: bool, base_stopped: bool) -> &'static str {
 
 /// The results: `dedicated` is each class's run time alone (`None`, JSON `null`: the time limit
 /// stopped it).
-fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &BTreeMap<String, Option<f64>>, outcomes: &[Outcomes]) -> anyhow::Result<()> {
-    let best = outcomes.iter().filter(|o| o.baseline).filter_map(|o| o.median()).map(|(_, m)| m).min_by(|a, b| a.makespan.total_cmp(&b.makespan));
+fn report_results(
+    args: &Args,
+    workload: &Workload,
+    cpus: &CpuSet,
+    dedicated: &BTreeMap<String, Option<f64>>,
+    outcomes: &[Outcomes],
+) -> anyhow::Result<()> {
+    let best = outcomes
+        .iter()
+        .filter(|o| o.baseline)
+        .filter_map(|o| o.median())
+        .map(|(_, m)| m)
+        .min_by(|a, b| a.makespan.total_cmp(&b.makespan));
     let best_baseline = best.map_or(f64::INFINITY, |m| m.makespan);
     let base_stopped = best.is_some_and(Summary::cut);
     let mut table = Table {
-        columns: ["config", "makespan (s)", "min–max", "mean turnaround", "max turnaround", "mean slowdown", "utilisation", "CV of run times", "failed", "vs best baseline"].map(String::from).to_vec(),
+        columns: [
+            "config",
+            "makespan (s)",
+            "min–max",
+            "mean turnaround",
+            "max turnaround",
+            "mean slowdown",
+            "utilisation",
+            "CV of run times",
+            "failed",
+            "vs best baseline",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows: Vec::new(),
     };
     let mut runs_json = Vec::new();
@@ -312,7 +367,8 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &B
     for o in outcomes {
         let Some((k, m)) = o.median() else { continue };
         let makespans: Vec<f64> = o.summaries.iter().map(|s| s.makespan).collect();
-        let (lo, hi) = (makespans.iter().copied().fold(f64::INFINITY, f64::min), makespans.iter().copied().fold(0.0, f64::max));
+        let (lo, hi) =
+            (makespans.iter().copied().fold(f64::INFINITY, f64::min), makespans.iter().copied().fold(0.0, f64::max));
         // A run the time limit stopped took at least its makespan: so do figures taken from it.
         let at_least = if m.cut() { "≥" } else { "" };
         let upper = if o.summaries.iter().any(Summary::cut) { "≥" } else { "" };
@@ -346,9 +402,21 @@ fn report_results(args: &Args, workload: &Workload, cpus: &CpuSet, dedicated: &B
         }));
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&json!({"workload": workload.name, "cpus": cpus.to_string(), "dedicated": dedicated, "runs": runs_json}))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &json!({"workload": workload.name, "cpus": cpus.to_string(), "dedicated": dedicated, "runs": runs_json})
+            )?
+        );
     } else {
-        println!("workload {} on CPUs {} ({} jobs, mpl {}), {} repeat(s)", workload.name, cpus, workload.jobs.len(), workload.mpl, args.repeat);
+        println!(
+            "workload {} on CPUs {} ({} jobs, mpl {}), {} repeat(s)",
+            workload.name,
+            cpus,
+            workload.jobs.len(),
+            workload.mpl,
+            args.repeat
+        );
         print_table(&table);
         if limited {
             println!("{LIMITED}");
@@ -396,7 +464,8 @@ pub fn print_table(t: &Table) {
     let widths: Vec<usize> = (0..t.columns.len())
         .map(|i| t.rows.iter().map(|r| r[i].chars().count()).chain([t.columns[i].chars().count()]).max().unwrap_or(0))
         .collect();
-    let line = |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect::<Vec<_>>().join("  ");
+    let line =
+        |cells: &[String]| cells.iter().zip(&widths).map(|(c, w)| format!("{c:>w$}")).collect::<Vec<_>>().join("  ");
     println!("{}", line(&t.columns));
     for r in &t.rows {
         println!("{}", line(r));
@@ -420,6 +489,9 @@ mod tests {
 
     #[test]
     fn a_ratio_says_which_side_is_a_bound() {
-        assert_eq!([ratio_mark(false, false), ratio_mark(true, false), ratio_mark(false, true), ratio_mark(true, true)], ["", "≥", "≤", "?"]);
+        assert_eq!(
+            [ratio_mark(false, false), ratio_mark(true, false), ratio_mark(false, true), ratio_mark(true, true)],
+            ["", "≥", "≤", "?"]
+        );
     }
 }

@@ -16,5 +16,5 @@ pub mod session;
 pub mod sim;
 pub mod status;
 pub mod top;
-pub mod trace;
 pub mod topology;
+pub mod trace;

@@ -62,7 +62,11 @@ fn omp_adapter(args: &Args) -> anyhow::Result<Option<std::path::PathBuf>> {
             adapter::ADAPTER
         ))),
         None => {
-            tracing::warn!("{} uses OpenMP but {} is not found; its regions keep their own teams", args.cmd[0], adapter::ADAPTER);
+            tracing::warn!(
+                "{} uses OpenMP but {} is not found; its regions keep their own teams",
+                args.cmd[0],
+                adapter::ADAPTER
+            );
             Ok(None)
         }
     }

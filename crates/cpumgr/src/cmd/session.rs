@@ -137,11 +137,22 @@ impl Session {
         let (conn, embedded) = connect_or_embed(&resolved)?;
         let socket = resolved.socket;
         conn.set_timeout(Some(Duration::from_secs(5)))?;
-        let flags: Vec<(i32, Arc<AtomicBool>)> = CAUGHT.iter().map(|&s| (s, Arc::new(AtomicBool::new(false)))).collect();
+        let flags: Vec<(i32, Arc<AtomicBool>)> =
+            CAUGHT.iter().map(|&s| (s, Arc::new(AtomicBool::new(false)))).collect();
         for (sig, flag) in &flags {
             signal_hook::flag::register(*sig, flag.clone())?;
         }
-        Ok(Session { socket, link: Some(conn), id: None, kept: None, slot: None, frozen: false, retry_at: Instant::now(), embedded, flags })
+        Ok(Session {
+            socket,
+            link: Some(conn),
+            id: None,
+            kept: None,
+            slot: None,
+            frozen: false,
+            retry_at: Instant::now(),
+            embedded,
+            flags,
+        })
     }
 
     /// The manager's socket.
@@ -284,7 +295,11 @@ impl Session {
             let mut told = false;
             while m.programs() > 0 && !self.flags.iter().any(|(_, f)| f.load(Ordering::Acquire)) {
                 if !told {
-                    eprintln!("cpumgr: keeping the manager on {} for {} more program(s)", self.socket.display(), m.programs());
+                    eprintln!(
+                        "cpumgr: keeping the manager on {} for {} more program(s)",
+                        self.socket.display(),
+                        m.programs()
+                    );
                     told = true;
                 }
                 std::thread::sleep(Duration::from_millis(50));

@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 use clap::Parser;
-use cpumgr_core::trace::Event;
 use cpumgr_core::params::{Params, PolicySpec};
+use cpumgr_core::trace::Event;
 use cpumgr_core::{policies, Topology};
 use cpumgr_report::{render, Report, Table, Timeline};
 use cpumgr_sim::bench::{host, peak_rss_mib, process_cpu_seconds, thread_cpu_seconds};
@@ -166,11 +166,16 @@ fn load(args: &Args, cpus: Option<u32>) -> anyhow::Result<Loaded> {
         let text = read_file(path)?;
         let mut host = None;
         let machine = |file: Option<u32>| {
-            cpus.or(file).or_else(|| host.insert(crate::topology_arg::load(None)).as_ref().ok().map(|t| t.num_cpus() as u32))
+            cpus.or(file)
+                .or_else(|| host.insert(crate::topology_arg::load(None)).as_ref().ok().map(|t| t.num_cpus() as u32))
         };
         let workload = cpumgr_sim::workload::parse_sized(&path.display().to_string(), &text, machine).map_err(|e| {
             let on_host = host.is_some() && ["request", "procs"].contains(&e.field.as_str());
-            let hint = if on_host { " (this host's: the workload names no `cpus`; --cpus or --topology gives another machine)" } else { "" };
+            let hint = if on_host {
+                " (this host's: the workload names no `cpus`; --cpus or --topology gives another machine)"
+            } else {
+                ""
+            };
             InputError::new(format!("{e}{hint}"))
         })?;
         return Ok(Loaded { workload, host, left_out: LeftOut::default() });
@@ -183,7 +188,11 @@ fn load(args: &Args, cpus: Option<u32>) -> anyhow::Result<Loaded> {
         speedup.check().map_err(|m| InputError::new(format!("--swf-serial: {m}")))?;
         let opts = swf::SwfOptions { kind, speedup, skip_bad: args.skip_bad, cpus, limit: args.limit };
         let t = swf::read(&name, open_file(path)?, &opts).map_err(|e| {
-            let hint = if args.skip_bad || !swf::skippable(&e) { "" } else { " (--skip-bad skips such lines and counts them)" };
+            let hint = if args.skip_bad || !swf::skippable(&e) {
+                ""
+            } else {
+                " (--skip-bad skips such lines and counts them)"
+            };
             InputError::new(format!("{e}{hint}"))
         })?;
         note_left_out(&name, &t);
@@ -195,7 +204,9 @@ fn load(args: &Args, cpus: Option<u32>) -> anyhow::Result<Loaded> {
         return Ok(Loaded { workload, host: None, left_out: LeftOut { jobs: t.omitted, bad_lines: t.skipped } });
     }
     if let Some(name) = &args.preset {
-        return presets::build(name).map(|workload| Loaded { workload, host: None, left_out: LeftOut::default() }).map_err(input);
+        return presets::build(name)
+            .map(|workload| Loaded { workload, host: None, left_out: LeftOut::default() })
+            .map_err(input);
     }
     Err(InputError::new("give --workload FILE, --swf FILE or --preset NAME (see --list-presets)"))
 }
@@ -237,7 +248,9 @@ impl<W: Write> TraceWriter<W> {
         if self.error.is_some() {
             return;
         }
-        let r = serde_json::to_writer(&mut self.out, e).map_err(std::io::Error::from).and_then(|_| self.out.write_all(b"\n"));
+        let r = serde_json::to_writer(&mut self.out, e)
+            .map_err(std::io::Error::from)
+            .and_then(|_| self.out.write_all(b"\n"));
         if let Err(e) = r {
             self.error = Some(e);
         }
@@ -267,7 +280,13 @@ impl Observer for Sink {
 }
 
 /// Runs one policy on the workload.
-fn run_one(topology: &Topology, w: &Workload, spec: &str, cfg: &SimConfig, obs: &mut dyn Observer) -> anyhow::Result<RunSummary> {
+fn run_one(
+    topology: &Topology,
+    w: &Workload,
+    spec: &str,
+    cfg: &SimConfig,
+    obs: &mut dyn Observer,
+) -> anyhow::Result<RunSummary> {
     let policy = policies::build(spec).map_err(|e| InputError::new(e.to_string()))?;
     if let Some(part) = static_part(spec, topology.num_cpus() as u32) {
         check_static(w, spec, part, topology.num_cpus() as u32)?;
@@ -281,7 +300,13 @@ fn run_one(topology: &Topology, w: &Workload, spec: &str, cfg: &SimConfig, obs: 
 /// Runs every policy of `specs` on the workload, `threads` at a time (each thread takes the next
 /// policy not yet started), and returns their results in the order of `specs`, or the first
 /// error in that order.
-fn run_all(topology: &Topology, w: &Workload, specs: &[String], cfg: &SimConfig, threads: usize) -> anyhow::Result<Vec<RunSummary>> {
+fn run_all(
+    topology: &Topology,
+    w: &Workload,
+    specs: &[String],
+    cfg: &SimConfig,
+    threads: usize,
+) -> anyhow::Result<Vec<RunSummary>> {
     let next = AtomicUsize::new(0);
     let done: Mutex<Vec<Option<anyhow::Result<RunSummary>>>> = Mutex::new(specs.iter().map(|_| None).collect());
     std::thread::scope(|scope| {
@@ -294,7 +319,11 @@ fn run_all(topology: &Topology, w: &Workload, specs: &[String], cfg: &SimConfig,
             });
         }
     });
-    done.into_inner().expect("no run panicked holding the results").into_iter().map(|r| r.expect("every policy ran")).collect()
+    done.into_inner()
+        .expect("no run panicked holding the results")
+        .into_iter()
+        .map(|r| r.expect("every policy ran"))
+        .collect()
 }
 
 /// For a `static` policy, the CPUs of its smallest partition on a machine of `cpus`.
@@ -311,7 +340,9 @@ fn static_part(spec: &str, cpus: u32) -> Option<u32> {
 fn check_static(w: &Workload, spec: &str, part: u32, cpus: u32) -> anyhow::Result<()> {
     let mut widest: Option<(cpumgr_core::Name, u32)> = None;
     for j in w.jobs() {
-        if let Some(n) = j.kind.rigid_procs().map(|n| n.min(cpus)).filter(|&n| n > part && widest.as_ref().is_none_or(|w| n > w.1)) {
+        if let Some(n) =
+            j.kind.rigid_procs().map(|n| n.min(cpus)).filter(|&n| n > part && widest.as_ref().is_none_or(|w| n > w.1))
+        {
             widest = Some((j.name, n));
         }
     }
@@ -338,7 +369,13 @@ fn config(args: &Args, w: &Workload) -> anyhow::Result<SimConfig> {
         Some(q) => Some(cpumgr_sim::limits::quantum(q).map_err(|m| InputError::new(format!("--quantum-ms: {m}")))?),
         None => w.quantum,
     };
-    Ok(SimConfig { quantum, cost, mpl: args.mpl.unwrap_or(w.mpl), fast_forward: !args.no_fast_forward, ..SimConfig::default() })
+    Ok(SimConfig {
+        quantum,
+        cost,
+        mpl: args.mpl.unwrap_or(w.mpl),
+        fast_forward: !args.no_fast_forward,
+        ..SimConfig::default()
+    })
 }
 
 /// Runs the command.
@@ -354,7 +391,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     // A machine given by --topology sizes an SWF trace's jobs as --cpus does.
     let given = args.topology.as_deref().map(|spec| crate::topology_arg::load(Some(spec))).transpose()?;
-    let Loaded { workload: mut w, host, left_out } = load(&args, args.cpus.or(given.as_ref().map(|t| t.num_cpus() as u32)))?;
+    let Loaded { workload: mut w, host, left_out } =
+        load(&args, args.cpus.or(given.as_ref().map(|t| t.num_cpus() as u32)))?;
     w.cpus = args.cpus.or(w.cpus);
     let topology = match (given, w.cpus) {
         (Some(t), _) => t,
@@ -383,7 +421,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         results
     } else {
-        let threads = args.threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n as usize);
+        let threads =
+            args.threads.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), |n| n as usize);
         run_all(&topology, &w, &specs, &cfg, threads)?
     };
     if let (Some(t), Some(p)) = (sink.trace.as_mut(), &args.trace) {
@@ -395,7 +434,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(path) = &args.report {
         let report = Report {
             title: format!("cpumgr sim: {}", w.name),
-            notes: vec![format!("simulated on {} CPUs ({}); policies: {}", topology.num_cpus(), topology.summary(), specs.join(", "))],
+            notes: vec![format!(
+                "simulated on {} CPUs ({}); policies: {}",
+                topology.num_cpus(),
+                topology.summary(),
+                specs.join(", ")
+            )],
             table: table(&results),
             runs: timelines,
         };
@@ -406,7 +450,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// The comparison table: the documented columns, one row per policy.
 fn table(results: &[RunSummary]) -> Table {
-    let columns = ["policy", "makespan", "mean_turnaround", "mean_slowdown", "mean_bounded_slowdown", "utilization", "fragmentation", "fairness", "moves", "jobs", "mpl", "events", "wall_seconds"];
+    let columns = [
+        "policy",
+        "makespan",
+        "mean_turnaround",
+        "mean_slowdown",
+        "mean_bounded_slowdown",
+        "utilization",
+        "fragmentation",
+        "fairness",
+        "moves",
+        "jobs",
+        "mpl",
+        "events",
+        "wall_seconds",
+    ];
     let rows = results
         .iter()
         .map(|s| {
@@ -430,7 +488,13 @@ fn table(results: &[RunSummary]) -> Table {
     Table { columns: columns.iter().map(|c| c.to_string()).collect(), rows }
 }
 
-fn print_results(args: &Args, w: &Workload, topology: &Topology, left_out: &LeftOut, results: &[RunSummary]) -> anyhow::Result<()> {
+fn print_results(
+    args: &Args,
+    w: &Workload,
+    topology: &Topology,
+    left_out: &LeftOut,
+    results: &[RunSummary],
+) -> anyhow::Result<()> {
     if args.json {
         let out = json!({"workload": w.name, "cpus": topology.num_cpus(), "left_out": left_out, "results": results});
         outln!("{}", serde_json::to_string_pretty(&out)?);
@@ -446,9 +510,31 @@ fn print_results(args: &Args, w: &Workload, topology: &Topology, left_out: &Left
         return Ok(());
     }
     outln!("workload {} on {} CPUs ({})", w.name, topology.num_cpus(), topology.summary());
-    let short = ["policy", "makespan s", "turnaround s", "slowdown", "bsld", "util", "frag", "fair", "moves", "jobs", "mpl", "events", "wall s"];
-    let widths: Vec<usize> = (0..short.len()).map(|c| rows.iter().map(|r| r[c].len()).chain([short[c].len()]).max().unwrap_or(0)).collect();
-    let line = |cells: Vec<String>| cells.iter().enumerate().map(|(c, s)| if c == 0 { format!("{s:<w$}", w = widths[c]) } else { format!("{s:>w$}", w = widths[c]) }).collect::<Vec<_>>().join("  ");
+    let short = [
+        "policy",
+        "makespan s",
+        "turnaround s",
+        "slowdown",
+        "bsld",
+        "util",
+        "frag",
+        "fair",
+        "moves",
+        "jobs",
+        "mpl",
+        "events",
+        "wall s",
+    ];
+    let widths: Vec<usize> =
+        (0..short.len()).map(|c| rows.iter().map(|r| r[c].len()).chain([short[c].len()]).max().unwrap_or(0)).collect();
+    let line = |cells: Vec<String>| {
+        cells
+            .iter()
+            .enumerate()
+            .map(|(c, s)| if c == 0 { format!("{s:<w$}", w = widths[c]) } else { format!("{s:>w$}", w = widths[c]) })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
     outln!("{}", line(short.iter().map(|s| s.to_string()).collect()));
     for r in rows {
         outln!("{}", line(r));
@@ -515,7 +601,11 @@ impl Took {
 
     /// The least of each figure over `self` and `other`.
     fn min(self, other: Took) -> Took {
-        Took { wall: self.wall.min(other.wall), engine: self.engine.min(other.engine), process: self.process.min(other.process) }
+        Took {
+            wall: self.wall.min(other.wall),
+            engine: self.engine.min(other.engine),
+            process: self.process.min(other.process),
+        }
     }
 }
 
@@ -539,7 +629,10 @@ fn bench(args: &Args) -> anyhow::Result<()> {
     let specs = if args.policy.is_empty() {
         // Static partitioning with its default two partitions cannot run a trace whose jobs span
         // the machine (a processor set never runs a job wider than itself): one partition.
-        policies::CATALOG.iter().map(|i| if i.name == "static" { "static:parts=1".to_string() } else { i.name.to_string() }).collect()
+        policies::CATALOG
+            .iter()
+            .map(|i| if i.name == "static" { "static:parts=1".to_string() } else { i.name.to_string() })
+            .collect()
     } else {
         split_policies(&args.policy)
     };
@@ -567,12 +660,17 @@ fn bench(args: &Args) -> anyhow::Result<()> {
     // records, a heap of ends), beside the managed run.
     let (s, took, slowest) = fastest(runs, || run_one(&t, &w, "os", &exact, &mut ()));
     let s = s?;
-    outln!("        the same jobs under os (no placement): {} events in {}", s.events, per_second(s.events, took, slowest));
+    outln!(
+        "        the same jobs under os (no placement): {} events in {}",
+        s.events,
+        per_second(s.events, took, slowest)
+    );
     // 2. The SWF trace (or, without it, a generated Lublin trace of the same size) under every
     // policy.
     let swf_path = args.swf.clone().unwrap_or_else(|| PathBuf::from("../shared/data/swf/lublin_256.swf"));
     let (w, cpus) = if Path::new(&swf_path).is_file() {
-        let tr = swf::read(&swf_path.display().to_string(), open_file(&swf_path)?, &swf::SwfOptions::default()).map_err(input)?;
+        let tr = swf::read(&swf_path.display().to_string(), open_file(&swf_path)?, &swf::SwfOptions::default())
+            .map_err(input)?;
         (Workload::of(swf_path.display().to_string(), tr.jobs), tr.cpus)
     } else {
         outln!("swf: {} not found; a generated Lublin trace instead", swf_path.display());
@@ -622,13 +720,19 @@ mod tests {
     #[test]
     fn static_refuses_jobs_wider_than_a_partition() {
         use cpumgr_sim::{JobSpec, SpeedupModel, Workload};
-        let jobs = vec![JobSpec::rigid("small", 0, 4, 1.0, SpeedupModel::LINEAR), JobSpec::rigid("wide", 0, 6, 1.0, SpeedupModel::LINEAR)];
+        let jobs = vec![
+            JobSpec::rigid("small", 0, 4, 1.0, SpeedupModel::LINEAR),
+            JobSpec::rigid("wide", 0, 6, 1.0, SpeedupModel::LINEAR),
+        ];
         let w = Workload::of("w", jobs);
         assert_eq!(super::static_part("static", 8), Some(4));
         assert_eq!(super::static_part("static:parts=1", 8), Some(8));
         assert_eq!(super::static_part("equipartition", 8), None);
         let e = super::check_static(&w, "static", 4, 8).unwrap_err().to_string();
-        assert!(e.contains("\"wide\" needs 6 CPUs but a partition has 4 of the 8") && e.contains("static:parts=1"), "{e}");
+        assert!(
+            e.contains("\"wide\" needs 6 CPUs but a partition has 4 of the 8") && e.contains("static:parts=1"),
+            "{e}"
+        );
         assert!(super::check_static(&w, "static:parts=1", 8, 8).is_ok());
     }
 

@@ -136,13 +136,15 @@ pub fn draw(f: &mut Frame, v: &View) {
     let s = &v.status;
     let map = cpu_map(v);
     let map_height = (map.len() as u16).clamp(1, 6) + 2;
-    let [header, cpus, table, footer] =
-        Layout::vertical([Constraint::Length(1), Constraint::Length(map_height), Constraint::Min(3), Constraint::Length(1)])
-            .areas(f.area());
-    let title = format!(
-        " cpumgr · policy {} · quantum {} ms · {} · quanta {}",
-        s.policy, s.quantum_ms, s.backend, s.ticks
-    );
+    let [header, cpus, table, footer] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Length(map_height),
+        Constraint::Min(3),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    let title =
+        format!(" cpumgr · policy {} · quantum {} ms · {} · quanta {}", s.policy, s.quantum_ms, s.backend, s.ticks);
     f.render_widget(Paragraph::new(title).style(Style::new().add_modifier(Modifier::REVERSED)), header);
     f.render_widget(
         Paragraph::new(map).block(Block::bordered().title(format!(" CPUs {} ", s.cpus))).wrap(Wrap { trim: false }),
@@ -298,9 +300,11 @@ fn plain(buf: &ratatui::buffer::Buffer) -> String {
 /// Runs the live view until `q` (or prints one frame with `--once`).
 pub fn run(args: Args) -> anyhow::Result<()> {
     let socket = socket_path(args.socket.as_deref());
-    let interval = duration(&args.interval).map_err(|e| crate::input::InputError::new(format!("--interval {}: {e}", args.interval)))?;
+    let interval = duration(&args.interval)
+        .map_err(|e| crate::input::InputError::new(format!("--interval {}: {e}", args.interval)))?;
     let status = fetch(&socket)?;
-    let topology = cpumgr_daemon::state::host_topology().unwrap_or_else(|_| Topology::flat(status.cpus.iter().max().map_or(1, |m| m + 1)));
+    let topology = cpumgr_daemon::state::host_topology()
+        .unwrap_or_else(|_| Topology::flat(status.cpus.iter().max().map_or(1, |m| m + 1)));
     let mut view = View { groups: groups(&topology, &status.cpus), status, sort: Sort::Id, message: String::new() };
     if args.once {
         let mut t = Terminal::new(TestBackend::new(80, 24))?;
@@ -373,7 +377,11 @@ mod tests {
                 cpus,
                 pid: 1,
                 ticks: 42,
-                programs: vec![program(1, "stencil", "0-3", "running"), program(2, "blas", "4-5", "running"), program(3, "idle", "", "stopped")],
+                programs: vec![
+                    program(1, "stencil", "0-3", "running"),
+                    program(2, "blas", "4-5", "running"),
+                    program(3, "idle", "", "stopped"),
+                ],
             },
             sort: Sort::Id,
             message: String::new(),
@@ -402,7 +410,10 @@ mod tests {
         let v = view();
         let t = render(&v);
         let text = plain(t.backend().buffer());
-        assert!(text.lines().next().unwrap().contains("policy equipartition · quantum 100 ms · affinity · quanta 42"), "{text}");
+        assert!(
+            text.lines().next().unwrap().contains("policy equipartition · quantum 100 ms · affinity · quanta 42"),
+            "{text}"
+        );
         assert!(text.contains("pkg0 [  0  1][  2  3]"), "{text}");
         assert!(text.contains("pkg1 [  4  5][  6  7]"), "{text}");
         for name in ["stencil", "blas", "idle"] {
