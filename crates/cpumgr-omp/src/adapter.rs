@@ -147,7 +147,7 @@ pub fn begin(requested: u32, key: u64, folds: bool) -> (u32, Option<Region>) {
     }
     let now = monotonic_ns();
     let history = fold::history(key);
-    let verdict = if folds { history.verdict } else { Verdict::Rigid };
+    let verdict = if folds && !binds_threads() { history.verdict } else { Verdict::Rigid };
     if requested > 0 {
         return (requested, Some(start(Region { key, team: requested, start_ns: now, probe: false, verdict })));
     }
@@ -161,6 +161,19 @@ pub fn begin(requested: u32, key: u64, folds: bool) -> (u32, Option<Region>) {
         team = 1;
     }
     (team, Some(start(Region { key, team, start_ns: now, probe, verdict })))
+}
+
+/// Whether the program binds its threads to places itself (`OMP_PROC_BIND` other than `false`,
+/// or `OMP_PLACES`): its teams do not fold, they are sized to the allocation at each fork. Both
+/// runtimes bind a thread as they create it and fail hard when that fails (libgomp exits, libomp
+/// aborts), and under the manager's cpuset backend a place outside the allocation does
+/// (`EINVAL`): a whole team folded onto fewer CPUs would create threads bound outside them.
+fn binds_threads() -> bool {
+    static BINDS: OnceLock<bool> = OnceLock::new();
+    *BINDS.get_or_init(|| {
+        let bind = std::env::var("OMP_PROC_BIND").is_ok_and(|v| !v.trim().eq_ignore_ascii_case("false"));
+        bind || std::env::var_os("OMP_PLACES").is_some()
+    })
 }
 
 /// Tells the manager the region started: folding with its team when its key was judged so,

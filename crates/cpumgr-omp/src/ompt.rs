@@ -5,7 +5,7 @@
 //! `omp_set_num_threads`) sizes this very region. A region with an explicit `num_threads` clause
 //! keeps it (libomp does not read the ICV then); the adapter reports that team as it is.
 //!
-//! A region without a clause folds as libgomp's do ([`crate::fold`]): its [`Team`] lives in the
+//! A region folds as libgomp's do ([`crate::fold`]): its [`Team`] lives in the
 //! region's tool data, each thread becomes a member at its implicit task's begin callback, and
 //! `__kmpc_barrier` (every barrier clang emits: `omp barrier`, the ends of worksharing constructs
 //! and `single`) is the team's cooperative barrier. The barriers libomp runs inside itself
@@ -130,9 +130,9 @@ unsafe extern "C" fn parallel_begin(
     let last = LAST_SET.load(Ordering::Relaxed);
     let explicit = last != 0 && requested != last && requested != adapter::default_team();
     let tracked = if explicit {
-        adapter::begin(requested, 0, folds()).1
+        adapter::begin(requested, 0, true).1
     } else {
-        let (team, tracked) = adapter::begin(0, code as usize as u64, folds());
+        let (team, tracked) = adapter::begin(0, code as usize as u64, true);
         if tracked.is_some() && team != last {
             adapter::real_set_num_threads(team);
             LAST_SET.store(team, Ordering::Relaxed);
@@ -160,19 +160,6 @@ unsafe extern "C" fn parallel_end(region: *mut OmptData, _task: *mut OmptData, _
         team.close();
         adapter::end(OPEN.with(|o| o.take()), team.ever_folded());
     }
-}
-
-/// Whether libomp's teams may fold: not when the program binds its threads itself
-/// (`OMP_PROC_BIND` other than `false`, or `OMP_PLACES`). libomp binds each thread of a team to
-/// its place and aborts when that fails, and under the manager's cpuset backend a place outside
-/// the allocation fails (`EINVAL`): such a program's teams are sized to the allocation at each
-/// fork instead, as before folding.
-fn folds() -> bool {
-    static FOLDS: OnceLock<bool> = OnceLock::new();
-    *FOLDS.get_or_init(|| {
-        let bind = std::env::var("OMP_PROC_BIND").is_ok_and(|v| !v.trim().eq_ignore_ascii_case("false"));
-        !bind && std::env::var_os("OMP_PLACES").is_none()
-    })
 }
 
 /// An implicit task begins or ends: a thread joins or leaves a tracked region's team. The task's

@@ -52,7 +52,8 @@ fn constructs(dir: &Path, d: Option<&Daemon>, bound: bool) -> String {
 }
 
 /// Every construct's value, under a manager of one CPU (the team of two always folded) and of
-/// two, with threads the runtime binds itself or not, equals the plain run's.
+/// two, with threads the runtime binds itself (its teams then sized at each fork, not folded) or
+/// not, equals the plain run's.
 fn folded_teams_keep_every_constructs_result(cc: &str) {
     let _serial = one_at_a_time();
     adapter_is_built();
