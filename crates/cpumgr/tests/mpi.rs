@@ -15,6 +15,13 @@ use std::sync::OnceLock;
 
 use common::*;
 
+/// Held by each test: the tests find a job's ranks by their binary, which both tests run.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// `halo` built with `mpicc` once for this test binary; `None` (said on stderr) without MPI.
 fn halo(test: &str) -> Option<PathBuf> {
     static BUILT: OnceLock<Result<(tempfile::TempDir, PathBuf), String>> = OnceLock::new();
@@ -55,6 +62,7 @@ fn ranks(bin: &Path) -> Vec<i32> {
 
 #[test]
 fn an_mpi_job_under_cpumgr_run_gives_the_plain_result() {
+    let _serial = one_at_a_time();
     let Some(bin) = halo("an_mpi_job_under_cpumgr_run_gives_the_plain_result") else { return };
     let plain = Command::new("mpiexec").args(["-n", "2"]).arg(&bin).args(["-steps", "2000"]).output().unwrap();
     assert!(plain.status.success(), "{}", String::from_utf8_lossy(&plain.stderr));
@@ -71,6 +79,7 @@ fn an_mpi_job_under_cpumgr_run_gives_the_plain_result() {
 
 #[test]
 fn an_mpi_job_is_a_rigid_team_stopped_and_continued_whole_and_released_by_a_killed_manager() {
+    let _serial = one_at_a_time();
     let Some(bin) = halo("an_mpi_job_is_a_rigid_team_stopped_and_continued_whole_and_released_by_a_killed_manager")
     else {
         return;
@@ -97,9 +106,14 @@ fn an_mpi_job_is_a_rigid_team_stopped_and_continued_whole_and_released_by_a_kill
     d.run("busy", BUSY);
     let state =
         |d: &Daemon| d.status().programs.into_iter().find(|p| p.name == "halo").map(|p| (p.state, p.cpus.len()));
-    wait_for("a quantum with the job stopped, both ranks with it", || {
-        state(&d).is_some_and(|(s, _)| s == "stopped") && pids.iter().all(|&p| stopped(p))
-    });
+    wait_for_or(
+        "a quantum with the job stopped, both ranks with it",
+        || state(&d).is_some_and(|(s, _)| s == "stopped") && pids.iter().all(|&p| stopped(p)),
+        || {
+            let ranks: Vec<(i32, bool)> = pids.iter().map(|&p| (p, stopped(p))).collect();
+            format!("{:?}\n{ranks:?}", d.status().programs)
+        },
+    );
     wait_for("a quantum with the job running whole on both CPUs", || {
         state(&d) == Some(("running".into(), 2))
             && pids.iter().all(|&p| !stopped(p) && allowed(p).is_some_and(|c| c.len() == 2))
