@@ -120,11 +120,11 @@ fn on_cpus(pid: i32, n: usize) -> bool {
     thread_cpus(pid).iter().all(|c| c.len() == n)
 }
 
-/// Starts a stencil under `d` with one region of sweeps far longer than a test, ~100 us of work
-/// per thread between barriers (folding costs a few per barrier: the team is never worth running
-/// whole); the adapter's log in `log`. Returns its pid.
+/// Starts a stencil under `d` with one region of sweeps far longer than a test, ~400 us of work
+/// per thread between barriers, so that a hand-over (a few us, tens in a debug build of the
+/// adapter) never makes it worth running whole; the adapter's log in `log`. Returns its pid.
 fn long_stencil(d: &mut Daemon, log: &Path) -> i32 {
-    start(d, "stencil", &["-n", "1024", "-rows", "128", "-iters", "100000000", "-regions", "1"], log)
+    start(d, "stencil", &["-n", "1024", "-rows", "512", "-iters", "100000000", "-regions", "1"], log)
 }
 
 #[test]

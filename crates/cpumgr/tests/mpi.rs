@@ -125,4 +125,10 @@ fn an_mpi_job_is_a_rigid_team_stopped_and_continued_whole_and_released_by_a_kill
     wait_for("every rank continued and unpinned", || {
         pids.iter().all(|&p| !stopped(p) && thread_cpus(p).iter().all(|c| *c == wide))
     });
+    // Its ranks poll until the job ends: end them now, not after this test, so that no test that
+    // follows meets them on its CPUs.
+    for &p in &pids {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(p), nix::sys::signal::SIGKILL);
+    }
+    wait_for("the ranks gone", || pids.iter().all(|&p| gone(p)));
 }
