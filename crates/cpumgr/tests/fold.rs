@@ -127,13 +127,28 @@ fn long_stencil(d: &mut Daemon, log: &Path) -> i32 {
     start(d, "stencil", &["-n", "1024", "-rows", "512", "-iters", "100000000", "-regions", "1"], log)
 }
 
-#[test]
-fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
-    let _serial = one_at_a_time();
+/// What a test of one program's team needs: the lock, a manager under equipartition, and the
+/// adapter's log of the program in a temporary directory. Bind the lock and the directory first
+/// (`let Setup { _serial, _tmp, mut d, log }`): locals drop in reverse, so the manager and its
+/// programs are gone before the next test may start.
+struct Setup {
+    _serial: std::sync::MutexGuard<'static, ()>,
+    d: Daemon,
+    log: std::path::PathBuf,
+    _tmp: tempfile::TempDir,
+}
+
+fn setup(program: &str) -> Setup {
+    let serial = one_at_a_time();
     adapter_is_built();
     let tmp = tempfile::tempdir().unwrap();
-    let log = tmp.path().join("stencil.err");
-    let mut d = Daemon::start("equipartition");
+    let log = tmp.path().join(format!("{program}.err"));
+    Setup { _serial: serial, d: Daemon::start("equipartition"), log, _tmp: tmp }
+}
+
+#[test]
+fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
+    let Setup { _serial, _tmp, mut d, log } = setup("stencil");
     let pid = long_stencil(&mut d, &log);
     wait_log(&log, "region team 2 folding");
     wait_for("the stencil's team of 2 folding on both CPUs", || {
@@ -172,11 +187,7 @@ fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
 
 #[test]
 fn a_team_that_spins_in_its_own_loops_is_judged_rigid_when_folded() {
-    let _serial = one_at_a_time();
-    adapter_is_built();
-    let tmp = tempfile::tempdir().unwrap();
-    let log = tmp.path().join("pipeline.err");
-    let mut d = Daemon::start("equipartition");
+    let Setup { _serial, _tmp, mut d, log } = setup("pipeline");
     // The LU-like pipeline waits on its neighbour's flags in its own loops, in one region.
     start(&mut d, "pipeline", &["-n", "512", "-iters", "100000000", "-regions", "1"], &log);
     wait_log(&log, "region team 2 folding");
@@ -187,11 +198,7 @@ fn a_team_that_spins_in_its_own_loops_is_judged_rigid_when_folded() {
 
 #[test]
 fn a_killed_manager_leaves_a_folded_team_running_on_every_cpu() {
-    let _serial = one_at_a_time();
-    adapter_is_built();
-    let tmp = tempfile::tempdir().unwrap();
-    let log = tmp.path().join("stencil.err");
-    let mut d = Daemon::start("equipartition");
+    let Setup { _serial, _tmp, mut d, log } = setup("stencil");
     let pid = long_stencil(&mut d, &log);
     d.run("busy", BUSY);
     wait_for("the team folded onto one CPU", || {
