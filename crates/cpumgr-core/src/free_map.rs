@@ -5,7 +5,7 @@
 //! bottom and its free positions gather near the top: a search that walked the words one by one
 //! from the start of a domain walked past every full word below them, for every program it grew
 //! (on 100 000 CPUs, up to 1 563 words). The second level finds the next word with a free
-//! position a 64-word stretch at a time (docs/EXPERIMENTS.md, *LTO, a free map with a summary*).
+//! position a 64-word stretch at a time.
 
 use crate::cpuset::word_masks;
 

@@ -35,8 +35,7 @@ impl Phase {
     /// is a sum over many spans, or a fast-forward's product, and either rounds; an end that
     /// exact arithmetic puts on a quantum boundary (or at a time-shared slice's end) then fell a
     /// few nanoseconds before or after that decision as the rounding went, and a fast-forwarded
-    /// run and a quantum-by-quantum one scheduled differently from there (docs/EXPERIMENTS.md,
-    /// *Ends on quantum boundaries*). Every engine, and the dedicated time a slowdown divides by,
+    /// run and a quantum-by-quantum one scheduled differently from there. Every engine, and the dedicated time a slowdown divides by,
     /// run this much.
     pub(crate) fn simulated_work(&self) -> f64 {
         self.work * (1.0 - DONE_FRACTION)

@@ -688,7 +688,7 @@ fn bench(args: &Args) -> anyhow::Result<()> {
     // 3. Scale: 100 000 CPUs, 1 M generated jobs of up to 1 024 CPUs (Poisson: the Lublin
     // model's sizes go up to the machine, and 1 M of its jobs arrive past the 10^9 s limit), under
     // os (a managed policy places every arrival on 100 000 CPUs: tens of seconds for 1 M jobs,
-    // docs/EXPERIMENTS.md, *Scale*; the `scale` example of cpumgr-sim runs any policy).
+    // docs/EXPERIMENTS.md, *Speed*; the `scale` example of cpumgr-sim runs any policy).
     let mut g = Generator::new(Model::Poisson, 1_000_000, 100_000);
     g.max_size = 1024;
     let w = Workload { cpus: Some(100_000), generator: Some(g), ..Workload::of("scale", vec![]) };
