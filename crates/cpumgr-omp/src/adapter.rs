@@ -249,17 +249,15 @@ pub fn team_size() -> u32 {
 /// Called by the program as the OpenMP API says.
 #[no_mangle]
 pub unsafe extern "C" fn omp_set_num_threads(n: c_int) {
-    static REAL: OnceLock<usize> = OnceLock::new();
     set_default_team(n);
-    let f = *REAL.get_or_init(|| required(c"omp_set_num_threads") as usize);
-    // SAFETY: the real omp_set_num_threads.
-    unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(c_int)>(f)(n) }
+    let real = real!(omp_set_num_threads, unsafe extern "C" fn(c_int));
+    // SAFETY: the real omp_set_num_threads, with the program's argument.
+    unsafe { real(n) }
 }
 
 /// The real `omp_set_num_threads` (bypassing the interposed one), for the OMPT hook.
 pub fn real_set_num_threads(n: u32) {
-    static REAL: OnceLock<usize> = OnceLock::new();
-    let f = *REAL.get_or_init(|| required(c"omp_set_num_threads") as usize);
+    let real = real!(omp_set_num_threads, unsafe extern "C" fn(c_int));
     // SAFETY: the real omp_set_num_threads.
-    unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(c_int)>(f)(n as c_int) }
+    unsafe { real(n as c_int) }
 }

@@ -14,9 +14,8 @@
 
 use std::cell::Cell;
 use std::ffi::{c_int, c_long, c_uint, c_ulong, c_void};
-use std::sync::OnceLock;
 
-use crate::adapter::{self, required, Region};
+use crate::adapter::{self, Region};
 use crate::fold::{self, Team};
 
 /// An outlined region body.
@@ -58,10 +57,7 @@ macro_rules! fork_entry {
         /// Called by GCC-compiled code with libgomp's ABI.
         #[no_mangle]
         pub unsafe extern "C" fn $name(body: Body, data: *mut c_void, num_threads: c_uint $(, $arg: $ty)*) $(-> $ret)? {
-            static REAL: OnceLock<usize> = OnceLock::new();
-            let f = *REAL.get_or_init(|| required(unsafe { std::ffi::CStr::from_bytes_with_nul_unchecked(concat!(stringify!($name), "\0").as_bytes()) }) as usize);
-            // SAFETY: the real entry point has exactly this signature.
-            let real = unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(Body, *mut c_void, c_uint $(, $ty)*) $(-> $ret)?>(f) };
+            let real = real!($name, unsafe extern "C" fn(Body, *mut c_void, c_uint $(, $ty)*) $(-> $ret)?);
             let key = body.map_or(0, |b| b as usize as u64);
             fork_entry!(@call $kind, key, num_threads, |b: Body, d: *mut c_void, t: c_uint| unsafe { real(b, d, t $(, $arg)*) }, body, data)
         }
@@ -126,10 +122,9 @@ fork_entry!(start, GOMP_parallel_loop_runtime_start(start: c_long, end: c_long, 
 /// Called by GCC-compiled code with libgomp's ABI.
 #[no_mangle]
 pub unsafe extern "C" fn GOMP_parallel_end() {
-    static REAL: OnceLock<usize> = OnceLock::new();
-    let f = *REAL.get_or_init(|| required(c"GOMP_parallel_end") as usize);
+    let real = real!(GOMP_parallel_end, unsafe extern "C" fn());
     // SAFETY: the real GOMP_parallel_end.
-    unsafe { std::mem::transmute::<usize, unsafe extern "C" fn()>(f)() };
+    unsafe { real() };
     let tracked = OPEN_STARTS.with(|o| {
         let open = o.get();
         o.set(open >> 1);
@@ -138,17 +133,6 @@ pub unsafe extern "C" fn GOMP_parallel_end() {
     if tracked {
         adapter::end(TRACKED_START.with(|t| t.take()), false);
     }
-}
-
-/// Looks up a libgomp entry point once.
-macro_rules! real {
-    ($name:ident, $ty:ty) => {{
-        static REAL: OnceLock<usize> = OnceLock::new();
-        let name = concat!(stringify!($name), "\0");
-        let f = *REAL.get_or_init(|| required(std::ffi::CStr::from_bytes_with_nul(name.as_bytes()).unwrap()) as usize);
-        // SAFETY: the real entry point, of this type in libgomp's ABI.
-        unsafe { std::mem::transmute::<usize, $ty>(f) }
-    }};
 }
 
 /// Interposed `GOMP_barrier` (`omp barrier`, and the end of `single` and static loops): the

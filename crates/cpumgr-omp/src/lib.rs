@@ -19,6 +19,20 @@
 //! Without a manager the client keeps the program's own team, so preloading the adapter changes
 //! nothing but one line on stderr.
 
+/// The real entry point `$name` of the OpenMP runtime (the next library after this one), as a
+/// function of type `$ty`, looked up once; an abort that names it when the runtime lacks it.
+macro_rules! real {
+    ($name:ident, $ty:ty) => {{
+        static REAL: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let name = concat!(stringify!($name), "\0");
+        let f = *REAL.get_or_init(|| {
+            $crate::adapter::required(std::ffi::CStr::from_bytes_with_nul(name.as_bytes()).unwrap()) as usize
+        });
+        // SAFETY: the runtime's entry point of that name has this type in its ABI.
+        unsafe { std::mem::transmute::<usize, $ty>(f) }
+    }};
+}
+
 pub mod adapter;
 pub mod fold;
 pub mod gomp;

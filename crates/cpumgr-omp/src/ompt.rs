@@ -199,10 +199,7 @@ unsafe extern "C" fn implicit_task(
 /// Called by clang-compiled code with libomp's ABI.
 #[no_mangle]
 pub unsafe extern "C" fn __kmpc_barrier(loc: *mut c_void, gtid: i32) {
-    static REAL: OnceLock<usize> = OnceLock::new();
-    let f = *REAL.get_or_init(|| adapter::required(c"__kmpc_barrier") as usize);
-    // SAFETY: the real entry point, of this type.
-    let real = unsafe { std::mem::transmute::<usize, unsafe extern "C" fn(*mut c_void, i32)>(f) };
+    let real = real!(__kmpc_barrier, unsafe extern "C" fn(*mut c_void, i32));
     match Team::current() {
         Some(t) => {
             set_blocktime(fold::folded(t.size()));
@@ -228,11 +225,10 @@ pub unsafe extern "C" fn __kmpc_omp_task_alloc(
     entry: *mut c_void,
 ) -> *mut c_void {
     fold::TASKS.store(true, Ordering::SeqCst);
-    static REAL: OnceLock<usize> = OnceLock::new();
-    let f = *REAL.get_or_init(|| adapter::required(c"__kmpc_omp_task_alloc") as usize);
     type Alloc = unsafe extern "C" fn(*mut c_void, i32, i32, usize, usize, *mut c_void) -> *mut c_void;
-    // SAFETY: the real entry point, of this type, with the arguments as given.
-    unsafe { std::mem::transmute::<usize, Alloc>(f)(loc, gtid, flags, task_size, shareds_size, entry) }
+    let real = real!(__kmpc_omp_task_alloc, Alloc);
+    // SAFETY: the real entry point, with the arguments as given.
+    unsafe { real(loc, gtid, flags, task_size, shareds_size, entry) }
 }
 
 thread_local! {
