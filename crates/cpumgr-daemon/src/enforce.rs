@@ -11,6 +11,7 @@ use cpumgr_core::{CpuSet, ProgramId};
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 
+use crate::affinity;
 use crate::cpuset::{self, Cpusets};
 use crate::procfs::{self, Sample, Stray, Target};
 
@@ -113,39 +114,17 @@ impl Backend {
     }
 }
 
-/// Sets the CPU affinity of one thread. A thread that is gone is not an error.
+/// Sets the CPU affinity of one thread ([`affinity::set`]). A thread that is gone is not an error.
 pub fn set_affinity(tid: i32, cpus: &CpuSet) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
-    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let limit = 8 * std::mem::size_of::<libc::cpu_set_t>() as u32;
-    for c in cpus.iter().filter(|&c| c < limit) {
-        // SAFETY: c is below the set's capacity.
-        unsafe { libc::CPU_SET(c as usize, &mut mask) };
-    }
-    // SAFETY: the mask is a valid cpu_set_t of the size passed.
-    let r = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mask) };
-    if r == 0 {
-        return Ok(());
-    }
-    let e = io::Error::last_os_error();
-    if e.raw_os_error() == Some(libc::ESRCH) {
-        Ok(())
-    } else {
-        Err(e)
+    match affinity::set(tid, cpus) {
+        Err(e) if e.raw_os_error() == Some(libc::ESRCH) => Ok(()),
+        r => r,
     }
 }
 
-/// The CPU affinity of a thread or process (0: the caller).
+/// The CPU affinity of a thread or process (0: the caller): [`affinity::get`].
 pub fn affinity(tid: i32) -> io::Result<CpuSet> {
-    // SAFETY: as in set_affinity.
-    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: the mask is writable and of the size passed.
-    if unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut mask) } != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let limit = 8 * std::mem::size_of::<libc::cpu_set_t>();
-    // SAFETY: c is below the set's capacity.
-    Ok((0..limit).filter(|&c| unsafe { libc::CPU_ISSET(c, &mask) }).map(|c| c as u32).collect())
+    affinity::get(tid)
 }
 
 /// Sets the affinity of every thread in `tids`; returns how many failed (other than being gone).

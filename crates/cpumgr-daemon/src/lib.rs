@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod adopt;
+pub mod affinity;
 pub mod chaos;
 pub mod cpuset;
 pub mod enforce;

@@ -26,10 +26,11 @@ use std::sync::Mutex;
 
 use cpumgr_core::CpuSet;
 
+use crate::affinity;
 use crate::procfs::Target;
 
-/// Words of a CPU mask on the board (1024 CPUs, as in a slot).
-const MASK_WORDS: usize = 16;
+/// Words of a CPU mask on the board: as many CPUs as an affinity mask holds (1024, as in a slot).
+const MASK_WORDS: usize = affinity::MAX_CPUS / 64;
 /// Words per record on the board: pid and kind, the process's start time (0: not checked), then
 /// the mask.
 const RECORD: usize = 2 + MASK_WORDS;
@@ -154,12 +155,13 @@ impl Watchdog {
             };
             self.word(r).store(kind | pid as u32 as u64, Ordering::Relaxed);
             self.word(r + 1).store(start, Ordering::Relaxed);
-            let mut mask = [0u64; MASK_WORDS];
-            for c in cpus.iter().filter(|&c| (c as usize) < MASK_WORDS * 64) {
-                mask[c as usize / 64] |= 1 << (c % 64);
+            let words = cpus.as_words();
+            if words.len() > MASK_WORDS {
+                // Such a set came from no affinity mask (affinity::get cannot read one).
+                tracing::error!(?target, "CPUs past {} cannot be widened back by the watchdog", affinity::MAX_CPUS);
             }
-            for (w, m) in mask.iter().enumerate() {
-                self.word(r + 2 + w).store(*m, Ordering::Relaxed);
+            for w in 0..MASK_WORDS {
+                self.word(r + 2 + w).store(words.get(w).copied().unwrap_or(0), Ordering::Relaxed);
             }
             n += 1;
         }
@@ -256,15 +258,12 @@ unsafe fn watch(pipe: RawFd, escape: RawFd, board: *mut AtomicU64, capacity: usi
         let head = word(r);
         let pid = head as u32 as i32;
         let start = word(r + 1);
-        let mut mask: libc::cpu_set_t = std::mem::zeroed();
-        for w in 0..MASK_WORDS {
-            let bits = word(r + 2 + w);
-            for b in 0..64 {
-                if bits & (1 << b) != 0 {
-                    libc::CPU_SET(w * 64 + b, &mut mask);
-                }
-            }
+        let mut words = [0u64; MASK_WORDS];
+        for (w, bits) in words.iter_mut().enumerate() {
+            *bits = word(r + 2 + w);
         }
+        // The board holds MASK_WORDS words, all within a mask.
+        let Ok(mask) = affinity::mask_of_words(&words) else { continue };
         if pid <= 0 || (start != 0 && stat_field(pid, 19) != Some(start as i64)) {
             continue;
         }
@@ -402,13 +401,13 @@ fn leave_cpuset(escape: RawFd, pid: i32) {
 }
 
 /// Sets every thread of `pid` to `mask`.
-fn widen(pid: i32, mask: &libc::cpu_set_t) {
+fn widen(pid: i32, mask: &affinity::Mask) {
     let mut path = [0u8; 64];
     proc_path(&mut path, pid, b"/task");
-    // SAFETY: system calls on a NUL-terminated path; the mask is a valid cpu_set_t.
+    // SAFETY: system calls on a NUL-terminated path.
     unsafe {
         each_number(&path, |tid| {
-            libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), mask);
+            let _ = affinity::set_mask(tid, mask);
         })
     };
 }

@@ -16,5 +16,5 @@ pub mod output;
 
 pub use catalog::{find, Kernel, Size, KERNELS};
 pub use figures::{figure, median};
-pub use make::{build, compiler_present, openmp_unusable, probe, source_dir, BuildError};
+pub use make::{build, compiler_present, probe, source_dir, BuildError};
 pub use output::{parse_region_log, parse_summary, ParseError, RegionRecord, Summary};

@@ -49,16 +49,6 @@ pub fn probe(out_dir: &Path, cc: &str) -> Result<(), BuildError> {
     run_make(out_dir, cc, "probe").map(|_| ())
 }
 
-/// Why `cc` cannot build OpenMP programs here (it is not installed, or [`probe`] fails: clang
-/// without LLVM libomp), or `None` when it can; the probe is built in `out_dir`. Tests that need
-/// a second compiler skip, saying this, where the machine lacks it.
-pub fn openmp_unusable(out_dir: &Path, cc: &str) -> Option<String> {
-    if !compiler_present(cc) {
-        return Some(format!("{cc} is not installed"));
-    }
-    probe(out_dir, cc).err().map(|e| format!("{cc} cannot build OpenMP programs: {e}"))
-}
-
 /// Whether a program named `cc` can be started at all (it is on `PATH`).
 pub fn compiler_present(cc: &str) -> bool {
     Command::new(cc).arg("--version").output().map(|o| o.status.success()).unwrap_or(false)
