@@ -31,7 +31,7 @@ pub fn capi_library() -> Option<PathBuf> {
 }
 
 /// `$var`, else `name` next to the running executable or in `../lib/` beside it.
-fn library(var: &str, name: &str) -> Option<PathBuf> {
+pub fn library(var: &str, name: &str) -> Option<PathBuf> {
     if let Some(p) = std::env::var_os(var).filter(|p| !p.is_empty()) {
         return Some(PathBuf::from(p));
     }
@@ -85,9 +85,15 @@ pub fn resolve(cmd: &str) -> Option<PathBuf> {
 /// Whether the ELF executable at `path` links an OpenMP runtime (names one in its dynamic
 /// section's `DT_NEEDED`).
 pub fn links_openmp(path: &Path) -> bool {
+    links_any(path, &OPENMP_RUNTIMES)
+}
+
+/// Whether the ELF executable at `path` names, in its dynamic section's `DT_NEEDED`, a library
+/// whose name starts with one of `names`.
+pub fn links_any(path: &Path, names: &[&str]) -> bool {
     let Ok(bytes) = std::fs::read(path) else { return false };
     let Ok(elf) = goblin::elf::Elf::parse(&bytes) else { return false };
-    elf.libraries.iter().any(|l| OPENMP_RUNTIMES.iter().any(|r| l.starts_with(r)))
+    elf.libraries.iter().any(|l| names.iter().any(|r| l.starts_with(r)))
 }
 
 /// Tells the client library in `cmd` to ask the manager on `socket` for the registration its

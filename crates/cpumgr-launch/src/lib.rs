@@ -8,6 +8,7 @@ pub mod adapter;
 pub mod metrics;
 pub mod mpi;
 pub mod runner;
+pub mod tcm;
 pub mod workload;
 
 pub use runner::{run, Config, Outcome, RunOptions, RunResult};

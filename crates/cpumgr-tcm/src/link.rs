@@ -41,6 +41,9 @@ fn budget() -> u32 {
 
 /// Everything behind the lock.
 pub struct State {
+    /// The process it belongs to: a child forked from it starts afresh (its parent's clients,
+    /// permits and watcher are not its own).
+    pid: u32,
     /// The clients and permits.
     pub reg: Registry,
     /// The permit whose callback runs now.
@@ -54,6 +57,11 @@ pub struct State {
 }
 
 impl State {
+    fn new() -> State {
+        let pid = std::process::id();
+        State { pid, reg: Registry::new(pid, budget()), calling: None, watcher: None, published: None, requested: None }
+    }
+
     /// Writes the permits' demand in the program's slot when it changed.
     fn publish(&mut self) {
         let c = client();
@@ -87,22 +95,17 @@ pub struct Shared {
 /// The process's shared state.
 pub fn shared() -> &'static Shared {
     static SHARED: OnceLock<Shared> = OnceLock::new();
-    SHARED.get_or_init(|| Shared {
-        state: Mutex::new(State {
-            reg: Registry::new(std::process::id(), budget()),
-            calling: None,
-            watcher: None,
-            published: None,
-            requested: None,
-        }),
-        wake: Condvar::new(),
-        done: Condvar::new(),
-    })
+    SHARED.get_or_init(|| Shared { state: Mutex::new(State::new()), wake: Condvar::new(), done: Condvar::new() })
 }
 
 impl Shared {
+    /// The state, that of this process.
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if st.pid != std::process::id() {
+            *st = State::new();
+        }
+        st
     }
 
     /// Runs `f` on the registry with the budget brought up to date, then publishes the demand,
