@@ -4,6 +4,8 @@
 //! - *boundary*: a step at a quantum boundary, which walks `/proc` (every process on the machine);
 //! - *kicked*: a step the work-list or a request triggers between boundaries, which reuses the
 //!   last walk's samples;
+//! - a boundary step with 1024 programs on a modelled node of 256 CPUs (the policy, the placer and
+//!   publication at that size; most programs run, so most are walked and confined);
 //! - the `/proc` walk alone, and with 2 000 more processes on the machine that are no program's
 //!   (a server's daemons, containers and per-CPU kernel threads are thousands: the walk's part
 //!   that grows with the machine, not with the programs).
@@ -15,19 +17,27 @@ mod support;
 
 use std::time::Duration;
 
+use cpumgr_daemon::enforce::Choice;
 use cpumgr_daemon::limits::UserLimits;
 use cpumgr_daemon::procfs::{self, Target};
 use cpumgr_daemon::{Settings, State};
 use cpumgr_proto::{PeerCred, Registration, Reply, Request};
+use cpumgr_core::sources::synthetic;
+use cpumgr_core::Topology;
 use criterion::{criterion_group, criterion_main, Criterion};
 use support::Sleepers;
 
 /// A manager state with every sleeper registered (asking for every CPU), stepped once so the
 /// programs that get no CPU are already stopped. Boundary steps run at a 1 ms quantum, kicked
-/// ones at 10 s (as when a storm of requests kicks steps between boundaries).
-fn state(kids: &Sleepers, quantum: Duration) -> State {
+/// ones at 10 s (as when a storm of requests kicks steps between boundaries). `node`: the
+/// machine the policy and the placer see, this one's when `None`.
+fn state(kids: &Sleepers, quantum: Duration, node: Option<Topology>) -> State {
     let settings = Settings {
         quantum,
+        // A cgroup cannot be given CPUs the host lacks (each step would retry the write); an
+        // affinity call fails for them as cheaply as it succeeds on a real node.
+        backend: if node.is_some() { Choice::Affinity } else { Choice::Auto },
+        topology: node,
         user_limits: UserLimits { max_programs: 4096, ..Default::default() },
         ..Default::default()
     };
@@ -46,14 +56,27 @@ fn state(kids: &Sleepers, quantum: Duration) -> State {
     state
 }
 
+/// A large node, as the policy and the placer see it (hwloc's synthetic syntax): 256 CPUs. Its
+/// CPUs beyond this machine's cannot be given (their programs' affinity calls fail), so what it
+/// measures is the manager's own work for a node of that size.
+const LARGE_NODE: &str = "package:2 core:64 pu:2";
+
 fn tick(c: &mut Criterion) {
     let mut g = c.benchmark_group("tick");
     g.sample_size(20);
     for n in [64usize, 1024] {
         let kids = Sleepers::spawn(n);
         for (mode, quantum) in [("boundary", Duration::from_millis(1)), ("kicked", Duration::from_secs(10))] {
-            let mut state = state(&kids, quantum);
+            let mut state = state(&kids, quantum, None);
             g.bench_function(format!("{mode} step, {n} programs"), |b| b.iter(|| state.tick(mode == "boundary")));
+            state.release_all();
+        }
+        if n == 1024 {
+            let node = synthetic::parse(LARGE_NODE).expect("the modelled node");
+            let mut state = state(&kids, Duration::from_millis(1), Some(node));
+            g.bench_function(format!("boundary step, {n} programs, a modelled node of {LARGE_NODE}"), |b| {
+                b.iter(|| state.tick(true))
+            });
             state.release_all();
         }
         let targets: Vec<Target> = kids.pids().into_iter().map(Target::of).collect();

@@ -167,7 +167,8 @@ pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
 /// `cpumgr` process (a nested `cpumgr run` or `attach` supervises its own program) and what it
 /// started; a process of another user (a `sudo` in a session of its own).
 fn add_descendants(s: &mut Sample, group: i32, leaders: &[i32]) {
-    let owner = uid_of_proc(group);
+    // Read once a process outside the group is found: most programs have none.
+    let mut owner = None;
     let mut i = 0;
     while i < s.pids.len() {
         let pid = s.pids[i];
@@ -179,7 +180,7 @@ fn add_descendants(s: &mut Sample, group: i32, leaders: &[i32]) {
             }
             // One in the group that the walk did not see yet started since: the next scan finds it.
             let Some(stat) = read_stat(child).filter(|st| st.pgrp != group) else { continue };
-            if uid_of_proc(child) != owner || is_cpumgr(child) {
+            if uid_of_proc(child) != *owner.get_or_insert_with(|| uid_of_proc(group)) || is_cpumgr(child) {
                 continue;
             }
             s.strays.push(Stray { pid: child, start: stat.start });

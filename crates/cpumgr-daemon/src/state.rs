@@ -51,6 +51,10 @@ pub struct Settings {
     pub grace: Option<Duration>,
     /// CPUs to manage; the process's allowed CPUs when `None`.
     pub cpus: Option<CpuSet>,
+    /// The machine the policy and the placer see: this host's, from sysfs, when `None`. A model
+    /// (a load benchmark's node larger than the host) manages all its CPUs unless `cpus` says
+    /// otherwise; enforcement still acts on the host, where CPUs beyond it cannot be given.
+    pub topology: Option<Topology>,
     /// Most programs registered at once.
     pub max_programs: usize,
     /// Where to write trace events (JSON lines), if anywhere.
@@ -77,6 +81,7 @@ impl Default for Settings {
             quantum: Duration::from_millis(100),
             grace: None,
             cpus: None,
+            topology: None,
             max_programs: 4096,
             trace: None,
             backend: enforce::Choice::default(),
@@ -152,6 +157,11 @@ pub struct Survey {
 }
 
 impl Survey {
+    /// The programs it reads.
+    pub fn targets(&self) -> &[procfs::Target] {
+        &self.targets
+    }
+
     /// Reads `/proc`: a walk over every process for every program's group, or each new
     /// program's leader alone.
     pub fn read(self) -> Samples {
@@ -197,7 +207,11 @@ impl State {
         check_quantum(s.quantum)?;
         s.user_limits.check()?;
         s.rates.check()?;
-        let topology = host_topology()?;
+        let modelled = s.topology.is_some();
+        let topology = match &s.topology {
+            Some(t) => t.clone(),
+            None => host_topology()?,
+        };
         let allowed = enforce::affinity(0).map_err(|e| format!("cannot read this process's CPUs: {e}"))?;
         let managed = match &s.cpus {
             Some(c) => {
@@ -207,6 +221,7 @@ impl State {
                 }
                 c.clone()
             }
+            None if modelled => topology.cpus().clone(),
             None => allowed.intersection(topology.cpus()),
         };
         if managed.is_empty() {
@@ -724,12 +739,19 @@ impl State {
     /// most of a step's cost (docs/LIVE.md), so only a step at a quantum `boundary` walks; a
     /// kicked step between boundaries reuses the last walk's samples, so a released CPU reaches a
     /// waiting program in well under a millisecond, and samples only programs new since then,
-    /// from their leaders alone (the next walk finds the rest of their groups). `boundary`: the
+    /// from their leaders alone (the next walk finds the rest of their groups). A program the
+    /// manager holds stopped is not sampled either: stopped, it uses no CPU time and starts no
+    /// thread, and its sample from before the stop stands until it is continued. `boundary`: the
     /// time the quantum boundary of this step was due, `None` for a step between boundaries.
     pub fn survey(&mut self, boundary: Option<Instant>) -> Survey {
         self.kick = false;
         let walk = boundary.is_some();
-        let targets = self.entries.values().filter(|e| walk || e.ticks_start.is_none()).map(|e| e.target).collect();
+        let targets = self
+            .entries
+            .values()
+            .filter(|e| e.ticks_start.is_none() || (walk && !e.stopped))
+            .map(|e| e.target)
+            .collect();
         Survey { targets, boundary }
     }
 

@@ -143,3 +143,40 @@ fn a_policy_wake_up_is_a_step() {
         state(s, wide) != "running" && state(s, narrow) == "running"
     });
 }
+
+/// A boundary step walks `/proc` for the programs that run, not for those the manager holds
+/// stopped (their samples from before the stop stand): on a node of many programs and few CPUs,
+/// most are stopped, and the walk's cost follows the CPUs.
+#[test]
+fn a_boundary_walk_leaves_out_the_programs_held_stopped() {
+    use cpumgr_daemon::procfs::{self, Target};
+    use cpumgr_daemon::State;
+
+    let stopped = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|t| procfs::parse_stat(&t)).map(|s| s.state)
+            == Some('T')
+    };
+    use cpumgr_proto::{PeerCred, Registration};
+
+    let settings = Settings { cpus: Some(CpuSet::parse("0").unwrap()), ..Default::default() };
+    let mut state = State::new(&settings).unwrap();
+    let kids = Sleepers::spawn(3);
+    let peer = PeerCred {
+        pid: std::process::id() as i32,
+        uid: nix::unistd::geteuid().as_raw(),
+        gid: nix::unistd::getegid().as_raw(),
+    };
+    for pid in kids.pids() {
+        let reg = Registration { pid: Some(pid), name: format!("s{pid}"), ..Default::default() };
+        assert!(matches!(state.handle(&peer, Request::Register(reg)).0, Reply::Registered { .. }));
+    }
+    // The first survey reads every program (none sampled yet); its step stops all but one.
+    assert_eq!(state.survey(Some(std::time::Instant::now())).targets().len(), 3);
+    state.tick(true);
+    let stopped: Vec<i32> = kids.pids().into_iter().filter(|&p| stopped(p)).collect();
+    assert_eq!(stopped.len(), 2, "one CPU, three programs: two stopped");
+    let walked: Vec<Target> = state.survey(Some(std::time::Instant::now())).targets().to_vec();
+    assert_eq!(walked.len(), 1, "{walked:?}");
+    assert!(!stopped.contains(&walked[0].leader()), "walked a stopped program: {walked:?}");
+    state.release_all();
+}
