@@ -48,6 +48,7 @@ use std::time::{Duration, Instant};
 
 use cpumgr_core::trace::EventKind;
 use cpumgr_core::{CpuSet, Nanos, Topology};
+use cpumgr_daemon::affinity;
 use cpumgr_kernels::{build, parse_summary};
 use cpumgr_launch::{Config, RunOptions};
 use cpumgr_sim::{CostModel, JobSpec, SimConfig, SpeedupModel};
@@ -140,40 +141,24 @@ fn fail(msg: &str) -> ! {
 
 /// The first two CPUs this process may run on.
 fn two_cpus() -> [u32; 2] {
-    // SAFETY: sched_getaffinity fills a zeroed cpu_set_t of the size given.
-    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut mask) } != 0 {
-        fail(&format!("sched_getaffinity: {}", std::io::Error::last_os_error()));
-    }
-    let cpus: Vec<u32> =
-        (0..libc::CPU_SETSIZE as u32).filter(|&c| unsafe { libc::CPU_ISSET(c as usize, &mask) }).take(2).collect();
-    match cpus[..] {
+    let mine = affinity::get(0).unwrap_or_else(|e| fail(&format!("sched_getaffinity: {e}")));
+    match mine.iter().take(2).collect::<Vec<u32>>()[..] {
         [a, b] => [a, b],
         _ => fail("the calibration needs two CPUs in this process's affinity mask"),
     }
 }
 
 /// `cpus` as an affinity mask.
-fn mask_of(cpus: &[u32]) -> libc::cpu_set_t {
-    // SAFETY: CPU_SET on a zeroed mask, CPU numbers below CPU_SETSIZE (they came from a mask).
-    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    for &c in cpus {
-        unsafe { libc::CPU_SET(c as usize, &mut mask) };
-    }
-    mask
+fn mask_of(cpus: &[u32]) -> affinity::Mask {
+    affinity::mask(&cpus.iter().copied().collect()).unwrap_or_else(|e| fail(&e.to_string()))
 }
 
 /// Confines `cmd`'s process to `cpus` from its start.
 fn pin(cmd: &mut Command, cpus: &[u32]) {
     let mask = mask_of(cpus);
-    // SAFETY: sched_setaffinity is async-signal-safe; the closure only reads its copied mask.
+    // SAFETY: set_mask is a plain system call; the closure only reads its copied mask.
     unsafe {
-        cmd.pre_exec(move || {
-            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mask) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
+        cmd.pre_exec(move || affinity::set_mask(0, &mask));
     }
 }
 
@@ -181,9 +166,9 @@ fn pin(cmd: &mut Command, cpus: &[u32]) {
 fn move_process(pid: u32, cpu: u32) -> bool {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return false };
     let mask = mask_of(&[cpu]);
-    for tid in tasks.flatten().filter_map(|t| t.file_name().to_str().and_then(|s| s.parse::<libc::pid_t>().ok())) {
-        // SAFETY: plain syscall with a valid mask; a thread that just ended gives ESRCH.
-        unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mask) };
+    for tid in tasks.flatten().filter_map(|t| t.file_name().to_str().and_then(|s| s.parse::<i32>().ok())) {
+        // A thread that just ended gives ESRCH.
+        let _ = affinity::set_mask(tid, &mask);
     }
     true
 }

@@ -323,19 +323,11 @@ fn spawn(
         if job.procs.is_none() {
             cmd.env("OMP_NUM_THREADS", set.len().to_string());
         }
-        let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-        for c in set.iter() {
-            unsafe { libc::CPU_SET(c as usize, &mut mask) };
-        }
-        // SAFETY: sched_setaffinity is async-signal-safe; the closure touches only the copied
-        // mask and runs in the child between fork and exec.
+        let mask = cpumgr_daemon::affinity::mask(set)?;
+        // SAFETY: set_mask is a plain system call; the closure touches only the copied mask and
+        // runs in the child between fork and exec.
         unsafe {
-            cmd.pre_exec(move || {
-                if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mask) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                Ok(())
-            });
+            cmd.pre_exec(move || cpumgr_daemon::affinity::set_mask(0, &mask));
         }
     }
     let out = std::fs::File::create(log.with_extension("out"))?;

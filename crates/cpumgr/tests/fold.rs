@@ -74,10 +74,8 @@ fn gcc_libgomp_folded_teams_keep_every_constructs_result() {
 }
 
 #[test]
+#[cfg_attr(not(has_clang), ignore = "needs clang with LLVM libomp (apt-get install clang libomp-dev)")]
 fn clang_libomp_teams_keep_every_constructs_result() {
-    if clang_missing("clang_libomp_teams_keep_every_constructs_result") {
-        return;
-    }
     folded_teams_keep_every_constructs_result("clang");
 }
 

@@ -438,11 +438,9 @@ fn skip_bad_counts_the_skipped_lines() {
 }
 
 #[test]
-fn the_shared_lublin_trace_runs_when_present() {
+#[cfg_attr(not(has_shared_traces), ignore = "needs the shared SWF traces (shared/data/swf/ beside the workspace)")]
+fn the_shared_lublin_trace_runs() {
     let lublin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/swf/lublin_256.swf");
-    if !lublin.is_file() {
-        return;
-    }
     let o = cpumgr(&[
         "sim",
         "--swf",
@@ -462,11 +460,9 @@ fn the_shared_lublin_trace_runs_when_present() {
 /// The shared HPC2N trace holds 25 jobs of unknown run time: they are left out and counted, and
 /// the trace runs without `--skip-bad`.
 #[test]
-fn the_shared_hpc2n_trace_runs_as_it_is_when_present() {
+#[cfg_attr(not(has_shared_traces), ignore = "needs the shared SWF traces (shared/data/swf/ beside the workspace)")]
+fn the_shared_hpc2n_trace_runs_as_it_is() {
     let hpc2n = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/swf/hpc2n-first3170.swf");
-    if !hpc2n.is_file() {
-        return;
-    }
     let o = cpumgr(&["sim", "--swf", hpc2n.to_str().unwrap(), "--policy", "os,equipartition", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(

@@ -73,15 +73,8 @@ pub struct Args {
 }
 
 /// The CPUs this process may run on.
-pub fn allowed_cpus() -> CpuSet {
-    // SAFETY: sched_getaffinity fills the zeroed mask it is given.
-    let mut mask: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut mask) } == 0;
-    let n = std::thread::available_parallelism().map_or(1, |n| n.get() as u32);
-    if !ok {
-        return CpuSet::first_n(n);
-    }
-    (0..libc::CPU_SETSIZE as u32).filter(|&c| unsafe { libc::CPU_ISSET(c as usize, &mask) }).collect()
+pub fn allowed_cpus() -> anyhow::Result<CpuSet> {
+    cpumgr_daemon::affinity::get(0).context("reading this process's CPU affinity")
 }
 
 /// The OpenMP adapter for policy runs, with a warning when there are policy runs and it is not
@@ -162,7 +155,7 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
     let limit = time_limit(args.time_limit.as_deref())?;
     let cpus = match &args.cpus {
         Some(list) => CpuSet::parse(list).map_err(|e| InputError::new(format!("--cpus: {e}")))?,
-        None => allowed_cpus(),
+        None => allowed_cpus()?,
     };
     // Built only for a workload that names them (other workloads need no compiler), into a
     // directory that lives as long as the runs.

@@ -3,7 +3,6 @@
 //! expected state, so a noisy machine slows the tests down but does not fail them.
 #![allow(dead_code)] // each test file uses its own part of these helpers
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -173,18 +172,6 @@ pub fn kernels(cc: &str) -> PathBuf {
     let p = d.path().to_path_buf();
     dirs.push((cc.to_string(), d));
     p
-}
-
-/// Whether clang with LLVM libomp is unusable here (probed once per test binary), said on
-/// stderr past the harness's capture as the kernels' own tests say it: the README's machine
-/// needs only gcc; CI installs clang and libomp, and runs these tests.
-pub fn clang_missing(test: &str) -> bool {
-    static WHY: OnceLock<Option<String>> = OnceLock::new();
-    let why = WHY.get_or_init(|| cpumgr_kernels::openmp_unusable(tempfile::tempdir().unwrap().path(), "clang"));
-    if let Some(why) = why {
-        let _ = writeln!(std::io::stderr(), "{test}: SKIPPED, {why} (apt-get install clang libomp-dev)");
-    }
-    why.is_some()
 }
 
 /// Fails unless the OpenMP adapter was built beside the `cpumgr` binary.
