@@ -23,6 +23,6 @@ pub(crate) mod testing;
 
 pub use cpuset::CpuSet;
 pub use placer::Placer;
-pub use policy::{Allocation, Decision, Policy, Rotation, View};
+pub use policy::{Allocation, Decision, Policy, Rotation, SimHints, View};
 pub use program::{Kind, Name, Nanos, Program, ProgramId, Request, SpeedupReport};
 pub use topology::{Level, Topology};

@@ -98,8 +98,9 @@ impl Decision {
     }
 }
 
-/// A scheduling policy. Only [`Policy::decide`] is required; the hooks let a policy keep state
-/// across quanta (PDPA's per-program state machine, VTQ's repository queue).
+/// A scheduling policy: what the live manager calls. Only [`Policy::decide`] is required; the
+/// hooks let a policy keep state across quanta (PDPA's per-program state machine, VTQ's
+/// repository queue). What the simulator asks beyond this, to skip work, is [`SimHints`].
 pub trait Policy: Send {
     /// The policy's registered name (`equipartition`, `pdpa`, ...).
     fn name(&self) -> &'static str;
@@ -127,6 +128,35 @@ pub trait Policy: Send {
         }
     }
 
+    /// A program registered (it is already in `view`).
+    fn on_arrival(&mut self, _view: &View, _id: ProgramId) {}
+
+    /// A program ended or unregistered (it is no longer in any view).
+    fn on_exit(&mut self, _id: ProgramId) {}
+
+    /// Whether the policy time-shares: some programs may be stopped while others run, so the
+    /// enforcer must stop and continue them at quantum boundaries.
+    fn time_sharing(&self) -> bool {
+        false
+    }
+
+    /// Whether the policy leaves the machine unmanaged (the `os` baseline): every program runs
+    /// with as many threads as it wants on every managed CPU, oversubscribed, and the placer is
+    /// not consulted. The counts in its decision are the programs' thread counts, not CPU shares.
+    fn oversubscribes(&self) -> bool {
+        false
+    }
+}
+
+/// What the discrete-event simulator asks of a policy beyond the [`Policy`] contract: hints that
+/// let it skip work (quanta that cannot change anything, decisions it can bring up to date, a
+/// schedule that repeats) and the admission and quantum the policy's paper ran it under. The
+/// live manager never calls them. Every default fits a policy whose decision depends on its
+/// view alone (no hint: the simulator does the full work), so such a policy simulates with
+/// `impl SimHints for MyPolicy {}`; one whose own state moves says so ([`SimHints::settled`]).
+/// A hint that lies makes the fast-forward's results differ from a quantum-by-quantum run, which
+/// the simulator's property tests check for every catalog policy.
+pub trait SimHints: Policy {
     /// Brings this policy's last decision up to date instead of deciding afresh, when the view
     /// changed only by programs leaving and `appended` programs arriving at its end: `out` holds
     /// the last decision (from [`Policy::decide`] or this method) for the programs still
@@ -138,29 +168,17 @@ pub trait Policy: Send {
     /// up to date too (they hold the last decision's). This lets a quantum cost the programs that
     /// changed rather than every program: the simulator asks it at every tick but the first of a
     /// run whose jobs it brings up to date only at their own events (a policy that reads no
-    /// usage, [`Policy::reads_usage`], and, with the fast-forward on, does not time-share); the
+    /// usage, [`SimHints::reads_usage`], and, with the fast-forward on, does not time-share); the
     /// live manager always decides afresh.
     fn update(&mut self, _view: &View, _out: &mut Decision, _appended: usize) -> bool {
         false
     }
 
-    /// Whether [`Policy::update`] may accept to bring the decision just made up to date at the
+    /// Whether [`SimHints::update`] may accept to bring the decision just made up to date at the
     /// next quantum. Keeping a decision in step with the programs that leave costs a pass over
     /// it, which a caller spares when this says no (the default: a policy that never updates, or
     /// one whose last decision left a program waiting).
     fn may_update(&self) -> bool {
-        false
-    }
-
-    /// A program registered (it is already in `view`).
-    fn on_arrival(&mut self, _view: &View, _id: ProgramId) {}
-
-    /// A program ended or unregistered (it is no longer in any view).
-    fn on_exit(&mut self, _id: ProgramId) {}
-
-    /// Whether the policy time-shares: some programs may be stopped while others run, so the
-    /// enforcer must stop and continue them at quantum boundaries.
-    fn time_sharing(&self) -> bool {
         false
     }
 
@@ -175,13 +193,6 @@ pub trait Policy: Send {
     /// [`Program::cpu_time`]: crate::program::Program::cpu_time
     /// [`Program::speedup`]: crate::program::Program::speedup
     fn reads_usage(&self) -> bool {
-        false
-    }
-
-    /// Whether the policy leaves the machine unmanaged (the `os` baseline): every program runs
-    /// with as many threads as it wants on every managed CPU, oversubscribed, and the placer is
-    /// not consulted. The counts in its decision are the programs' thread counts, not CPU shares.
-    fn oversubscribes(&self) -> bool {
         false
     }
 
@@ -227,7 +238,7 @@ pub trait Policy: Send {
     fn skip(&mut self, _by: Nanos) {}
 }
 
-/// A time-sharing policy's rotation for an unchanged view: see [`Policy::rotation`].
+/// A time-sharing policy's rotation for an unchanged view: see [`SimHints::rotation`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rotation {
     /// Quanta before the decisions repeat.

@@ -56,7 +56,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let started = Instant::now();
     let cpu0 = thread_cpu_seconds();
     let mut obs = Progress { started, every: (jobs / 10).max(1), done: 0 };
-    let s = run(&t, policy, policies::build(policy)?, g.iter(), &SimConfig::default(), &mut obs)?;
+    let s = run(&t, policy, policies::build_simulated(policy)?, g.iter(), &SimConfig::default(), &mut obs)?;
     let wall = started.elapsed().as_secs_f64();
     let cpu = thread_cpu_seconds() - cpu0;
     println!(

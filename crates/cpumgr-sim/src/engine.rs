@@ -11,7 +11,7 @@
 //! and its thread count. It then runs the policy and the [`Placer`] — the same code as the live
 //! manager — and sets every job's progress rate from its speedup model and the
 //! [`CostModel`]. Work at a tick follows the jobs whose allocation changes: an unchanged one
-//! keeps its rate and end, and, when neither the policy ([`cpumgr_core::Policy::reads_usage`])
+//! keeps its rate and end, and, when neither the policy ([`cpumgr_core::SimHints::reads_usage`])
 //! nor the snapshot fast-forward of a time-sharing policy's schedule (below) needs the
 //! per-quantum usage figures, its progress is brought up to date only at its own events. An
 //! `os` policy ([`cpumgr_core::Policy::oversubscribes`]) is not placed and not ticked: every job
@@ -38,11 +38,11 @@
 //! times over, with no event in between — the engine jumps over whole periods, adding each job's
 //! progress per period, up to just before the next completion or arrival, and then resumes
 //! quantum by quantum. This assumes a policy in a repeating schedule keeps repeating while nothing
-//! changes; a policy whose own state still moves says so ([`cpumgr_core::Policy::settled`]:
+//! changes; a policy whose own state still moves says so ([`cpumgr_core::SimHints::settled`]:
 //! PDPA while a search moves or probes), and only the schedule since it settled counts; set
 //! [`SimConfig::fast_forward`] to `false` for a quantum-by-quantum run. A policy's wake-ups
 //! between boundaries (VTQ-DSS's member expiries) count in the next boundary's signature, and a
-//! jump moves the pending wake-up and tells the policy ([`cpumgr_core::Policy::skip`]), so that
+//! jump moves the pending wake-up and tells the policy ([`cpumgr_core::SimHints::skip`]), so that
 //! its absolute times stay at the same point of its rotation.
 //!
 //! **The jobs' feed.** What a job needs before it arrives (generated or cloned from a trace,
@@ -52,14 +52,14 @@
 //!
 //! **Decisions brought up to date.** In a lazy run the engine keeps the policy's last decision,
 //! takes the finished programs out of it as it takes them out of the list, and asks the policy to
-//! bring it up to date for the programs admitted since ([`Policy::update`]) before deciding afresh:
+//! bring it up to date for the programs admitted since ([`SimHints::update`]) before deciding afresh:
 //! a rigid-first policy whose last decision served every program, all rigid (a trace's jobs, while
 //! none waits), serves the newcomers from what the others leave, and the engine compares only the
 //! newcomers' counts with what they hold. A quantum then costs the programs that changed, not a
 //! pass over every program in the policy, the decision's reset and the engine's scan.
 //!
 //! **Admission.** Jobs beyond the multiprogramming level ([`SimConfig::mpl`], else the policy's
-//! [`cpumgr_core::Policy::preferred_mpl`]) wait in arrival order and are admitted at ticks.
+//! [`cpumgr_core::SimHints::preferred_mpl`]) wait in arrival order and are admitted at ticks.
 
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
@@ -68,7 +68,7 @@ use std::time::Instant;
 use cpumgr_core::placer::{validate, PlacementError};
 use cpumgr_core::trace::{Event, EventKind};
 use cpumgr_core::{
-    Allocation, CpuSet, Decision, Kind, Nanos, Placer, Policy, Program, ProgramId, Rotation, SpeedupReport, Topology,
+    Allocation, CpuSet, Decision, Kind, Nanos, Placer, Program, ProgramId, Rotation, SimHints, SpeedupReport, Topology,
     View,
 };
 
@@ -98,7 +98,7 @@ pub struct SimConfig {
     /// The cost-of-sharing model.
     pub cost: CostModel,
     /// Most jobs admitted at once (the multiprogramming level); 0 for the policy's preferred
-    /// level ([`Policy::preferred_mpl`]), or no limit if it has none. Jobs beyond it queue in
+    /// level ([`SimHints::preferred_mpl`]), or no limit if it has none. Jobs beyond it queue in
     /// arrival order (a FCFS long-term scheduler).
     pub mpl: u32,
     /// Whether the admission limit follows the policy's MPL advice (PDPA) when it gives one.
@@ -407,7 +407,7 @@ struct Engine<'a, 'o> {
     topology: &'a Topology,
     managed: CpuSet,
     cpus: u32,
-    policy: Box<dyn Policy>,
+    policy: Box<dyn SimHints>,
     spec: String,
     cfg: SimConfig,
     quantum: Nanos,
@@ -432,8 +432,8 @@ struct Engine<'a, 'o> {
     decision: Decision,
     /// Whether `decision` is the policy's last, for the program list as it was then (the
     /// programs finished since are still listed until [`Engine::compact`] takes them out of
-    /// both), and the policy may bring it up to date ([`Policy::may_update`]): a lazy run then
-    /// asks it to ([`Policy::update`]).
+    /// both), and the policy may bring it up to date ([`SimHints::may_update`]): a lazy run then
+    /// asks it to ([`SimHints::update`]).
     decided: bool,
     /// Programs admitted since the last decision (at the end of the list).
     appended: usize,
@@ -455,12 +455,12 @@ struct Engine<'a, 'o> {
     /// Alive jobs that held no CPU after the last tick.
     unserved: usize,
     /// Whether jobs are brought up to date only at their own events: a policy that does not read
-    /// the per-quantum usage figures ([`Policy::reads_usage`]), and no snapshot fast-forward
+    /// the per-quantum usage figures ([`SimHints::reads_usage`]), and no snapshot fast-forward
     /// (which takes every job's snapshot at every boundary). A tick then costs the jobs whose
     /// allocation changes, not every job; a job's progress over quanta of one allocation is
     /// added in one step instead of one per quantum (equal up to rounding).
     lazy: bool,
-    /// Whether the policy reads the usage figures ([`Policy::reads_usage`]): a run that is not
+    /// Whether the policy reads the usage figures ([`SimHints::reads_usage`]): a run that is not
     /// lazy for the snapshots' sake leaves them as a lazy run does.
     usage: bool,
     /// The indices of the finished jobs still in `live` (removed at the next tick), in the
@@ -479,7 +479,7 @@ struct Engine<'a, 'o> {
     wake_sig: u64,
     /// Whether a job was admitted since the last boundary's fast-forward check.
     admitted: bool,
-    /// The policy's rotation at the last boundary ([`Policy::rotation`]).
+    /// The policy's rotation at the last boundary ([`SimHints::rotation`]).
     rotation: Option<Rotation>,
     quiet: usize,
     idle_quanta: u64,
@@ -492,7 +492,7 @@ struct Engine<'a, 'o> {
 pub fn run(
     topology: &Topology,
     spec: &str,
-    policy: Box<dyn Policy>,
+    policy: Box<dyn SimHints>,
     jobs: impl IntoIterator<Item = JobSpec, IntoIter: Send>,
     cfg: &SimConfig,
     obs: &mut dyn Observer,
@@ -506,7 +506,7 @@ pub fn run(
 fn run_fed(
     topology: &Topology,
     spec: &str,
-    policy: Box<dyn Policy>,
+    policy: Box<dyn SimHints>,
     mut pending: Feed,
     cfg: &SimConfig,
     obs: &mut dyn Observer,
@@ -1202,7 +1202,7 @@ impl Engine<'_, '_> {
     }
 
     /// The period of the schedule since the last change, if it repeats. When the policy states
-    /// its rotation of `p` quanta ([`Policy::rotation`]), one repetition is proof: if after the
+    /// its rotation of `p` quanta ([`SimHints::rotation`]), one repetition is proof: if after the
     /// last boundary but one the policy is where it was `p` boundaries before (its rotation, all
     /// since the change) and so is every program's set (running, or where a stopped one will
     /// resume), then the last `p` quanta, and the moves and stalls their decisions caused,
@@ -1224,7 +1224,7 @@ impl Engine<'_, '_> {
     /// A lazy run's fast-forward: once the same schedule was decided at [`REPEATS`] boundaries
     /// in a row (the one that set it, then quanta that changed no allocation and admitted no
     /// job, as the snapshot fast-forward trusts a period of one), with a policy that says its
-    /// state stands still ([`Policy::settled`]), the quanta up to the boundary at or after the
+    /// state stands still ([`SimHints::settled`]), the quanta up to the boundary at or after the
     /// next event (a phase end, an arrival, a wake-up) are skipped. Nothing a lazy run does at
     /// such a quantum reaches a job (each one's progress is added at its own events) or the
     /// policy's view, so skipping them gives the quantum-by-quantum run's results, as long as the

@@ -22,7 +22,7 @@ pub fn run_workload(w: &Workload, policy: &str, cfg: &SimConfig) -> (RunSummary,
     cfg.mpl = w.mpl;
     cfg.quantum = cfg.quantum.or(w.quantum);
     let mut jobs = Jobs::default();
-    let s = run(&t, policy, policies::build(policy).unwrap(), w.jobs(), &cfg, &mut jobs)
+    let s = run(&t, policy, policies::build_simulated(policy).unwrap(), w.jobs(), &cfg, &mut jobs)
         .unwrap_or_else(|e| panic!("{policy}: {e}"));
     (s, jobs.0)
 }

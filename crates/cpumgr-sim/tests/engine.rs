@@ -5,7 +5,7 @@ mod common;
 use common::run_workload;
 use cpumgr_core::placer::PlacementError;
 use cpumgr_core::trace::{Event, EventKind};
-use cpumgr_core::{policies, Decision, Kind, Policy, Rotation, Topology, View};
+use cpumgr_core::{policies, Decision, Kind, Policy, Rotation, SimHints, Topology, View};
 use cpumgr_sim::generate::{Generator, JobKind, Model};
 use cpumgr_sim::job::ltomcatv;
 use cpumgr_sim::{
@@ -236,7 +236,7 @@ enum Disguise {
 }
 
 /// A policy as another, but for what it says of its rotation.
-struct Disguised(Box<dyn Policy>, Disguise);
+struct Disguised(Box<dyn SimHints>, Disguise);
 
 impl Policy for Disguised {
     fn name(&self) -> &'static str {
@@ -254,7 +254,9 @@ impl Policy for Disguised {
     fn time_sharing(&self) -> bool {
         self.0.time_sharing()
     }
+}
 
+impl SimHints for Disguised {
     fn preferred_mpl(&self) -> Option<u32> {
         self.0.preferred_mpl()
     }
@@ -280,7 +282,7 @@ impl Policy for Disguised {
 
 /// Runs `jobs` on a flat machine of `cpus` under `policy` (named `spec`): the summary and every
 /// job's record in id order.
-fn records(cpus: u32, spec: &str, policy: Box<dyn Policy>, jobs: &[JobSpec], fast_forward: bool) -> Run {
+fn records(cpus: u32, spec: &str, policy: Box<dyn SimHints>, jobs: &[JobSpec], fast_forward: bool) -> Run {
     let cfg = SimConfig { fast_forward, ..SimConfig::default() };
     let mut out = common::Jobs::default();
     let s = run(&Topology::flat(cpus), spec, policy, jobs.iter().cloned(), &cfg, &mut out).unwrap();
@@ -304,7 +306,7 @@ fn jobs_brought_up_to_date_at_their_own_events_end_as_at_every_quantum() {
     // them (the disguise) moves every job every quantum. Same records, to rounding, and the same
     // number of events, for malleable, moldable and rigid jobs under space- and time-sharing.
     // Rigid jobs under equipartition, cluster and burst also have their decisions brought up to
-    // date (`Policy::update`) while every job is served, which the disguise does not forward: it
+    // date (`SimHints::update`) while every job is served, which the disguise does not forward: it
     // decides afresh every quantum.
     for (kind, policy) in [
         (JobKind::Malleable, "equipartition"),
@@ -319,7 +321,7 @@ fn jobs_brought_up_to_date_at_their_own_events_end_as_at_every_quantum() {
         let mut g = Generator::new(Model::Poisson, 150, 32);
         (g.mean_runtime, g.load, g.kind, g.max_size) = (3.7, 1.1, kind, 16);
         let jobs: Vec<JobSpec> = g.iter().collect();
-        let build = || policies::build(policy).unwrap();
+        let build = || policies::build_simulated(policy).unwrap();
         let (lazy, lj) = records(32, policy, build(), &jobs, false);
         let (eager, ej) = records(32, policy, Box::new(Disguised(build(), Disguise::Watchful)), &jobs, false);
         assert_eq!(lazy.events, eager.events, "{policy}");
@@ -338,7 +340,7 @@ fn a_stated_period_is_trusted_after_one_repetition() {
     g.load = 1.2;
     let jobs: Vec<JobSpec> = g.iter().collect();
     for policy in ["gang", "sw-dss", "ssw-dss", "cs"] {
-        let build = || policies::build(policy).unwrap();
+        let build = || policies::build_simulated(policy).unwrap();
         let (stated, js) = records(32, policy, build(), &jobs, true);
         let (unstated, _) = records(32, policy, Box::new(Disguised(build(), Disguise::Unstated)), &jobs, true);
         let (_, exact) = records(32, policy, build(), &jobs, false);
@@ -358,7 +360,7 @@ fn an_admission_the_rotation_leaves_out_changes_nothing() {
     jobs.extend(
         (1..=40).map(|k| JobSpec::rigid(format!("w{k}"), k * S + S / 3, 32, 1.037 * 32.0, SpeedupModel::LINEAR)),
     );
-    let build = || policies::build("cs:mpl=1").unwrap();
+    let build = || policies::build_simulated("cs:mpl=1").unwrap();
     let (steady, js) = records(32, "cs", build(), &jobs, true);
     let (restless, _) = records(32, "cs", Box::new(Disguised(build(), Disguise::Restless)), &jobs, true);
     let (_, exact) = records(32, "cs", build(), &jobs, false);
@@ -424,7 +426,7 @@ fn slices_shorter_than_the_resume_cost_end_at_the_horizon_at_once() {
     let jobs: Vec<JobSpec> =
         (0..2).map(|k| JobSpec::rigid(format!("j{k}"), 0, 4, 40.0, SpeedupModel::LINEAR)).collect();
     let cfg = SimConfig { cost: CostModel { resume_ms: 150.0, ..CostModel::default() }, ..SimConfig::default() };
-    let e = run(&t, "gang", policies::build("gang").unwrap(), jobs, &cfg, &mut ()).unwrap_err();
+    let e = run(&t, "gang", policies::build_simulated("gang").unwrap(), jobs, &cfg, &mut ()).unwrap_err();
     assert!(matches!(e, SimError::Horizon { .. }), "{e}");
 }
 
@@ -453,6 +455,8 @@ impl Policy for Nothing {
 
     fn decide(&mut self, _view: &View, _out: &mut Decision) {}
 }
+
+impl SimHints for Nothing {}
 
 #[test]
 fn a_starving_policy_is_an_error_not_a_hang() {
@@ -490,6 +494,8 @@ impl Policy for Greedy {
     }
 }
 
+impl SimHints for Greedy {}
+
 #[test]
 fn a_decision_beyond_the_machine_is_a_placement_error() {
     let t = Topology::flat(4);
@@ -522,8 +528,15 @@ fn a_decision_beyond_the_machine_is_a_placement_error() {
 fn a_job_larger_than_the_machine_is_refused() {
     let t = Topology::flat(4);
     let jobs = vec![JobSpec::rigid("big", 0, 8, 1.0, SpeedupModel::LINEAR)];
-    let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), jobs, &SimConfig::default(), &mut ())
-        .unwrap_err();
+    let e = run(
+        &t,
+        "equipartition",
+        policies::build_simulated("equipartition").unwrap(),
+        jobs,
+        &SimConfig::default(),
+        &mut (),
+    )
+    .unwrap_err();
     assert!(matches!(e, SimError::Job { field: "request", .. }), "{e}");
 }
 
@@ -551,7 +564,7 @@ fn the_trace_tells_the_story_in_time_order() {
     run(
         &t,
         "equipartition",
-        policies::build("equipartition").unwrap(),
+        policies::build_simulated("equipartition").unwrap(),
         vec![lt, other],
         &SimConfig::default(),
         &mut ev,
@@ -623,9 +636,15 @@ fn an_end_past_the_horizon_is_reached_by_a_jump() {
     let crawl = JobSpec::malleable("crawl", 0, 2, 1.0, SpeedupModel::Table { values: vec![1e-12] });
     for policy in ["equipartition", "fcfs", "dss", "pdpa", "llpc", "cluster"] {
         for job in [&slow, &crawl] {
-            let e =
-                run(&t, policy, policies::build(policy).unwrap(), vec![job.clone()], &SimConfig::default(), &mut ())
-                    .unwrap_err();
+            let e = run(
+                &t,
+                policy,
+                policies::build_simulated(policy).unwrap(),
+                vec![job.clone()],
+                &SimConfig::default(),
+                &mut (),
+            )
+            .unwrap_err();
             assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{policy}, {}: {e}", job.name);
         }
     }
@@ -636,8 +655,8 @@ fn absurd_times_are_errors_not_overflows() {
     let t = Topology::flat(4);
     // An arrival at the end of the nanosecond clock: refused, naming the job and the field.
     let late = JobSpec::malleable("late", u64::MAX, 2, 1.0, SpeedupModel::LINEAR);
-    let e =
-        run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![late], &free(), &mut ()).unwrap_err();
+    let e = run(&t, "equipartition", policies::build_simulated("equipartition").unwrap(), vec![late], &free(), &mut ())
+        .unwrap_err();
     assert!(matches!(&e, SimError::Job { name, field: "arrival", .. } if name == "late"), "{e}");
     // Work that would run past the horizon on one CPU: the run stops there, with or without
     // fast-forward, instead of overflowing its clock.
@@ -649,19 +668,33 @@ fn absurd_times_are_errors_not_overflows() {
             // ticks to the horizon.
             let mut near = huge.clone();
             near.arrival = 999_999_000 * S;
-            let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![near], &cfg, &mut ())
-                .unwrap_err();
+            let e = run(
+                &t,
+                "equipartition",
+                policies::build_simulated("equipartition").unwrap(),
+                vec![near],
+                &cfg,
+                &mut (),
+            )
+            .unwrap_err();
             assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{e}");
             continue;
         }
-        let e = run(&t, "equipartition", policies::build("equipartition").unwrap(), vec![huge.clone()], &cfg, &mut ())
-            .unwrap_err();
+        let e = run(
+            &t,
+            "equipartition",
+            policies::build_simulated("equipartition").unwrap(),
+            vec![huge.clone()],
+            &cfg,
+            &mut (),
+        )
+        .unwrap_err();
         assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{e}");
         // The same under os, on a shared clock (linear) and on a rate of its own (Amdahl).
         let amdahl =
             JobSpec { phases: Phase::parallel(1e300, 1, SpeedupModel::Amdahl { serial: 0.5 }).into(), ..huge.clone() };
         for job in [huge, amdahl] {
-            let e = run(&t, "os", policies::build("os").unwrap(), vec![job], &cfg, &mut ()).unwrap_err();
+            let e = run(&t, "os", policies::build_simulated("os").unwrap(), vec![job], &cfg, &mut ()).unwrap_err();
             assert!(matches!(e, SimError::Horizon { jobs: 1, .. }), "{e}");
         }
     }

@@ -4,7 +4,7 @@
 //! done a rounding's width early; jobs of one phase, or evolving ones of phases that change their
 //! request), every policy (`os` too, whose processor sharing ticks only when something changed)
 //! gives each job the record of a quantum-by-quantum run, and the run the same fragmentation. PDPA is
-//! in since it says when its searches settled ([`cpumgr_core::Policy::settled`]): before, its
+//! in since it says when its searches settled ([`cpumgr_core::SimHints::settled`]): before, its
 //! probe-and-fall-back pattern repeated three times and was jumped over past its last probe.
 //! A lazy run (a space-sharing policy that reads no usage) skips only quiet quanta, so there the
 //! records are the quantum-by-quantum run's exactly.
@@ -92,13 +92,13 @@ proptest! {
             let cost = CostModel { resume_ms, ..CostModel::default() };
             let cfg = SimConfig { cost, mpl, fast_forward, ..SimConfig::default() };
             let mut out = Jobs::default();
-            let s = run(&t, spec, policies::build(spec).unwrap(), specs.clone(), &cfg, &mut out).unwrap();
+            let s = run(&t, spec, policies::build_simulated(spec).unwrap(), specs.clone(), &cfg, &mut out).unwrap();
             out.0.sort_by_key(|j| j.id);
             (s, out.0)
         };
         let ((fast, fj), (exact, ej)) = (go(true), go(false));
         let lazy = {
-            let p = policies::build(spec).unwrap();
+            let p = policies::build_simulated(spec).unwrap();
             !p.time_sharing() && !p.reads_usage() && !p.oversubscribes()
         };
         if lazy {

@@ -18,7 +18,7 @@
 
 use super::equipartition::water_fill;
 use super::{reserve_rigid, PolicyInfo, RigidFirst};
-use crate::policy::{Decision, Policy, View};
+use crate::policy::{Decision, Policy, SimHints, View};
 use crate::topology::Level;
 
 /// The catalog entry.
@@ -35,7 +35,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
 #[derive(Debug, Clone, Default)]
 pub struct Burst {
     /// Whether its last decision served every program, all rigid, and on how many CPUs: what
-    /// [`Policy::update`] builds on.
+    /// [`SimHints::update`] builds on.
     rigid: RigidFirst,
 }
 
@@ -128,7 +128,9 @@ impl Policy for Burst {
             out.allocations[i].block = grid.block(c);
         }
     }
+}
 
+impl SimHints for Burst {
     fn update(&mut self, view: &View, out: &mut Decision, appended: usize) -> bool {
         self.rigid.update(view, out, appended)
     }

@@ -10,7 +10,7 @@
 
 use super::{reserve_rigid, PolicyInfo, RigidFirst};
 use crate::params::{ParamKind, ParamSpec};
-use crate::policy::{Decision, Policy, View};
+use crate::policy::{Decision, Policy, SimHints, View};
 
 /// The catalog entry.
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -31,7 +31,7 @@ pub struct Cluster {
     /// CPUs per cluster.
     pub size: u32,
     /// Whether its last decision served every program, all rigid, and on how many CPUs: what
-    /// [`Policy::update`] builds on.
+    /// [`SimHints::update`] builds on.
     rigid: RigidFirst,
 }
 
@@ -76,7 +76,9 @@ impl Policy for Cluster {
             }
         }
     }
+}
 
+impl SimHints for Cluster {
     fn update(&mut self, view: &View, out: &mut Decision, appended: usize) -> bool {
         self.rigid.update(view, out, appended)
     }

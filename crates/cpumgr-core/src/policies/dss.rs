@@ -7,7 +7,7 @@
 //! shares round down to nothing and the time-shared variants (`sw-dss`, `ssw-dss`, `vtq-dss`) help.
 
 use super::PolicyInfo;
-use crate::policy::{proportional_shares, Decision, Policy, View};
+use crate::policy::{proportional_shares, Decision, Policy, SimHints, View};
 
 /// The catalog entry.
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -32,6 +32,8 @@ impl Policy for Dss {
         dss_shares(view, &all, view.cpus, out);
     }
 }
+
+impl SimHints for Dss {}
 
 /// Gives `members` (indices into the view) DSS shares of `cpus`: rigid members first, whole or
 /// not at all ([`super::reserve_rigid`]'s rule, within the members), then the others in

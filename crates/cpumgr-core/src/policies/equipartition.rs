@@ -10,7 +10,7 @@
 
 use super::{reserve_rigid, PolicyInfo, Reserved, RigidFirst};
 use crate::params::{ParamKind, ParamSpec};
-use crate::policy::{Decision, Policy, View};
+use crate::policy::{Decision, Policy, SimHints, View};
 use crate::program::Program;
 
 /// The catalog entry.
@@ -34,7 +34,7 @@ pub struct Equipartition {
     /// Whether leftover CPUs are handed out again.
     pub redistribute: bool,
     /// Whether its last decision served every program, all rigid, and on how many CPUs: what
-    /// [`Policy::update`] builds on.
+    /// [`SimHints::update`] builds on.
     rigid: RigidFirst,
 }
 
@@ -69,7 +69,9 @@ impl Policy for Equipartition {
             out.give(i, c);
         }
     }
+}
 
+impl SimHints for Equipartition {
     fn update(&mut self, view: &View, out: &mut Decision, appended: usize) -> bool {
         self.rigid.update(view, out, appended)
     }

@@ -16,7 +16,7 @@
 use super::started::{Started, Waiting};
 use super::PolicyInfo;
 use crate::params::{ParamKind, ParamSpec};
-use crate::policy::{Decision, Policy, View};
+use crate::policy::{Decision, Policy, SimHints, View};
 
 /// The catalog entry.
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -80,6 +80,8 @@ impl Policy for Fcfs {
         });
     }
 }
+
+impl SimHints for Fcfs {}
 
 #[cfg(test)]
 mod tests {

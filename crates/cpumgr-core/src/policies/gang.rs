@@ -5,14 +5,14 @@
 //! runs; with `fill=true` the CPUs its row leaves idle go to programs of other rows that fit
 //! whole (alternate scheduling). `slots` bounds the rows (the multiprogramming level); programs
 //! that do not fit in them wait. `admit` bounds the programs admitted at once
-//! ([`Policy::preferred_mpl`]): without either bound a growing backlog makes as many rows.
+//! ([`SimHints::preferred_mpl`]): without either bound a growing backlog makes as many rows.
 //!
 //! Good at: spinning, synchronising programs always run with all their threads together.
 //! Bad at: CPUs idle when rows pack badly, and every program waits `rows − 1` quanta per cycle.
 
 use super::PolicyInfo;
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
-use crate::policy::{Decision, Policy, Rotation, View};
+use crate::policy::{Decision, Policy, Rotation, SimHints, View};
 use crate::program::ProgramId;
 
 const PARAMS: &[ParamSpec] = &[
@@ -45,7 +45,7 @@ pub fn build(
     p: &Params,
     slots_key: &'static str,
     admit: Option<u32>,
-) -> Result<Box<dyn Policy>, ParamError> {
+) -> Result<Box<dyn SimHints>, ParamError> {
     Ok(Box::new(Gang {
         name,
         slots: p.u32(slots_key)?,
@@ -198,7 +198,9 @@ impl Policy for Gang {
     fn time_sharing(&self) -> bool {
         true
     }
+}
 
+impl SimHints for Gang {
     fn preferred_mpl(&self) -> Option<u32> {
         self.admit
     }
@@ -255,7 +257,7 @@ mod tests {
         let t = Topology::flat(4);
         let progs = programs(&[4, 3, 2, 1]);
         let view = View { now: 0, quantum: 1, topology: &t, cpus: 4, programs: &progs };
-        let mut p = crate::policies::build("gang").unwrap();
+        let mut p = crate::policies::build_simulated("gang").unwrap();
         let mut d = Decision::default();
         d.reset(progs.len());
         p.decide(&view, &mut d);

@@ -22,7 +22,7 @@
 //! that cannot shrink.
 
 use super::PolicyInfo;
-use crate::policy::{Decision, Policy, View};
+use crate::policy::{Decision, Policy, SimHints, View};
 use crate::program::{Program, ProgramId};
 
 /// The catalog entry.
@@ -92,6 +92,8 @@ impl Policy for Llpc {
         self.fit(view, out, false);
     }
 }
+
+impl SimHints for Llpc {}
 
 impl Llpc {
     /// Decides a quantum: when it `turns`, every program adjusts its team to the load, as at

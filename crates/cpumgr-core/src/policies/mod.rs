@@ -5,7 +5,7 @@
 //! all read it, so a policy added here is everywhere at once.
 
 use crate::params::{ParamError, ParamKind, ParamSpec, Params, PolicySpec};
-use crate::policy::{Allocation, Decision, Policy, View};
+use crate::policy::{Allocation, Decision, Policy, SimHints, View};
 
 pub mod burst;
 pub mod cluster;
@@ -39,7 +39,7 @@ pub struct PolicyInfo {
     /// Its parameters.
     pub params: &'static [ParamSpec],
     /// Builds it from checked parameters.
-    pub build: fn(&Params) -> Result<Box<dyn Policy>, ParamError>,
+    pub build: fn(&Params) -> Result<Box<dyn SimHints>, ParamError>,
 }
 
 /// Every registered policy, in the order `cpumgr policies` lists them.
@@ -67,8 +67,13 @@ pub fn info(name: &str) -> Option<&'static PolicyInfo> {
     CATALOG.iter().find(|i| i.name == name)
 }
 
-/// Builds a policy from `name:key=value,...`.
+/// Builds a policy from `name:key=value,...`, for the live manager.
 pub fn build(spec: &str) -> Result<Box<dyn Policy>, ParamError> {
+    Ok(build_simulated(spec)?)
+}
+
+/// Builds a policy from `name:key=value,...` with the hints the simulator reads ([`SimHints`]).
+pub fn build_simulated(spec: &str) -> Result<Box<dyn SimHints>, ParamError> {
     let spec = PolicySpec::parse(spec)?;
     let info = info(&spec.name).ok_or_else(|| ParamError::UnknownPolicy {
         name: spec.name.clone(),
@@ -79,7 +84,7 @@ pub fn build(spec: &str) -> Result<Box<dyn Policy>, ParamError> {
 }
 
 /// The admission parameter of the policies that rotate through every admitted program (gang and
-/// the time-shared DSS variants): see [`Policy::preferred_mpl`]. The default, 8, is the largest
+/// the time-shared DSS variants): see [`SimHints::preferred_mpl`]. The default, 8, is the largest
 /// multiprogramming degree of the papers' time-sharing experiments (paper 003, Table 2).
 pub const ADMIT: ParamSpec = ParamSpec {
     key: "admit",
@@ -87,7 +92,7 @@ pub const ADMIT: ParamSpec = ParamSpec {
     kind: ParamKind::Int { default: 8, min: 0, max: 1 << 20 },
 };
 
-/// An admission limit of `admit` programs, 0 meaning none, as [`Policy::preferred_mpl`] gives it.
+/// An admission limit of `admit` programs, 0 meaning none, as [`SimHints::preferred_mpl`] gives it.
 pub fn admission(admit: u32) -> Option<u32> {
     (admit > 0).then_some(admit)
 }
@@ -143,7 +148,7 @@ pub struct Reserved {
 }
 
 /// What a rigid-first policy ([`reserve_rigid`], then the other programs) remembers of its last
-/// decision to bring it up to date ([`Policy::update`]): whether that decision served every
+/// decision to bring it up to date ([`SimHints::update`]): whether that decision served every
 /// program and every program was rigid, on how many CPUs. Then, with programs gone and others
 /// appended, every program still listed is served again (the CPUs left at its turn only grew)
 /// with the same count, and the appended ones are served in order from what the others leave,
@@ -162,13 +167,13 @@ impl RigidFirst {
         self.all_served_on = all.then_some(view.cpus);
     }
 
-    /// [`Policy::may_update`] for a rigid-first policy: its last decision served every program,
+    /// [`SimHints::may_update`] for a rigid-first policy: its last decision served every program,
     /// all rigid.
     pub fn may_update(&self) -> bool {
         self.all_served_on.is_some()
     }
 
-    /// [`Policy::update`] for a rigid-first policy whose decision on rigid programs alone is
+    /// [`SimHints::update`] for a rigid-first policy whose decision on rigid programs alone is
     /// [`reserve_rigid`]'s: serves the `appended` programs if the last decision served every
     /// program on as many CPUs and they are all rigid; false (nothing to rely on) otherwise.
     pub fn update(&mut self, view: &View, out: &mut Decision, appended: usize) -> bool {
@@ -269,7 +274,7 @@ mod tests {
     /// can and deciding afresh where it cannot, and checks each decision against a fresh one of
     /// another instance; returns how many quanta were brought up to date.
     fn follow(spec: &str, topology: &Topology, cpus: u32, steps: &[Step]) -> usize {
-        let (mut updating, mut fresh) = (build(spec).unwrap(), build(spec).unwrap());
+        let (mut updating, mut fresh) = (build_simulated(spec).unwrap(), build(spec).unwrap());
         let (mut programs, mut out, mut next_id) = (Vec::<Program>::new(), Decision::default(), 0u64);
         let mut updated = 0;
         for (k, (leave, arrive, fewer)) in steps.iter().enumerate() {

@@ -22,7 +22,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
 mod tests {
     #[test]
     fn prefers_a_120_ms_quantum_and_time_shares() {
-        let p = crate::policies::build("omp-dss").unwrap();
+        let p = crate::policies::build_simulated("omp-dss").unwrap();
         assert_eq!(p.preferred_quantum(), Some(120_000_000));
         assert!(p.time_sharing());
     }

@@ -7,7 +7,7 @@
 //! spinning barriers and descheduled lock holders when programs share the machine.
 
 use super::PolicyInfo;
-use crate::policy::{Decision, Policy, View};
+use crate::policy::{Decision, Policy, SimHints, View};
 
 /// The catalog entry.
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -37,6 +37,8 @@ impl Policy for Os {
         true
     }
 }
+
+impl SimHints for Os {}
 
 #[cfg(test)]
 mod tests {

@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use super::equipartition::water_fill;
 use super::{reserve_rigid, PolicyInfo, Reserved};
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
-use crate::policy::{Decision, Policy, View};
+use crate::policy::{Decision, Policy, SimHints, View};
 use crate::program::ProgramId;
 
 /// The catalog entry.
@@ -95,7 +95,7 @@ pub struct Pdpa {
     min_eff: f64,
     tests: u32,
     programs: HashMap<ProgramId, Search>,
-    /// Whether the last decision left every search as it found it ([`Policy::settled`]).
+    /// Whether the last decision left every search as it found it ([`SimHints::settled`]).
     settled: bool,
 }
 
@@ -232,6 +232,16 @@ impl Policy for Pdpa {
         self.programs.remove(&id);
     }
 
+    fn decide(&mut self, view: &View, out: &mut Decision) {
+        self.fit(view, out, true);
+    }
+
+    fn refit(&mut self, view: &View, out: &mut Decision) {
+        self.fit(view, out, false);
+    }
+}
+
+impl SimHints for Pdpa {
     /// Its searches move on the speedup reports.
     fn reads_usage(&self) -> bool {
         true
@@ -239,14 +249,6 @@ impl Policy for Pdpa {
 
     fn settled(&self) -> bool {
         self.settled
-    }
-
-    fn decide(&mut self, view: &View, out: &mut Decision) {
-        self.fit(view, out, true);
-    }
-
-    fn refit(&mut self, view: &View, out: &mut Decision) {
-        self.fit(view, out, false);
     }
 }
 

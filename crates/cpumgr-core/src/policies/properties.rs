@@ -13,7 +13,7 @@
 //!   processes, and exactly `processes / mpl` for every running job while any job waits;
 //! - equal requests under `equipartition` get counts that differ by at most one CPU;
 //! - determinism: a second run from the same inputs decides exactly the same;
-//! - a policy that says it does not read usage figures ([`Policy::reads_usage`]) decides the same
+//! - a policy that says it does not read usage figures ([`SimHints::reads_usage`]) decides the same
 //!   when every program's CPU time and speedup report are scrambled before each quantum;
 //! - a [`Policy::refit`] right after a decision decides the same, and refits between quanta
 //!   change none of the quanta that follow (a kicked step does not turn the rotation).
@@ -290,7 +290,7 @@ fn check_every_spec(
         prop_assert_eq!(&first, &second, "{} is not deterministic", spec);
         let refitted = run(spec, topology, programs.clone(), quanta, Twist::Refit)?;
         prop_assert_eq!(&first, &refitted, "{} turns at a refit", spec);
-        if !super::build(spec).expect("test specs build").reads_usage() {
+        if !super::build_simulated(spec).expect("test specs build").reads_usage() {
             let blind = run(spec, topology, programs.clone(), quanta, Twist::Scramble)?;
             prop_assert_eq!(&first, &blind, "{} says it does not read usage figures, but decides on them", spec);
         }

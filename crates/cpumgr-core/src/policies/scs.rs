@@ -15,7 +15,7 @@ use super::equipartition::water_fill;
 use super::started::{Started, Waiting};
 use super::PolicyInfo;
 use crate::params::{ParamKind, ParamSpec};
-use crate::policy::{Decision, Policy, View};
+use crate::policy::{Decision, Policy, SimHints, View};
 
 /// The catalog entry.
 pub const INFO: PolicyInfo = PolicyInfo {
@@ -88,6 +88,8 @@ impl Policy for Scs {
         }
     }
 }
+
+impl SimHints for Scs {}
 
 #[cfg(test)]
 mod tests {

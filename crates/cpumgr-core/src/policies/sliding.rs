@@ -5,7 +5,7 @@
 use super::dss::dss_shares;
 use super::window::{next_id, window, RotationMemo};
 use crate::params::{ParamError, ParamKind, ParamSpec, Params};
-use crate::policy::{Decision, Policy, Rotation, View};
+use crate::policy::{Decision, Policy, Rotation, SimHints, View};
 use crate::program::ProgramId;
 
 /// Parameters shared by the sliding-window policies.
@@ -64,7 +64,7 @@ impl Sliding {
         step: Step,
         p: &Params,
         quantum: Option<crate::program::Nanos>,
-    ) -> Result<Box<dyn Policy>, ParamError> {
+    ) -> Result<Box<dyn SimHints>, ParamError> {
         let (k, admit) = (p.float("k")?, super::admission(p.u32("admit")?));
         Ok(Box::new(Sliding {
             name,
@@ -111,7 +111,9 @@ impl Policy for Sliding {
     fn time_sharing(&self) -> bool {
         true
     }
+}
 
+impl SimHints for Sliding {
     fn preferred_quantum(&self) -> Option<crate::program::Nanos> {
         self.quantum
     }

@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use super::PolicyInfo;
 use crate::params::{ParamKind, ParamSpec};
-use crate::policy::{Decision, Policy, View};
+use crate::policy::{Decision, Policy, SimHints, View};
 use crate::program::ProgramId;
 
 /// The catalog entry.
@@ -44,14 +44,6 @@ impl Static {
 impl Policy for Static {
     fn name(&self) -> &'static str {
         INFO.name
-    }
-
-    /// One program per partition: the others wait for one in arrival order, which is what a
-    /// long-term scheduler admitting `parts` programs does (the programs that own partitions are
-    /// always the earliest arrivals still running). In the simulator the backlog then waits in
-    /// its queue instead of in every view.
-    fn preferred_mpl(&self) -> Option<u32> {
-        Some(self.parts)
     }
 
     fn on_exit(&mut self, id: ProgramId) {
@@ -89,6 +81,16 @@ impl Policy for Static {
             self.owner.insert(k, p.id);
             give(out, i, k);
         }
+    }
+}
+
+impl SimHints for Static {
+    /// One program per partition: the others wait for one in arrival order, which is what a
+    /// long-term scheduler admitting `parts` programs does (the programs that own partitions are
+    /// always the earliest arrivals still running). In the simulator the backlog then waits in
+    /// its queue instead of in every view.
+    fn preferred_mpl(&self) -> Option<u32> {
+        Some(self.parts)
     }
 }
 

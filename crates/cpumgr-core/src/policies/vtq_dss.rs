@@ -17,7 +17,7 @@ use super::dss::dss_shares;
 use super::sliding::{limit, Step, PARAMS};
 use super::window::{next_id, window, RotationMemo};
 use super::PolicyInfo;
-use crate::policy::{Decision, Policy, Rotation, View};
+use crate::policy::{Decision, Policy, Rotation, SimHints, View};
 use crate::program::{Nanos, ProgramId};
 
 /// The catalog entry.
@@ -33,7 +33,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
 #[derive(Debug, Clone, Default)]
 pub struct VtqDss {
     k: f64,
-    /// The admission limit it advises ([`Policy::preferred_mpl`]).
+    /// The admission limit it advises ([`SimHints::preferred_mpl`]).
     admit: Option<u32>,
     /// Members of the current gang: CPUs and the end of their quantum. A gang is a handful of
     /// programs, formed every quantum: a vector reused from gang to gang costs no allocation (a
@@ -135,7 +135,9 @@ impl Policy for VtqDss {
     fn time_sharing(&self) -> bool {
         true
     }
+}
 
+impl SimHints for VtqDss {
     fn preferred_mpl(&self) -> Option<u32> {
         self.admit
     }
@@ -205,15 +207,15 @@ mod tests {
         // gives without the skip: the gang's absolute times moved with the clock.
         let t = Topology::flat(4);
         let progs = programs(&[4, 1, 1]);
-        let decide_at = |p: &mut Box<dyn Policy>, now: Nanos| {
+        let decide_at = |p: &mut Box<dyn crate::SimHints>, now: Nanos| {
             let mut d = Decision::default();
             d.reset(3);
             let view = View { now, quantum: 100, topology: &t, cpus: 4, programs: &progs };
             p.decide_at(now.is_multiple_of(100), &view, &mut d);
             d
         };
-        let mut plain = crate::policies::build("vtq-dss:k=1.25").unwrap();
-        let mut skipped = crate::policies::build("vtq-dss:k=1.25").unwrap();
+        let mut plain = crate::policies::build_simulated("vtq-dss:k=1.25").unwrap();
+        let mut skipped = crate::policies::build_simulated("vtq-dss:k=1.25").unwrap();
         let first = decide_at(&mut plain, 0);
         assert_eq!(decide_at(&mut skipped, 0), first);
         let wake = first.wake_at.expect("p1 expires before the gang ends");

@@ -75,11 +75,11 @@ pub fn rotation(
 }
 
 /// The rotations a policy walked for one view, by start: a time-sharing policy is asked for its
-/// rotation at every quantum boundary ([`crate::Policy::rotation`]), each time from the next
+/// rotation at every quantum boundary ([`crate::SimHints::rotation`]), each time from the next
 /// window's start, while the view (the programs and what they want) rarely changes from one
 /// boundary to the next. Walking a rotation takes up to `max` windows; once each start of a
 /// cycle has been walked, a boundary costs a comparison of the view with the one remembered.
-/// Interior mutability, since [`crate::Policy::rotation`] takes the policy by shared reference;
+/// Interior mutability, since [`crate::SimHints::rotation`] takes the policy by shared reference;
 /// a policy's clone starts with an empty memo.
 #[derive(Debug, Default)]
 pub struct RotationMemo(RefCell<Memo>);

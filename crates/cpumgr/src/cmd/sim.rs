@@ -287,7 +287,7 @@ fn run_one(
     cfg: &SimConfig,
     obs: &mut dyn Observer,
 ) -> anyhow::Result<RunSummary> {
-    let policy = policies::build(spec).map_err(|e| InputError::new(e.to_string()))?;
+    let policy = policies::build_simulated(spec).map_err(|e| InputError::new(e.to_string()))?;
     if let Some(part) = static_part(spec, topology.num_cpus() as u32) {
         check_static(w, spec, part, topology.num_cpus() as u32)?;
     }
