@@ -3,5 +3,14 @@
 use cpumgr_testenv::Need;
 
 fn main() {
-    cpumgr_testenv::probe(&[Need::Root, Need::Clang, Need::Mpi, Need::Go, Need::Chromium, Need::SharedTraces]);
+    cpumgr_testenv::probe(&[
+        Need::Root,
+        Need::Clang,
+        Need::Mpi,
+        Need::Go,
+        Need::Chromium,
+        Need::SharedTraces,
+        Need::Slurm,
+        Need::NinjaJobserver,
+    ]);
 }

@@ -46,11 +46,16 @@ pub enum Need {
     ThreeCpus,
     /// The shared SWF traces (`shared/data/swf/` beside the workspace): cfg `has_shared_traces`.
     SharedTraces,
+    /// Root and a Slurm to start (`munged`, `slurmctld`, `slurmd`, `srun`, `scancel`, `sinfo` on
+    /// `PATH` or in `/usr/sbin`, and `slurm/spank.h` to build the plugin): cfg `has_slurm`.
+    Slurm,
+    /// ninja 1.13 or later, a jobserver client: cfg `has_ninja_jobserver`.
+    NinjaJobserver,
 }
 
 impl Need {
     /// Every need, in the order they are documented.
-    pub const ALL: [Need; 8] = [
+    pub const ALL: [Need; 10] = [
         Need::Root,
         Need::Clang,
         Need::Mpi,
@@ -59,6 +64,8 @@ impl Need {
         Need::Cpusets,
         Need::ThreeCpus,
         Need::SharedTraces,
+        Need::Slurm,
+        Need::NinjaJobserver,
     ];
 
     /// The cfg set when the need is met.
@@ -72,6 +79,8 @@ impl Need {
             Need::Cpusets => "has_cpusets",
             Need::ThreeCpus => "has_3_cpus",
             Need::SharedTraces => "has_shared_traces",
+            Need::Slurm => "has_slurm",
+            Need::NinjaJobserver => "has_ninja_jobserver",
         }
     }
 
@@ -168,6 +177,32 @@ impl Need {
                 match files.iter().find(|f| !f.is_file()) {
                     None => Ok(()),
                     Some(missing) => Err(format!("{} is missing", missing.display())),
+                }
+            }
+            Need::Slurm => {
+                Need::Root.check(rerun)?;
+                for name in ["munged", "slurmctld", "slurmd", "srun", "scancel", "sinfo"] {
+                    if tool(name, rerun).is_err() {
+                        let sbin = ["/usr/sbin", "/sbin"].map(|d| Path::new(d).join(name));
+                        sbin.iter().find(|p| p.is_file()).ok_or(format!("{name} is not on PATH nor in /usr/sbin"))?;
+                    }
+                }
+                let header = Path::new("/usr/include/slurm/spank.h");
+                rerun.push(format!("rerun-if-changed={}", header.parent().and_then(Path::parent).unwrap().display()));
+                if header.is_file() {
+                    Ok(())
+                } else {
+                    Err(format!("no {} (libslurm-dev)", header.display()))
+                }
+            }
+            Need::NinjaJobserver => {
+                let ninja = tool("ninja", rerun)?;
+                let out = Command::new(&ninja).arg("--version").output().map_err(|e| format!("ninja: {e}"))?;
+                let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
+                let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+                match (parts.next(), parts.next()) {
+                    (Some(major), Some(minor)) if major > 1 || minor >= 13 => Ok(()),
+                    _ => Err(format!("ninja {v} is older than 1.13 (no jobserver client)")),
                 }
             }
         }
