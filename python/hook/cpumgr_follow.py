@@ -128,7 +128,7 @@ class Follower:
 
     def watch(self):
         """The watcher thread: asks the main thread for a resize when the allocation changes."""
-        while os.getpid() == self.pid:
+        while os.getpid() == self.pid and _follower is self:
             time.sleep(POLL)
             n = self.capi.cpumgr_team(0)
             if n == self.applied or n == self.asked or not self.active():
@@ -143,9 +143,22 @@ class Follower:
 _follower = None
 
 
+def _guarded(step):
+    """Runs a step of the follower in the program's own thread: a failure stops the following,
+    said once, and never reaches the program's code."""
+    global _follower
+    follower = _follower
+    if follower is None:
+        return
+    try:
+        step(follower)
+    except Exception as e:
+        _follower = None
+        _say(f"the Python hook stopped ({type(e).__name__}: {e}); pools keep their sizes")
+
+
 def _on_signal(_signum, _frame):
-    if _follower is not None:
-        _follower.apply()
+    _guarded(Follower.apply)
 
 
 def _interrupt_main():
@@ -164,8 +177,7 @@ def _import(name, globals=None, locals=None, fromlist=(), level=0):
     if level or name.partition(".")[0] in sys.modules:
         return _real_import(name, globals, locals, fromlist, level)
     module = _real_import(name, globals, locals, fromlist, level)
-    if _follower is not None:
-        _follower.after_import()
+    _guarded(Follower.after_import)
     return module
 
 
@@ -183,8 +195,9 @@ def start():
     capi.cpumgr_begin_region.argtypes = [ctypes.c_uint]
     if capi.cpumgr_init(None, 0, 0) != 0:
         return  # unmanaged: the library said why on stderr
-    _follower = Follower(capi)
+    follower = Follower(capi)
+    follower.apply(force=True)
+    _follower = follower
     signal.signal(SIGNAL, _on_signal)
     builtins.__import__ = _import
-    _follower.apply(force=True)
-    threading.Thread(target=_follower.watch, name="cpumgr-follow", daemon=True).start()
+    threading.Thread(target=follower.watch, name="cpumgr-follow", daemon=True).start()
