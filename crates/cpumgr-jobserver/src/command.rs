@@ -191,7 +191,10 @@ mod tests {
         assert_eq!(planned("make -j64"), Some(("make".into(), Style::Pipe, Some(64))));
         assert_eq!(planned("make -j 8 all"), Some(("make all".into(), Style::Pipe, Some(8))));
         assert_eq!(planned("make -j all"), Some(("make all".into(), Style::Pipe, None)));
-        assert_eq!(planned("/usr/bin/make --jobs=3 -C dir"), Some(("/usr/bin/make -C dir".into(), Style::Pipe, Some(3))));
+        assert_eq!(
+            planned("/usr/bin/make --jobs=3 -C dir"),
+            Some(("/usr/bin/make -C dir".into(), Style::Pipe, Some(3)))
+        );
         assert_eq!(planned("gmake --jobs 5 x"), Some(("gmake x".into(), Style::Pipe, Some(5))));
         assert_eq!(planned("make -kj8 V=1"), Some(("make -k V=1".into(), Style::Pipe, Some(8))));
         assert_eq!(planned("make -j4k"), Some(("make -k".into(), Style::Pipe, Some(4))));

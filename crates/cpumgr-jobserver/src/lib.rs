@@ -11,6 +11,7 @@ pub mod command;
 pub mod ledger;
 mod server;
 mod source;
+pub mod tree;
 
 pub use command::{plan, Plan, Style};
 pub use server::{Error, Jobserver, Source};

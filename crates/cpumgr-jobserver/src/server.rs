@@ -24,9 +24,21 @@ const TOKEN: u8 = b'+';
 /// How often the thread reads the allocation when nothing comes back.
 const PERIOD: Duration = Duration::from_millis(5);
 
-/// Where the allocation comes from: the CPUs the build may use now, `None` when it is not
-/// managed (no manager, or one that stopped renewing its lease).
-pub type Source = Box<dyn FnMut() -> Option<u32> + Send>;
+/// Where the allocation comes from, and who hears how many jobs the build may run.
+pub trait Source: Send {
+    /// The CPUs the build may use now, `None` when it is not managed (no manager, or one that
+    /// stopped renewing its lease).
+    fn cpus(&mut self) -> Option<u32>;
+
+    /// The jobs the build may run now (tokens out and the implicit one), after every round.
+    fn report(&mut self, _jobs: u32) {}
+}
+
+impl<F: FnMut() -> Option<u32> + Send> Source for F {
+    fn cpus(&mut self) -> Option<u32> {
+        self()
+    }
+}
 
 /// Why a jobserver could not be set up.
 #[derive(Debug, thiserror::Error)]
@@ -76,9 +88,8 @@ impl Jobserver {
         nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600))
             .map_err(|e| io("mkfifo")(e.into()))?;
         // Read-write: opening never waits for the other side, and the pipe never sees EOF.
-        let open = |flags: i32| {
-            OpenOptions::new().read(true).write(true).custom_flags(flags | libc::O_CLOEXEC).open(&fifo)
-        };
+        let open =
+            |flags: i32| OpenOptions::new().read(true).write(true).custom_flags(flags | libc::O_CLOEXEC).open(&fifo);
         let take_back = open(libc::O_NONBLOCK).map_err(io("open the fifo"))?;
         let grant = open(libc::O_NONBLOCK).map_err(io("open the fifo"))?;
         let (inherited, returns) = match style {
@@ -163,15 +174,16 @@ impl Jobserver {
     /// comes back, it hands out tokens up to what the allocation allows, or takes back those it
     /// allows no more: idle ones at once, held ones as their jobs end (no job is stopped). When
     /// the source says the build is unmanaged, it gets `unmanaged` CPUs' worth.
-    pub fn follow(&mut self, mut source: Source, unmanaged: u32) {
+    pub fn follow(&mut self, mut source: Box<dyn Source>, unmanaged: u32) {
         let Some(ends) = self.ends.take() else { return };
         let (stop, out, cap) = (self.stop.clone(), self.out.clone(), self.cap);
         let thread = std::thread::Builder::new().name("cpumgr-jobserver".into()).spawn(move || {
             let mut ledger = Ledger::default();
             while !stop.load(Ordering::Relaxed) {
-                ledger.set_target(tokens_for(source().unwrap_or(unmanaged), cap));
+                ledger.set_target(tokens_for(source.cpus().unwrap_or(unmanaged), cap));
                 ends.step(&mut ledger);
                 out.store(ledger.out(), Ordering::Relaxed);
+                source.report(ledger.out() + 1);
                 ends.wait(&ledger);
             }
         });

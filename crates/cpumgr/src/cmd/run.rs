@@ -11,6 +11,9 @@
 //! kernel closes its end of the connection), `cpumgr run` continues CMD's group and widens its
 //! affinity back at once, so no program is left stopped or pinned by a dead manager. All of this
 //! is the [`Session`] that `cpumgr attach` shares.
+//!
+//! A build (`make -j`, ninja, cargo) gets a jobserver whose tokens follow the program's
+//! allocation, read from its slot (crate `cpumgr-jobserver`; `--jobserver`, `--no-jobserver`).
 
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Command;
@@ -18,10 +21,12 @@ use std::process::Command;
 use clap::Parser;
 use cpumgr_daemon::enforce;
 use cpumgr_daemon::procfs::Target;
+use cpumgr_jobserver::{slot_source, Jobserver, Source};
 use cpumgr_launch::{adapter, mpi};
+use cpumgr_proto::Segment;
 
 use super::daemon;
-use super::session::{ProgramArgs, Session};
+use super::session::{ProgramArgs, Session, FROZEN_AFTER};
 use crate::input::InputError;
 
 /// Arguments of `cpumgr run`.
@@ -37,6 +42,13 @@ pub struct Args {
     /// Never preload the OpenMP adapter.
     #[arg(long)]
     pub no_omp: bool,
+    /// Give the command a GNU make jobserver whose tokens follow the allocation; the default for
+    /// `make -j`, ninja and cargo (docs/LIVE.md, "Builds").
+    #[arg(long, conflicts_with = "no_jobserver")]
+    pub jobserver: bool,
+    /// Never give the command a jobserver (make and ninja keep their own `-j`).
+    #[arg(long)]
+    pub no_jobserver: bool,
     /// Settings of the manager started here when none answers.
     #[command(flatten)]
     pub manager: daemon::Args,
@@ -77,8 +89,15 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     args.program.check()?;
     let mut session = Session::open(&args.manager)?;
     let original = enforce::affinity(0)?;
-    let mut cmd = Command::new(&args.cmd[0]);
-    cmd.args(&args.cmd[1..]).process_group(0);
+    let force = (args.jobserver || args.no_jobserver).then_some(args.jobserver);
+    let build = cpumgr_jobserver::plan(&args.cmd, force);
+    let argv = build.as_ref().map_or(&args.cmd, |b| &b.args);
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).process_group(0);
+    let mut jobs = build.map(|b| Jobserver::new(b.style, b.cap)).transpose()?;
+    if let Some(js) = &jobs {
+        js.configure(&mut cmd);
+    }
     adapter::managed_env(&mut cmd, session.socket());
     if let Some(lib) = omp_adapter(&args)? {
         adapter::preload(&mut cmd, &lib);
@@ -96,6 +115,11 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     if let Err(message) = session.register(reg) {
         tracing::warn!("not registered, running unmanaged: {message}");
     }
+    if let Some(js) = &mut jobs {
+        let slot = session.slot_fd().and_then(|fd| Segment::open(fd).ok());
+        let source = slot.map_or_else(|| Box::new(|| None::<u32>) as Box<dyn Source>, |s| slot_source(s, FROZEN_AFTER));
+        js.follow(source, original.len() as u32);
+    }
     let status = loop {
         while let Some(sig) = session.take_signal() {
             let _ = enforce::signal(target, sig);
@@ -109,6 +133,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
         session.watch(target, &original);
     };
+    drop(jobs);
     session.close();
     Ok(match (status.code(), status.signal()) {
         (Some(c), _) => c as u8,

@@ -160,6 +160,12 @@ impl Session {
         &self.socket
     }
 
+    /// A descriptor of the program's slot, once registered: what a runtime supervised here (the
+    /// jobserver of `cpumgr run`) reads its allocation from.
+    pub fn slot_fd(&self) -> Option<OwnedFd> {
+        self.kept.as_ref()?.1.as_ref()?.try_clone().ok()
+    }
+
     /// Registers a program; a refusal is the manager's message. A registration lost with its
     /// connection is tried again while the program runs (see [`Session::watch`]).
     pub fn register(&mut self, reg: Registration) -> Result<(), String> {
