@@ -100,8 +100,9 @@ impl Backend {
     /// Leaves program `id` as if no manager had touched it: out of any cgroup of the manager's,
     /// continued, every thread's affinity back to `wide`. A program the manager never confined
     /// (`confined` false: it only waited, stopped, or was still in its start-up grace) is only
-    /// continued, with `strays`, its processes outside its group at its last scan,: finding a process group's threads walks all of `/proc`, which under a churn of
-    /// short registrations was most of an unregistration's cost.
+    /// continued, with `strays`, its processes outside its group at its last scan: it needs no
+    /// search for its threads, a walk of all of `/proc` that would be most of an unregistration's
+    /// cost under a churn of short registrations.
     pub fn release(&mut self, id: ProgramId, target: Target, wide: &CpuSet, confined: bool, strays: &[Stray]) {
         if let Backend::Cpuset(c) = self {
             c.release(id);

@@ -1,9 +1,8 @@
 //! Program exits: every program's pidfd (readable once its leader has exited) in one `epoll` set,
 //! which the socket thread polls beside its connections. The state adds a program's pidfd when it
 //! registers and takes it out when it goes, one `epoll_ctl` each: a wake-up costs the same with
-//! 1024 programs as with one, and a registration or removal costs no pass over every program
-//! (the socket thread used to keep copies of the pidfds and re-sync its set from the state's after
-//! each change).
+//! 1024 programs as with one, and a registration or removal costs no pass over every program (as
+//! a socket thread keeping copies of the pidfds, re-synced from the state's, would).
 
 use std::os::fd::{AsFd, BorrowedFd};
 

@@ -2,10 +2,11 @@
 //!
 //! A program whose runnable threads outnumber the CPUs the policy gives it, and which has not
 //! shrunk its team itself, would pay a scheduler time slice at every barrier if it were confined
-//! to those CPUs (DESIGN.md measured 478 s against 0.99 s). The [`TeamGuard`] rewrites the
-//! policy's decision so that this never happens: such a *squeezed* program runs as a gang on as
-//! many CPUs as it has runnable threads (up to the machine) for a share of the quanta that matches
-//! the CPUs the policy meant for it, and is stopped in the other quanta.
+//! to those CPUs (478 s against 0.99 s: docs/ARCHITECTURE.md, Rules from measurement). The
+//! [`TeamGuard`] rewrites the policy's decision so that this never happens: such a *squeezed*
+//! program runs as a gang on as many CPUs as it has runnable threads (up to the machine) for a
+//! share of the quanta that matches the CPUs the policy meant for it, and is stopped in the other
+//! quanta.
 //!
 //! Accounting is in CPU-quanta. Every quantum each program the policy lets run earns its count in
 //! credit; a program that runs pays its width (its count, or its team width when squeezed).

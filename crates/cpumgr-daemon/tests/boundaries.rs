@@ -1,7 +1,7 @@
 //! Quantum boundaries under a storm of requests: every request kicks a step, and kicked steps
 //! reuse the last walk of `/proc`; only the boundary steps walk it, so they must keep coming
-//! every quantum however many kicked steps run between them (each kicked step used to push the
-//! next boundary a quantum further, and a storm left every program's `/proc` sample frozen).
+//! every quantum however many kicked steps run between them (a kicked step that pushed the next
+//! boundary a quantum further would, under a storm, freeze every program's `/proc` sample).
 
 mod support;
 

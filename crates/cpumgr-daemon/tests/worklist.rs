@@ -68,8 +68,8 @@ fn a_cpu_released_through_the_slot_reaches_the_waiting_program_at_once_when_the_
 
 /// A kicked step re-fits the programs within the quantum; it does not start the next one. Under
 /// gang, with two one-CPU programs on one CPU, rings between boundaries leave the row that runs
-/// as it is (each used to turn the rotation, so a program that rang at every request change
-/// switched the gang's rows as fast as the manager would step).
+/// as it is (were each to turn the rotation, a program that rang at every request change would
+/// switch the gang's rows as fast as the manager steps).
 #[test]
 fn a_kicked_step_does_not_turn_a_time_sharing_rotation() {
     let kids = Sleepers::spawn(2);
