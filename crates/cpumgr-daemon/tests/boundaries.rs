@@ -74,10 +74,10 @@ fn a_storm_of_requests_does_not_hold_back_the_walks_of_proc() {
 }
 
 /// VTQ-DSS times its gang by the quantum: each boundary must start the next gang, however late
-/// the step runs. It saw the time the step ran, so a boundary step earlier after its boundary
-/// than the last one had been ended nothing (the gang's end was still ahead), and the same gang
-/// ran a second quantum: about a third of the boundaries, at 100 ms quanta. Two programs of two
-/// CPUs on two, one gang each: every boundary step switches them.
+/// the step runs. A policy that saw the time the step ran would end nothing at a boundary step
+/// that ran earlier after its boundary than the last one (the gang's end still ahead), and the
+/// same gang would run a second quantum: about a third of the boundaries, at 100 ms quanta. Two
+/// programs of two CPUs on two, one gang each: every boundary step switches them.
 #[test]
 fn every_boundary_starts_the_next_time_shared_gang() {
     let dir = tempfile::tempdir().unwrap();

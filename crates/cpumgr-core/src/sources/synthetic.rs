@@ -7,7 +7,7 @@ use crate::topology::{CpuInfo, Level, Topology, TopologyError, MAX_CPUS};
 
 /// The most CPUs a synthetic machine may have: a topology's [`MAX_CPUS`] (the simulator's
 /// largest models are 100 000). Checked per token, so `pu:777777` is refused before anything is
-/// built (found by fuzzing, when it took 24 GB).
+/// built (building it would take gigabytes: docs/FUZZING.md).
 pub const MAX_SYNTHETIC_CPUS: u64 = MAX_CPUS as u64;
 
 /// Why a synthetic spec was refused: the 1-based token and what is wrong with it.

@@ -103,8 +103,8 @@ impl Walker<'_> {
 }
 
 /// The deepest element nesting accepted. Real hwloc files nest about ten deep; roxmltree recurses
-/// once per level, so a hostile file thousands deep overflowed the stack and aborted the process
-/// (found by fuzzing; roxmltree issue #154) before this check.
+/// once per level, so a hostile file thousands deep would overflow the stack and abort the
+/// process (roxmltree issue #154; docs/FUZZING.md).
 pub const MAX_DEPTH: usize = 256;
 
 /// The byte offset where element nesting first exceeds [`MAX_DEPTH`], if it does. Counts every
