@@ -6,15 +6,16 @@
 //!   `main` (and enters arenas itself); without a manager, the CPUs it may run on less one, as
 //!   oneTBB would have on its own.
 //! - **Demand.** While a permit wants threads, the program asks for one CPU more than they want
-//!   together and says in its slot that its team folds onto any allocation (TBB's workers leave
-//!   an arena between tasks when its concurrency drops, so it runs on whatever it is given). When
-//!   none does, it says it is serial: after a quantum the manager counts it as one CPU, so CPUs
-//!   given back between parallel loops come back at once when the next loop starts.
-//! - **Renegotiation.** The watcher reads the allocation every [`POLL`] and at every change of
-//!   the permits, divides the budget again and calls the callback of every permit whose grant or
-//!   state changed, one at a time and outside the lock (oneTBB's callback reads the permit back).
-//!   A permit being released or disconnected waits for its callback in flight to end, so no
-//!   callback reaches an owner that has freed its argument.
+//!   together and says in its slot that its team folds onto any allocation (a TBB worker leaves
+//!   an arena at its next steal when the arena's concurrency drops, so it runs on whatever it is
+//!   given). When none does, it says it is serial: after a quantum the manager counts it as one
+//!   CPU, so CPUs given back between parallel loops come back at once when the next loop starts.
+//! - **Renegotiation.** The watcher reads the allocation every [`POLL`] while a permit wants
+//!   threads (every [`IDLE_POLL`] otherwise) and at every change of the permits, divides the
+//!   budget again and calls the callback of every permit whose grant or state changed, one at a
+//!   time and outside the lock (oneTBB's callback reads the permit back). A permit being released
+//!   or disconnected waits for its callback in flight to end, so no callback reaches an owner
+//!   that has freed its argument.
 
 use std::sync::{Condvar, Mutex, MutexGuard, OnceLock};
 use std::thread::ThreadId;
@@ -25,8 +26,12 @@ use cpumgr_client::{monotonic_ns, Client, Options};
 use crate::abi::PermitHandle;
 use crate::registry::Registry;
 
-/// How often the watcher reads the allocation.
+/// How often the watcher reads the allocation while a permit wants threads.
 pub const POLL: Duration = Duration::from_millis(10);
+
+/// How often it does while none does (nothing to renegotiate; every change of the permits wakes
+/// it at once).
+pub const IDLE_POLL: Duration = Duration::from_secs(1);
 
 /// The process's cpumgr client, made by the first connection.
 pub fn client() -> &'static Client {
@@ -120,9 +125,8 @@ impl Shared {
             // Without a watcher the permits keep their grants; calls still answer.
             st.watcher = spawned.ok().map(|t| t.thread().id());
         }
-        if st.reg.any_due() {
-            self.wake.notify_all();
-        }
+        // A permit that starts wanting threads needs the watcher polling at once.
+        self.wake.notify_all();
         out
     }
 
@@ -146,7 +150,8 @@ impl Shared {
             st.reg.set_budget(budget());
             let due = st.reg.take_due();
             if due.is_empty() {
-                st = self.wake.wait_timeout(st, POLL).unwrap_or_else(|e| e.into_inner()).0;
+                let poll = if st.reg.demand().active { POLL } else { IDLE_POLL };
+                st = self.wake.wait_timeout(st, poll).unwrap_or_else(|e| e.into_inner()).0;
                 continue;
             }
             for d in due {

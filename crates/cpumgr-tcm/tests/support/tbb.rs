@@ -18,7 +18,8 @@ pub fn programs() -> PathBuf {
 }
 
 /// What to run to have oneTBB where the tests look for it.
-pub const INSTALL: &str = "python3 -m venv target/tbbenv && target/tbbenv/bin/pip install tbb tbb-devel";
+pub const INSTALL: &str =
+    "python3 -m venv target/tbbenv && target/tbbenv/bin/pip install --retries 1 --timeout 20 tbb tbb-devel";
 
 /// A oneTBB install prefix (`include/oneapi/tbb.h`, `lib/libtbb.so.12`): `$CPUMGR_TBB_PREFIX`,
 /// else `target/tbbenv` of the workspace, installed there from PyPI on first use when missing.
