@@ -43,6 +43,8 @@ enum Command {
     Run(cmd::run::Args),
     /// Manage a process that already runs, until it exits (or this command is interrupted).
     Attach(cmd::attach::Args),
+    /// Supervise one Slurm job step as one program (started by the SPANK plugin, docs/SLURM.md).
+    Step(cmd::step::Args),
     /// Show the manager's policy, CPUs and programs.
     Status(cmd::status::Args),
     /// A live view of the manager: CPUs along the topology coloured by owner, programs, keys to steer.
@@ -101,6 +103,7 @@ fn main() -> ExitCode {
         Command::Daemon(a) => cmd::daemon::run(a),
         Command::Run(a) => cmd::run::run(a).map(|code| std::process::exit(code as i32)),
         Command::Attach(a) => cmd::attach::run(a),
+        Command::Step(a) => cmd::step::run(a),
         Command::Status(a) => cmd::status::run(a),
         Command::Top(a) => cmd::top::run(a),
         Command::Policy(a) => cmd::policy::run(a),

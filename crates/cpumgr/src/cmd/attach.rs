@@ -28,7 +28,7 @@ pub struct Args {
 }
 
 /// Whether `pid` is a live process (neither gone nor a zombie waiting for its parent).
-fn alive(pid: i32) -> bool {
+pub(super) fn alive(pid: i32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|t| parse_stat(&t))

@@ -15,6 +15,7 @@ pub mod run;
 pub mod session;
 pub mod sim;
 pub mod status;
+pub mod step;
 pub mod top;
 pub mod topology;
 pub mod trace;
