@@ -115,10 +115,17 @@ class Managed:
         return err
 
     def kill(self):
+        """Ends whatever still runs: `cpumgr run` passes SIGTERM on to its program's group (a
+        SIGKILL would leave the program running without its supervisor)."""
+        self.stop.touch()
         for p in (self.other, self.proc):
             if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
+                p.terminate()
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
 
 
 @pytest.mark.parametrize("library", ["numpy", "torch"])
