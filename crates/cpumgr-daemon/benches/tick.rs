@@ -5,8 +5,9 @@
 //! - *kicked*: a step the work-list or a request triggers between boundaries, which reuses the
 //!   last walk's samples;
 //! - a boundary step with 1024 programs on a modelled node of 256 CPUs (the policy, the placer and
-//!   publication at that size; most programs run, so most are walked and confined);
-//! - the `/proc` walk alone, and with 2 000 more processes on the machine that are no program's
+//!   publication at that size; a quarter of the programs run, and those are walked and confined);
+//! - the `/proc` walk alone (opening every file it reads, or through the files the manager keeps
+//!   open between walks), and with 2 000 more processes on the machine that are no program's
 //!   (a server's daemons, containers and per-CPU kernel threads are thousands: the walk's part
 //!   that grows with the machine, not with the programs).
 //!
@@ -81,6 +82,10 @@ fn tick(c: &mut Criterion) {
         }
         let targets: Vec<Target> = kids.pids().into_iter().map(Target::of).collect();
         g.bench_function(format!("the /proc walk alone, {n} programs"), |b| b.iter(|| procfs::scan(&targets)));
+        let mut files = procfs::Files::for_manager();
+        g.bench_function(format!("the /proc walk alone, {n} programs, files kept open"), |b| {
+            b.iter(|| files.scan(&targets))
+        });
         if n == 64 {
             let others = Sleepers::spawn(2000);
             g.bench_function(format!("the /proc walk alone, {n} programs, 2000 other processes"), |b| {

@@ -3,11 +3,12 @@
 //!
 //! One scan per quantum walks `/proc` once and keeps only the processes of registered programs
 //! (a process of another group costs one `getpgid`), reading their threads' states from
-//! `/proc/PID/task/TID/stat`.
+//! `/proc/PID/task/TID/stat`. The manager's scans keep the files they read open ([`Files`]), so
+//! that a quantum's read of a process it read before is one system call.
 
 use std::collections::HashMap;
 use std::fs;
-use std::io::Read;
+use std::os::unix::fs::FileExt;
 
 /// How the manager addresses a program's processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -115,76 +116,173 @@ impl Stray {
     }
 }
 
-/// Scans `/proc` for the processes of `targets`.
+/// Scans `/proc` for the processes of `targets`, once (a scan every quantum keeps [`Files`]).
 pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
-    let mut out: HashMap<Target, Sample> = HashMap::new();
-    if targets.is_empty() {
-        return out;
-    }
-    let groups: HashMap<i32, Target> =
-        targets.iter().filter_map(|t| if let Target::Group(g) = t { Some((*g, *t)) } else { None }).collect();
-    let singles: HashMap<i32, Target> =
-        targets.iter().filter_map(|t| if let Target::Process(p) = t { Some((*p, *t)) } else { None }).collect();
-    // Single processes alone need no walk of all of /proc (releasing one is then a few reads).
-    let pids: Vec<i32> = if groups.is_empty() {
-        singles.keys().copied().collect()
-    } else {
-        let Ok(dir) = fs::read_dir("/proc") else { return out };
-        dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())).collect()
-    };
-    for pid in pids {
-        // A process in no target's group is left after one system call, not a read of its
-        // `stat`: most of a server's processes (daemons, containers, per-CPU kernel threads, whose
-        // group is 0) are no program's. The group read from `stat` decides for those kept.
-        if !singles.contains_key(&pid) {
-            match nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))) {
-                Ok(g) if !groups.contains_key(&g.as_raw()) => continue,
-                Err(nix::errno::Errno::ESRCH) => continue,
-                // A security policy that refuses the call (not the read): `stat` decides.
-                _ => {}
-            }
-        }
-        let Some(stat) = read_stat(pid) else { continue };
-        let target = match groups.get(&stat.pgrp).or_else(|| singles.get(&pid)) {
-            Some(t) if t.matches(pid, stat.pgrp) => *t,
-            _ => continue,
-        };
-        add_process(out.entry(target).or_default(), pid, &stat);
-    }
-    let leaders: Vec<i32> = targets.iter().map(|t| t.leader()).collect();
-    for (target, s) in out.iter_mut() {
-        if let Target::Group(g) = target {
-            add_descendants(s, *g, &leaders);
-        }
-    }
-    out
+    Files::new(0).scan(targets)
 }
 
-/// Adds to `s`, a sample of group `group`, the descendants of its processes that left the group
-/// (transitively), from each process's list of children (its main thread's: launchers fork from
-/// it). A program's processes are its group and everything it started, whatever groups and
-/// sessions those make, except: another registered program (one of `leaders`) and its own; a
-/// `cpumgr` process (a nested `cpumgr run` or `attach` supervises its own program) and what it
-/// started; a process of another user (a `sudo` in a session of its own).
-fn add_descendants(s: &mut Sample, group: i32, leaders: &[i32]) {
-    // Read once a process outside the group is found: most programs have none.
-    let mut owner = None;
-    let mut i = 0;
-    while i < s.pids.len() {
-        let pid = s.pids[i];
-        i += 1;
-        let Some(children) = read_proc(&format!("/proc/{pid}/task/{pid}/children")) else { continue };
-        for child in children.split_ascii_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
-            if s.pids.contains(&child) || leaders.contains(&child) {
-                continue;
+/// The `/proc` files a scan read, kept open for the next: reading an open `/proc` file again
+/// (`pread` at its start: the kernel writes it anew) is one system call where opening, reading
+/// and closing it is three, and an open file stays its process's (a read after the process is
+/// gone fails; a new process that reuses the pid is never read through it). What a scan did not
+/// read is closed after it: the processes gone, and the programs no longer scanned (those held
+/// stopped).
+pub struct Files {
+    open: HashMap<String, (fs::File, u64)>,
+    /// Scans so far: each file is marked with the last one that read it.
+    scans: u64,
+    /// The most files kept open.
+    most: usize,
+}
+
+impl Files {
+    /// Keeps at most `most` files open.
+    pub fn new(most: usize) -> Files {
+        Files { open: HashMap::new(), scans: 0, most }
+    }
+
+    /// Keeps open at most a quarter of the descriptors this process may have: the manager also
+    /// holds a pidfd and a slot per program, and sockets.
+    pub fn for_manager() -> Files {
+        use nix::sys::resource::{getrlimit, Resource};
+        let soft = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
+        Files::new(usize::try_from(soft / 4).unwrap_or(usize::MAX))
+    }
+
+    /// Files kept open now.
+    pub fn len(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.open.is_empty()
+    }
+
+    /// The text of `/proc` file `path`, through the open file when there is one.
+    fn read(&mut self, path: String) -> Option<String> {
+        let scan = self.scans;
+        if let Some((file, seen)) = self.open.get_mut(&path) {
+            *seen = scan;
+            let text = read_whole(file);
+            if text.is_none() {
+                self.open.remove(&path);
             }
-            // One in the group that the walk did not see yet started since: the next scan finds it.
-            let Some(stat) = read_stat(child).filter(|st| st.pgrp != group) else { continue };
-            if uid_of_proc(child) != *owner.get_or_insert_with(|| uid_of_proc(group)) || is_cpumgr(child) {
-                continue;
+            return text;
+        }
+        let file = fs::File::open(&path).ok()?;
+        let text = read_whole(&file)?;
+        if self.open.len() < self.most {
+            self.open.insert(path, (file, scan));
+        }
+        Some(text)
+    }
+
+    fn read_stat(&mut self, pid: i32) -> Option<Stat> {
+        self.read(format!("/proc/{pid}/stat")).and_then(|t| parse_stat(&t))
+    }
+
+    /// Scans `/proc` for the processes of `targets`; closes the files of earlier scans that this
+    /// one did not read.
+    pub fn scan(&mut self, targets: &[Target]) -> HashMap<Target, Sample> {
+        self.scans += 1;
+        let out = self.walk(targets);
+        let scan = self.scans;
+        self.open.retain(|_, (_, seen)| *seen == scan);
+        out
+    }
+
+    fn walk(&mut self, targets: &[Target]) -> HashMap<Target, Sample> {
+        let mut out: HashMap<Target, Sample> = HashMap::new();
+        if targets.is_empty() {
+            return out;
+        }
+        let groups: HashMap<i32, Target> =
+            targets.iter().filter_map(|t| if let Target::Group(g) = t { Some((*g, *t)) } else { None }).collect();
+        let singles: HashMap<i32, Target> =
+            targets.iter().filter_map(|t| if let Target::Process(p) = t { Some((*p, *t)) } else { None }).collect();
+        // Single processes alone need no walk of all of /proc (releasing one is then a few reads).
+        let pids: Vec<i32> = if groups.is_empty() {
+            singles.keys().copied().collect()
+        } else {
+            let Ok(dir) = fs::read_dir("/proc") else { return out };
+            dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())).collect()
+        };
+        for pid in pids {
+            // A process in no target's group is left after one system call, not a read of its
+            // `stat`: most of a server's processes (daemons, containers, per-CPU kernel threads, whose
+            // group is 0) are no program's. The group read from `stat` decides for those kept.
+            if !singles.contains_key(&pid) {
+                match nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid))) {
+                    Ok(g) if !groups.contains_key(&g.as_raw()) => continue,
+                    Err(nix::errno::Errno::ESRCH) => continue,
+                    // A security policy that refuses the call (not the read): `stat` decides.
+                    _ => {}
+                }
             }
-            s.strays.push(Stray { pid: child, start: stat.start });
-            add_process(s, child, &stat);
+            let Some(stat) = self.read_stat(pid) else { continue };
+            let target = match groups.get(&stat.pgrp).or_else(|| singles.get(&pid)) {
+                Some(t) if t.matches(pid, stat.pgrp) => *t,
+                _ => continue,
+            };
+            self.add_process(out.entry(target).or_default(), pid, &stat);
+        }
+        let leaders: Vec<i32> = targets.iter().map(|t| t.leader()).collect();
+        for (target, s) in out.iter_mut() {
+            if let Target::Group(g) = target {
+                self.add_descendants(s, *g, &leaders);
+            }
+        }
+        out
+    }
+
+    /// Adds to `s`, a sample of group `group`, the descendants of its processes that left the group
+    /// (transitively), from each process's list of children (its main thread's: launchers fork from
+    /// it). A program's processes are its group and everything it started, whatever groups and
+    /// sessions those make, except: another registered program (one of `leaders`) and its own; a
+    /// `cpumgr` process (a nested `cpumgr run` or `attach` supervises its own program) and what it
+    /// started; a process of another user (a `sudo` in a session of its own).
+    fn add_descendants(&mut self, s: &mut Sample, group: i32, leaders: &[i32]) {
+        // Read once a process outside the group is found: most programs have none.
+        let mut owner = None;
+        let mut i = 0;
+        while i < s.pids.len() {
+            let pid = s.pids[i];
+            i += 1;
+            let Some(children) = self.read(format!("/proc/{pid}/task/{pid}/children")) else { continue };
+            for child in children.split_ascii_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+                if s.pids.contains(&child) || leaders.contains(&child) {
+                    continue;
+                }
+                // One in the group that the walk did not see yet started since: the next scan finds it.
+                let Some(stat) = self.read_stat(child).filter(|st| st.pgrp != group) else { continue };
+                if uid_of_proc(child) != *owner.get_or_insert_with(|| uid_of_proc(group)) || is_cpumgr(child) {
+                    continue;
+                }
+                s.strays.push(Stray { pid: child, start: stat.start });
+                self.add_process(s, child, &stat);
+            }
+        }
+    }
+
+    /// Adds process `pid` (its `/proc/PID/stat` read as `stat`) and its threads to `s`. A
+    /// process of one thread is that thread (its `stat` state is the thread's): its `task`
+    /// directory is not read, which halves the reads of a walk over programs that are mostly
+    /// single processes of one thread (sleeping or serial programs, supervisors' children before
+    /// their runtime starts).
+    fn add_process(&mut self, s: &mut Sample, pid: i32, stat: &Stat) {
+        s.pids.push(pid);
+        s.ticks += stat.ticks;
+        if stat.threads == 1 {
+            add_thread(s, pid, stat.state);
+            return;
+        }
+        let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return };
+        for t in tasks.flatten() {
+            let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
+            if let Some(stat) = self.read(format!("/proc/{pid}/task/{tid}/stat")).and_then(|t| parse_stat(&t)) {
+                add_thread(s, tid, stat.state);
+            }
         }
     }
 }
@@ -214,7 +312,7 @@ pub fn add_known(s: &mut Sample, known: &[Stray]) {
         }
         if let Some(stat) = read_stat(k.pid).filter(|st| st.start == k.start) {
             s.strays.push(*k);
-            add_process(s, k.pid, &stat);
+            Files::new(0).add_process(s, k.pid, &stat);
         }
     }
 }
@@ -231,22 +329,26 @@ pub fn scan_leaders(targets: &[Target]) -> HashMap<Target, Sample> {
         if let Some(stat) = read_stat(pid) {
             let s: &mut Sample = out.entry(target).or_default();
             s.leaders_only = true;
-            add_process(s, pid, &stat);
+            Files::new(0).add_process(s, pid, &stat);
         }
     }
     out
 }
 
-/// A `/proc` file's text, in one `read` when it fits in 1 KiB (a `stat` line does). The kernel
-/// writes such a file whole into a buffer large enough, so a read that does not fill the buffer
-/// is its end. `fs::read_to_string` pays a `statx` (the size is 0) and reads of 32, 32, 64, 128,
-/// 256 bytes and one more for the end: a walk of `/proc` made three times the system calls.
+/// A `/proc` file's text, once.
 fn read_proc(path: &str) -> Option<String> {
-    let mut file = fs::File::open(path).ok()?;
+    read_whole(&fs::File::open(path).ok()?)
+}
+
+/// An open `/proc` file's text, from its start, in one `pread` when it fits in 1 KiB (a `stat`
+/// line does). The kernel writes such a file whole into a buffer large enough, so a read that
+/// does not fill the buffer is its end (`fs::read_to_string` pays a `statx` and reads of 32, 32,
+/// 64, 128, 256 bytes and one more for the end).
+fn read_whole(file: &fs::File) -> Option<String> {
     let mut buf = vec![0u8; 1024];
     let mut len = 0;
     loop {
-        let n = file.read(&mut buf[len..]).ok()?;
+        let n = file.read_at(&mut buf[len..], len as u64).ok()?;
         len += n;
         if len < buf.len() {
             break;
@@ -259,31 +361,6 @@ fn read_proc(path: &str) -> Option<String> {
 
 fn read_stat(pid: i32) -> Option<Stat> {
     read_proc(&format!("/proc/{pid}/stat")).and_then(|t| parse_stat(&t))
-}
-
-/// Adds process `pid` (its `/proc/PID/stat` read as `stat`) and its threads to `s`. A process
-/// of one thread is that thread (its `stat` state is the thread's): its `task` directory is not
-/// read, which halves the reads of a walk over programs that are mostly single processes of one
-/// thread (sleeping or serial programs, supervisors' children before their runtime starts).
-fn add_process(s: &mut Sample, pid: i32, stat: &Stat) {
-    s.pids.push(pid);
-    s.ticks += stat.ticks;
-    if stat.threads == 1 {
-        add_thread(s, pid, stat.state);
-    } else {
-        add_threads(pid, s);
-    }
-}
-
-fn add_threads(pid: i32, s: &mut Sample) {
-    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return };
-    for t in tasks.flatten() {
-        let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-        let stat = read_proc(&format!("/proc/{pid}/task/{tid}/stat")).and_then(|t| parse_stat(&t));
-        if let Some(stat) = stat {
-            add_thread(s, tid, stat.state);
-        }
-    }
 }
 
 /// Counts thread `tid` in state `state` into `s`; a thread that has exited is left out.
@@ -362,6 +439,34 @@ mod tests {
         let _ = child.wait();
         assert_eq!(sleeping.map(|s| (s.pids, s.tids)), Some((vec![pid], vec![pid])), "its one thread is seen asleep");
         assert_eq!(stopped.map(|s| (s.tids, s.runnable)), Some((vec![pid], 0)), "its one thread is seen stopped");
+    }
+
+    /// A scan through kept files reads each process anew (its CPU time grows), keeps the files
+    /// of what it read, and closes those of a process that is gone.
+    #[test]
+    fn kept_files_read_a_process_anew_and_close_when_it_is_gone() {
+        use std::os::unix::process::CommandExt;
+        let mut busy =
+            std::process::Command::new("sh").args(["-c", "while :; do :; done"]).process_group(0).spawn().unwrap();
+        let target = Target::Group(busy.id() as i32);
+        let mut files = Files::new(16);
+        let ticks = |files: &mut Files| files.scan(&[target]).remove(&target).map_or(0, |s| s.ticks);
+        let first = ticks(&mut files);
+        let kept = files.len();
+        let mut later = first;
+        for _ in 0..500 {
+            later = ticks(&mut files);
+            if later > first {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let _ = busy.kill();
+        let _ = busy.wait();
+        assert!(kept >= 2, "its stat and children files are kept: {kept}");
+        assert!(later > first, "the busy process's CPU time, read again through its kept file, grew: {first} {later}");
+        assert_eq!(files.scan(&[target]).get(&target), None);
+        assert!(files.is_empty(), "{} files left open for a process that is gone", files.len());
     }
 
     #[test]

@@ -145,6 +145,8 @@ pub struct State {
     offered: CpuSet,
     /// Programs registered since the last step, whose arrival the policy hears of at the next.
     arrived: Vec<ProgramId>,
+    /// The `/proc` files the last walk read, kept open for the next (lent to each [`Survey`]).
+    files: procfs::Files,
     /// Every program's pidfd, watched by the socket thread.
     exits: Arc<Exits>,
 }
@@ -154,6 +156,7 @@ pub struct State {
 pub struct Survey {
     targets: Vec<procfs::Target>,
     boundary: Option<Instant>,
+    files: procfs::Files,
 }
 
 impl Survey {
@@ -165,9 +168,10 @@ impl Survey {
     /// Reads `/proc`: a walk over every process for every program's group, or each new
     /// program's leader alone.
     pub fn read(self) -> Samples {
+        let mut files = self.files;
         let samples =
-            if self.boundary.is_some() { procfs::scan(&self.targets) } else { procfs::scan_leaders(&self.targets) };
-        Samples { samples, boundary: self.boundary }
+            if self.boundary.is_some() { files.scan(&self.targets) } else { procfs::scan_leaders(&self.targets) };
+        Samples { samples, boundary: self.boundary, files }
     }
 }
 
@@ -175,6 +179,7 @@ impl Survey {
 pub struct Samples {
     samples: HashMap<procfs::Target, procfs::Sample>,
     boundary: Option<Instant>,
+    files: procfs::Files,
 }
 
 /// The policy's view of `$state` with `$programs` at `$now` (nanoseconds since the manager
@@ -267,6 +272,7 @@ impl State {
             outside: s.yield_outside.then(OutsideLoad::new),
             own_ticks: 0,
             arrived: Vec::new(),
+            files: procfs::Files::for_manager(),
             exits: Arc::new(Exits::new().map_err(|e| format!("exits: {e}"))?),
         };
         let start = EventKind::Start {
@@ -752,7 +758,7 @@ impl State {
             .filter(|e| e.ticks_start.is_none() || (walk && !e.stopped))
             .map(|e| e.target)
             .collect();
-        Survey { targets, boundary }
+        Survey { targets, boundary, files: std::mem::replace(&mut self.files, procfs::Files::new(0)) }
     }
 
     /// When the policy asked to decide again before the next boundary ([`Decision::wake_at`]:
@@ -767,7 +773,8 @@ impl State {
         let now = Instant::now();
         self.ticks += 1;
         let n = self.managed.len() as u32;
-        let Samples { mut samples, boundary } = samples;
+        let Samples { mut samples, boundary, files } = samples;
+        self.files = files;
         let walk = boundary.is_some();
         // The policy's clock: a boundary step sees the time its boundary was due, so that what
         // a policy times by the quantum (VTQ-DSS's gang) ends at the next boundary however late
