@@ -30,7 +30,8 @@
  *   log=PATH               the supervisors' stderr, appended (default /dev/null)
  *
  * --cpumgr[=POLICY], POLICY a comma-separated list of: auto (kind from the step), rigid,
- * malleable, omp (preload the adapter, the default), noomp, weight=W, off.
+ * malleable, omp (preload the adapter, the default), noomp, weight=W, batch (manage an sbatch
+ * script's own step too, for a script that runs its program without srun), off.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -57,6 +58,7 @@ SPANK_PLUGIN(cpumgr, 1);
 /* What the user or the site asked of one step. */
 struct policy {
     int on;         /* manage this step */
+    int batch;      /* manage the batch script's step too */
     int omp;        /* preload the OpenMP adapter */
     char kind[16];  /* auto, rigid or malleable */
     char weight[32];
@@ -104,6 +106,8 @@ static int parse_policy(const char *list, struct policy *p, char *err, size_t er
             p->on = 0;
         } else if (!strcmp(w, "on")) {
             p->on = 1;
+        } else if (!strcmp(w, "batch")) {
+            p->batch = 1;
         } else if (!strncmp(w, "weight=", 7)) {
             char *end;
             double v = strtod(w + 7, &end);
@@ -114,7 +118,7 @@ static int parse_policy(const char *list, struct policy *p, char *err, size_t er
             snprintf(p->weight, sizeof(p->weight), "%s", w + 7);
         } else {
             snprintf(err, errlen,
-                     "'%s' is not a cpumgr policy word (auto, rigid, malleable, omp, noomp, weight=W, off)",
+                     "'%s' is not a cpumgr policy word (auto, rigid, malleable, omp, noomp, weight=W, batch, off)",
                      w);
             return -1;
         }
@@ -126,8 +130,12 @@ static int opt_cpumgr(int val, const char *optarg, int remote)
 {
     (void)val;
     (void)remote;
-    struct policy check = {1, 1, "auto", ""};
+    struct policy check = {1, 0, 1, "auto", ""};
     char err[512];
+    /* An sbatch or salloc option given without a value reaches the steps inside through the
+     * environment as the text "(null)". */
+    if (optarg && !strcmp(optarg, "(null)"))
+        optarg = NULL;
     if (optarg && parse_policy(optarg, &check, err, sizeof(err)) < 0) {
         slurm_error("--cpumgr=%s: %s", optarg, err);
         return -1;
@@ -137,12 +145,14 @@ static int opt_cpumgr(int val, const char *optarg, int remote)
     return 0;
 }
 
-struct spank_option spank_options[] = {
-    {"cpumgr", "[POLICY]",
-     "Share this step's CPUs through the node's cpumgr manager. POLICY: comma-separated "
-     "auto|rigid|malleable, omp|noomp (preload the OpenMP adapter, default omp), weight=W, off.",
-     2, 0, opt_cpumgr},
-    SPANK_OPTIONS_TABLE_END};
+/* Registered from slurm_spank_init: Slurm 22.05's sbatch and salloc ignore a static
+ * spank_options table, and honour options registered there. */
+static struct spank_option cpumgr_option = {
+    "cpumgr", "[POLICY]",
+    "Share this step's CPUs through the node's cpumgr manager. POLICY: comma-separated "
+    "auto|rigid|malleable, omp|noomp (preload the OpenMP adapter, default omp), weight=W, "
+    "batch (also the batch script's own step), off.",
+    2, 0, opt_cpumgr};
 
 /* Copies `value` into `dst` (of `len` bytes), or says which argument is too long. */
 static int set_path(char *dst, size_t len, const char *arg, const char *value)
@@ -167,7 +177,7 @@ static int parse_args(int ac, char **av)
         } else if (!strcmp(a, "default=off")) {
             site.site_default = 0;
         } else if (!strncmp(a, "policy=", 7)) {
-            struct policy check = {1, 1, "auto", ""};
+            struct policy check = {1, 0, 1, "auto", ""};
             if (parse_policy(a + 7, &check, err, sizeof(err)) < 0) {
                 slurm_error("%s: plugstack.conf argument '%s': %s", PLUGIN, a, err);
                 return -1;
@@ -202,8 +212,15 @@ static int parse_args(int ac, char **av)
 
 int slurm_spank_init(spank_t sp, int ac, char **av)
 {
-    (void)sp;
-    return parse_args(ac, av);
+    if (parse_args(ac, av) < 0)
+        return -1;
+    if (spank_context() == S_CTX_SLURMD || spank_context() == S_CTX_JOB_SCRIPT)
+        return 0;
+    if (spank_option_register(sp, &cpumgr_option) != ESPANK_SUCCESS) {
+        slurm_error("%s: cannot register the --cpumgr option", PLUGIN);
+        return -1;
+    }
+    return 0;
 }
 
 /* Whether a manager accepts a connection on the socket; if not, says why in `missing`. */
@@ -251,7 +268,7 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
     (void)av;
     char err[512];
     uint32_t stepid = 0;
-    step = (struct policy){site.site_default, 1, "auto", ""};
+    step = (struct policy){site.site_default, 0, 1, "auto", ""};
     if (parse_policy(site.site_policy, &step, err, sizeof(err)) < 0)
         return -1; /* checked in slurm_spank_init */
     if (user_policy) {
@@ -261,8 +278,10 @@ int slurm_spank_user_init(spank_t sp, int ac, char **av)
             return -1;
         }
     }
-    /* The extern step holds no tasks of the user's. */
-    if (spank_get_item(sp, S_JOB_STEPID, &stepid) == ESPANK_SUCCESS && stepid == SLURM_EXTERN_CONT)
+    /* The extern step holds no tasks of the user's; a batch script mostly waits for the steps
+     * its sruns start (managed each on their own), and would hold CPUs it does not use. */
+    if (spank_get_item(sp, S_JOB_STEPID, &stepid) == ESPANK_SUCCESS &&
+        (stepid == SLURM_EXTERN_CONT || (stepid == SLURM_BATCH_SCRIPT && !step.batch)))
         step.on = 0;
     if (!step.on)
         return 0;
