@@ -690,7 +690,7 @@ fn simulate(policy: &str, alone: &Alone, arrivals: &[f64], cost: CostModel, quan
     let jobs: Vec<JobSpec> =
         arrivals.iter().enumerate().map(|(i, &at)| alone.job(&format!("stencil-{i}"), at)).collect();
     let cfg = SimConfig { quantum: Some(quantum.as_nanos() as Nanos), cost, mpl: 2, ..SimConfig::default() };
-    let p = cpumgr_core::policies::build(policy).unwrap_or_else(|e| fail(&format!("{policy}: {e}")));
+    let p = cpumgr_core::policies::build_simulated(policy).unwrap_or_else(|e| fail(&format!("{policy}: {e}")));
     cpumgr_sim::run(&Topology::flat(2), policy, p, jobs, &cfg, &mut ())
         .unwrap_or_else(|e| fail(&format!("sim {policy}: {e}")))
         .makespan
