@@ -1,5 +1,5 @@
-//! The program side of cpumgr (papers 000 §4, 001 and 003): what a runtime links to follow the
-//! manager's allocation.
+//! The program side of cpumgr (papers 000 §4, 001 and 003, summarised in docs/PAPERS.md): what a
+//! runtime links to follow the manager's allocation.
 //!
 //! - [`Client`]: registers with the manager (or finds the registration `cpumgr run` made), maps
 //!   the program's slot, and answers the one question a runtime asks before every parallel region

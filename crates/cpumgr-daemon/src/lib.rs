@@ -1,6 +1,7 @@
 //! cpumgr's live manager (paper 000 §3 and §5, paper 003 §3): the process that owns the
 //! scheduling decisions for the programs registered with it, talks with them through one
-//! shared-memory slot each, and makes its decisions true on real processes.
+//! shared-memory slot each, and makes its decisions true on real processes. (The papers and
+//! their sections: docs/PAPERS.md.)
 //!
 //! Three threads share one [`State`]: the scheduler thread ticks every quantum (or at once when a
 //! CPU is released or requested), the socket thread ([`server`]) answers control requests and
