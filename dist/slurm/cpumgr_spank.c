@@ -166,12 +166,39 @@ static int set_path(char *dst, size_t len, const char *arg, const char *value)
     return 0;
 }
 
+/* The plugstack.conf arguments that name a path, and where each goes. */
+static const struct {
+    const char *key;
+    char *dst;
+    size_t len;
+} paths[] = {
+    {"socket=", site.socket, sizeof(site.socket)},
+    {"cpumgr=", site.cpumgr, sizeof(site.cpumgr)},
+    {"omp_lib=", site.omp_lib, sizeof(site.omp_lib)},
+    {"log=", site.log, sizeof(site.log)},
+};
+
+/* If `a` is a path argument, stores it and returns 0, with `*rc` 0 or -1 (bad value); else
+ * returns -1. */
+static int path_arg(const char *a, int *rc)
+{
+    for (size_t i = 0; i < sizeof(paths) / sizeof(paths[0]); i++) {
+        size_t k = strlen(paths[i].key);
+        if (!strncmp(a, paths[i].key, k)) {
+            *rc = set_path(paths[i].dst, paths[i].len, a, a + k);
+            return 0;
+        }
+    }
+    return -1;
+}
+
 /* Reads the plugstack.conf arguments into `site`; an unknown or bad one is an error. */
 static int parse_args(int ac, char **av)
 {
     for (int i = 0; i < ac; i++) {
         const char *a = av[i];
         char err[512];
+        int known = 0;
         if (!strcmp(a, "default=on")) {
             site.site_default = 1;
         } else if (!strcmp(a, "default=off")) {
@@ -184,17 +211,8 @@ static int parse_args(int ac, char **av)
             }
             if (set_path(site.site_policy, sizeof(site.site_policy), a, a + 7) < 0)
                 return -1;
-        } else if (!strncmp(a, "socket=", 7)) {
-            if (set_path(site.socket, sizeof(site.socket), a, a + 7) < 0)
-                return -1;
-        } else if (!strncmp(a, "cpumgr=", 7)) {
-            if (set_path(site.cpumgr, sizeof(site.cpumgr), a, a + 7) < 0)
-                return -1;
-        } else if (!strncmp(a, "omp_lib=", 8)) {
-            if (set_path(site.omp_lib, sizeof(site.omp_lib), a, a + 8) < 0)
-                return -1;
-        } else if (!strncmp(a, "log=", 4)) {
-            if (set_path(site.log, sizeof(site.log), a, a + 4) < 0)
+        } else if (path_arg(a, &known) == 0) {
+            if (known < 0)
                 return -1;
         } else if (!strcmp(a, "on_missing=fail")) {
             site.fail_on_missing = 1;

@@ -157,30 +157,53 @@ impl Cluster {
             d = d.display(),
         );
         std::fs::write(&c.conf, conf).unwrap();
-        let omp = Path::new(BIN).with_file_name("libcpumgr_omp.so");
-        std::fs::write(
-            d.join("plugstack.conf"),
-            format!(
-                "required {d}/cpumgr_spank.so socket={s} cpumgr={BIN} omp_lib={omp} log={d}/steps.log\n",
-                d = d.display(),
-                s = c.socket.display(),
-                omp = omp.display()
-            ),
-        )
-        .unwrap();
+        c.plugstack("");
         for (daemon, args) in [("slurmctld", &["-D", "-i"][..]), ("slurmd", &["-D"][..])] {
-            let child = Command::new(daemon)
-                .args(args)
-                .env("SLURM_CONF", &c.conf)
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap();
+            let child = c.slurm_daemon(daemon, args);
             c.daemons.push(child);
         }
         wait_for_or("the node to be idle", || c.slurm("sinfo", &["-h", "-o", "%T"]).trim() == "idle", || c.logs());
         c.start_manager();
         c
+    }
+
+    /// Writes plugstack.conf: the plugin with this test's paths, and `extra` arguments (read
+    /// again by every srun and slurmstepd).
+    fn plugstack(&self, extra: &str) {
+        let d = self.dir.path();
+        let omp = Path::new(BIN).with_file_name("libcpumgr_omp.so");
+        let line = format!(
+            "required {d}/cpumgr_spank.so socket={s} cpumgr={BIN} omp_lib={omp} log={d}/steps.log {extra}\n",
+            d = d.display(),
+            s = self.socket.display(),
+            omp = omp.display()
+        );
+        std::fs::write(d.join("plugstack.conf"), line).unwrap();
+    }
+
+    /// `srun --cpumgr true`: its exit code and stderr.
+    fn srun_true(&self) -> (Option<i32>, String) {
+        let out = Command::new("srun").args(["--cpumgr", "true"]).env("SLURM_CONF", &self.conf).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+
+    /// Stops slurmd and starts it again (the steps' slurmstepd and supervisors outlive it).
+    fn restart_slurmd(&mut self) {
+        let mut old = self.daemons.pop().expect("slurmd");
+        end(&mut old);
+        let child = self.slurm_daemon("slurmd", &["-D"]);
+        self.daemons.push(child);
+    }
+
+    /// Starts a Slurm daemon of this cluster in the foreground (its log is in the directory).
+    fn slurm_daemon(&self, daemon: &str, args: &[&str]) -> Child {
+        Command::new(daemon)
+            .args(args)
+            .env("SLURM_CONF", &self.conf)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
     }
 
     /// Starts the node's manager (affinity backend: a cpuset cgroup of its own would take the
@@ -252,8 +275,7 @@ impl Cluster {
             },
             || format!("{:?}\n{}", seen.borrow(), self.logs()),
         );
-        let steps = seen.into_inner();
-        steps
+        seen.into_inner()
     }
 
     /// Waits until the steps' task 0 run on disjoint, non-empty CPU sets.
@@ -357,6 +379,15 @@ fn two_srun_jobs_sharing_cpus_get_disjoint_cpus_and_nothing_is_left_stopped_or_p
     let steps = c.steps(2);
     let (px, py) = (steps[0].1, steps[1].1);
     c.wait_disjoint(px, py);
+    // A restarted slurmd changes nothing for the steps that run.
+    c.restart_slurmd();
+    wait_for_or(
+        "the node to answer again",
+        || matches!(c.slurm("sinfo", &["-h", "-o", "%T"]).trim(), "allocated" | "mixed"),
+        || c.logs(),
+    );
+    assert_eq!(c.steps(2), steps);
+    c.wait_disjoint(px, py);
     let mut manager = c.manager.take().unwrap();
     manager.kill().unwrap();
     manager.wait().unwrap();
@@ -370,6 +401,14 @@ fn two_srun_jobs_sharing_cpus_get_disjoint_cpus_and_nothing_is_left_stopped_or_p
     std::fs::write(&stop, "").unwrap();
     assert_eq!(c.exit_code(x), Some(0));
     assert_eq!(c.exit_code(y), Some(0));
+    // Without a manager the plugin says so, and the site chooses: run unmanaged, or fail.
+    let (code, err) = c.srun_true();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("no cpumgr manager answers on") && err.contains("runs unmanaged"), "{err}");
+    c.plugstack("on_missing=fail");
+    let (code, err) = c.srun_true();
+    assert_ne!(code, Some(0), "{err}");
+    assert!(err.contains("no cpumgr manager answers on") && err.contains("failing the step"), "{err}");
     // The supervisors end with their steps.
     wait_for_or("every step supervisor to end", || !pgrep_step_supervisors(), || c.logs());
 }

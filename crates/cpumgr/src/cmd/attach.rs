@@ -7,8 +7,10 @@
 //! `cpumgr attach` releases the process itself. All of this is the [`Session`] `cpumgr run` uses.
 
 use clap::Parser;
+use cpumgr_core::CpuSet;
 use cpumgr_daemon::enforce;
 use cpumgr_daemon::procfs::{parse_stat, Target};
+use cpumgr_proto::Registration;
 
 use super::daemon;
 use super::session::{ProgramArgs, Session};
@@ -51,21 +53,35 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
     args.program.check()?;
-    let mut session = Session::open(&args.manager)?;
-    if let Err(message) = session.register(args.program.registration(pid, comm.trim())) {
+    let session = Session::open(&args.manager)?;
+    supervise(session, args.program.registration(pid, comm.trim()), target, &original)
+}
+
+/// Registers `reg` (a process that runs, leading `target`) and supervises it until it exits or
+/// a caught signal ends the supervision (it is then unregistered and keeps running); `original`
+/// is what its affinity goes back to if the manager disappears. Shared by `attach` and `step`.
+pub(super) fn supervise(
+    mut session: Session,
+    reg: Registration,
+    target: Target,
+    original: &CpuSet,
+) -> anyhow::Result<()> {
+    let pid = target.leader();
+    let name = reg.name.clone();
+    if let Err(message) = session.register(reg) {
         if !session.pending() {
             session.close();
-            anyhow::bail!("the manager refused process {pid}: {message}");
+            anyhow::bail!("the manager refused process {pid} ({name}): {message}");
         }
         tracing::warn!(pid, "not registered yet: {message}");
     }
-    tracing::info!(pid, ?target, "attached");
+    tracing::info!(pid, ?target, name, "attached");
     while alive(pid) {
         if let Some(sig) = session.take_signal() {
             tracing::info!(pid, "{sig}: detaching; the process keeps running");
             break;
         }
-        session.watch(target, &original);
+        session.watch(target, original);
     }
     session.close();
     Ok(())

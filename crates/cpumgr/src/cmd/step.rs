@@ -18,7 +18,7 @@ use cpumgr_daemon::enforce;
 use cpumgr_daemon::procfs::{self, Target};
 use cpumgr_proto::{Conn, Registration};
 
-use super::attach::alive;
+use super::attach::{alive, supervise};
 use super::control::duration;
 use super::daemon;
 use super::session::Session;
@@ -123,8 +123,13 @@ fn registration(args: &Args, bound: &CpuSet) -> Registration {
 /// Supervises the step until it ends or a signal ends the supervision.
 pub fn run(args: Args) -> anyhow::Result<()> {
     let pid = args.pid;
-    if pid <= 0 || !alive(pid) {
-        return Err(InputError::new(format!("step {pid}: no such process")));
+    if pid <= 0 {
+        return Err(InputError::new(format!("step {pid}: not a process id")));
+    }
+    if !alive(pid) {
+        // A short step may end before its supervisor starts: nothing to manage.
+        tracing::info!(pid, "{}: ended before it could be registered", args.name);
+        return Ok(());
     }
     if let Some(w) = args.weight.filter(|w| !(w.is_finite() && *w > 0.0)) {
         return Err(InputError::new(format!("--weight {w}: must be a positive number")));
@@ -145,24 +150,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     let original = if bound.is_empty() { enforce::affinity(pid)? } else { bound };
-    let mut session = Session::open(&args.manager)?;
-    if let Err(message) = session.register(registration(&args, &original)) {
-        if !session.pending() {
-            session.close();
-            anyhow::bail!("the manager refused {}: {message}", args.name);
-        }
-        tracing::warn!(pid, "not registered yet: {message}");
-    }
-    tracing::info!(pid, name = args.name, cpus = %original, "step registered");
-    while alive(pid) {
-        if let Some(sig) = session.take_signal() {
-            tracing::info!(pid, "{sig}: unregistering the step; it keeps running");
-            break;
-        }
-        session.watch(target, &original);
-    }
-    session.close();
-    Ok(())
+    tracing::info!(pid, name = args.name, cpus = %original, "registering the step");
+    supervise(Session::open(&args.manager)?, registration(&args, &original), target, &original)
 }
 
 #[cfg(test)]
