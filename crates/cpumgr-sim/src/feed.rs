@@ -12,8 +12,9 @@
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 
 use crate::cost::CostModel;
-use crate::engine::{dedicated_time, SimError};
+use crate::error::SimError;
 use crate::job::JobSpec;
+use crate::job::Phase;
 use cpumgr_core::Nanos;
 
 /// Jobs per batch: a batch's hand-over (a channel message, and the producer's wake-up when it
@@ -140,6 +141,26 @@ fn produce(
     }
     if !batch.is_empty() {
         let _ = send(batch);
+    }
+}
+
+/// The run time of `spec` alone on a machine of `cpus` CPUs with its request. Inlined: every
+/// arrival asks it once (the compiler kept it out of line, a call per job).
+#[inline]
+pub(crate) fn dedicated_time(cost: &CostModel, cpus: u32, spec: &JobSpec) -> f64 {
+    let phase = |(k, ph): (usize, &Phase)| {
+        let t = spec.natural_threads(k).min(cpus) as f64;
+        if ph.work <= 0.0 {
+            0.0
+        } else {
+            ph.simulated_work() / cost.rate(&ph.speedup, ph.request as f64, t, t, spec.sync, false)
+        }
+    };
+    match &spec.phases[..] {
+        // Every generated and traced job: its one phase's time, which is the sum's (no phase's
+        // time is -0, the one number that adding to the sum's start would change).
+        [one] => phase((0, one)),
+        phases => phases.iter().enumerate().map(phase).sum(),
     }
 }
 

@@ -31,12 +31,14 @@ use std::time::Instant;
 use cpumgr_core::trace::EventKind;
 use cpumgr_core::{CpuSet, Nanos, ProgramId};
 
+use crate::config::SimConfig;
 use crate::cost::CostModel;
-use crate::engine::{Observer, SimConfig, SimError};
+use crate::error::SimError;
 use crate::feed::{Checked, Feed};
 use crate::job::JobSpec;
 use crate::limits::HORIZON;
 use crate::metrics::RunSummary;
+use crate::observer::Observer;
 use crate::speedup::SpeedupModel;
 use crate::tally::{Ran, Tally};
 

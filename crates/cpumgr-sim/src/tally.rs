@@ -1,4 +1,4 @@
-//! What both engines (the managed one in `engine.rs`, processor sharing in `sharing.rs`) share
+//! What both engines (the managed one in `engine/`, processor sharing in `sharing.rs`) share
 //! besides the jobs' feed (`feed.rs`): the run's bookkeeping ([`Tally`]): job ids,
 //! arrivals and exits with their trace events, the job records streamed to the observer, the
 //! CPU-second sums and the end-of-run summary.
@@ -8,10 +8,11 @@ use std::time::Instant;
 use cpumgr_core::trace::{Event, EventKind};
 use cpumgr_core::{Nanos, ProgramId};
 
-use crate::engine::{Observer, SimError};
+use crate::error::SimError;
 use crate::job::JobSpec;
 use crate::limits::{seconds, HORIZON};
 use crate::metrics::{Accumulator, JobRecord, RunSummary, RunTotals, BOUNDED_SLOWDOWN_TAU};
+use crate::observer::Observer;
 
 const NS: f64 = 1e9;
 
