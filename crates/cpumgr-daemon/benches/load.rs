@@ -165,12 +165,18 @@ fn unregister(conn: &Conn, id: u64) -> bool {
     matches!(conn.call(&Request::Unregister { id }), Ok((Reply::Ok, _)))
 }
 
-/// Descriptors the process holds other than sockets (slots, pidfds, files): connections come and
-/// go with the clients.
+/// Descriptors the process holds other than sockets and `/proc` files (slots, pidfds, files):
+/// connections come and go with the clients, and the walk keeps open the `/proc` files of the
+/// programs that run, which change with every quantum's decision.
 fn fds(pid: u32) -> usize {
     let Ok(dir) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return 0 };
     dir.flatten()
-        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|l| !l.to_string_lossy().starts_with("socket:")))
+        .filter(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|l| {
+                let l = l.to_string_lossy();
+                !l.starts_with("socket:") && !l.starts_with("/proc/")
+            })
+        })
         .count()
 }
 

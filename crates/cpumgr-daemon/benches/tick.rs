@@ -18,13 +18,13 @@ mod support;
 
 use std::time::Duration;
 
+use cpumgr_core::sources::synthetic;
+use cpumgr_core::Topology;
 use cpumgr_daemon::enforce::Choice;
 use cpumgr_daemon::limits::UserLimits;
 use cpumgr_daemon::procfs::{self, Target};
 use cpumgr_daemon::{Settings, State};
 use cpumgr_proto::{PeerCred, Registration, Reply, Request};
-use cpumgr_core::sources::synthetic;
-use cpumgr_core::Topology;
 use criterion::{criterion_group, criterion_main, Criterion};
 use support::Sleepers;
 
@@ -83,8 +83,9 @@ fn tick(c: &mut Criterion) {
         let targets: Vec<Target> = kids.pids().into_iter().map(Target::of).collect();
         g.bench_function(format!("the /proc walk alone, {n} programs"), |b| b.iter(|| procfs::scan(&targets)));
         let mut files = procfs::Files::for_manager();
+        let known: Vec<(Target, Vec<i32>)> = targets.iter().map(|t| (*t, vec![t.leader()])).collect();
         g.bench_function(format!("the /proc walk alone, {n} programs, files kept open"), |b| {
-            b.iter(|| files.scan(&targets))
+            b.iter(|| files.scan(&known))
         });
         if n == 64 {
             let others = Sleepers::spawn(2000);

@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::fs;
 use std::os::unix::fs::FileExt;
+use std::time::{Duration, Instant};
 
 /// How the manager addresses a program's processes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -118,8 +119,15 @@ impl Stray {
 
 /// Scans `/proc` for the processes of `targets`, once (a scan every quantum keeps [`Files`]).
 pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
-    Files::new(0).scan(targets)
+    let targets: Vec<(Target, Vec<i32>)> = targets.iter().map(|t| (*t, Vec::new())).collect();
+    Files::new(0, Duration::ZERO).scan(&targets)
 }
+
+/// How often the manager's scans list all of `/proc` to find a group's processes: those between follow
+/// each group's tree from its leader and the processes the last scan found, and so miss only
+/// what a parent outside the group moved into it, or an orphan whose parent started and left it
+/// between two scans, until the next listing.
+pub const SWEEP: Duration = Duration::from_secs(1);
 
 /// The `/proc` files a scan read, kept open for the next: reading an open `/proc` file again
 /// (`pread` at its start: the kernel writes it anew) is one system call where opening, reading
@@ -133,12 +141,15 @@ pub struct Files {
     scans: u64,
     /// The most files kept open.
     most: usize,
+    /// When a scan last listed all of `/proc`, and how often one does.
+    swept: Option<Instant>,
+    sweep: Duration,
 }
 
 impl Files {
-    /// Keeps at most `most` files open.
-    pub fn new(most: usize) -> Files {
-        Files { open: HashMap::new(), scans: 0, most }
+    /// Keeps at most `most` files open; lists all of `/proc` once a `sweep`.
+    pub fn new(most: usize, sweep: Duration) -> Files {
+        Files { open: HashMap::new(), scans: 0, most, swept: None, sweep }
     }
 
     /// Keeps open at most a quarter of the descriptors this process may have: the manager also
@@ -146,7 +157,7 @@ impl Files {
     pub fn for_manager() -> Files {
         use nix::sys::resource::{getrlimit, Resource};
         let soft = getrlimit(Resource::RLIMIT_NOFILE).map_or(1024, |(soft, _)| soft);
-        Files::new(usize::try_from(soft / 4).unwrap_or(usize::MAX))
+        Files::new(usize::try_from(soft / 4).unwrap_or(usize::MAX), SWEEP)
     }
 
     /// Files kept open now.
@@ -182,9 +193,10 @@ impl Files {
         self.read(format!("/proc/{pid}/stat")).and_then(|t| parse_stat(&t))
     }
 
-    /// Scans `/proc` for the processes of `targets`; closes the files of earlier scans that this
-    /// one did not read.
-    pub fn scan(&mut self, targets: &[Target]) -> HashMap<Target, Sample> {
+    /// Scans `/proc` for the processes of `targets`, each with the pids its last sample had;
+    /// closes the files of earlier scans that this one did not read. Lists all of `/proc` once a
+    /// sweep; follows each group's tree in between.
+    pub fn scan(&mut self, targets: &[(Target, Vec<i32>)]) -> HashMap<Target, Sample> {
         self.scans += 1;
         let out = self.walk(targets);
         let scan = self.scans;
@@ -192,19 +204,27 @@ impl Files {
         out
     }
 
-    fn walk(&mut self, targets: &[Target]) -> HashMap<Target, Sample> {
+    fn walk(&mut self, targets: &[(Target, Vec<i32>)]) -> HashMap<Target, Sample> {
         let mut out: HashMap<Target, Sample> = HashMap::new();
-        if targets.is_empty() {
-            return out;
-        }
         let groups: HashMap<i32, Target> =
-            targets.iter().filter_map(|t| if let Target::Group(g) = t { Some((*g, *t)) } else { None }).collect();
-        let singles: HashMap<i32, Target> =
-            targets.iter().filter_map(|t| if let Target::Process(p) = t { Some((*p, *t)) } else { None }).collect();
+            targets.iter().filter_map(|(t, _)| if let Target::Group(g) = t { Some((*g, *t)) } else { None }).collect();
+        let singles: HashMap<i32, Target> = targets
+            .iter()
+            .filter_map(|(t, _)| if let Target::Process(p) = t { Some((*p, *t)) } else { None })
+            .collect();
         // Single processes alone need no walk of all of /proc (releasing one is then a few reads).
         let pids: Vec<i32> = if groups.is_empty() {
             singles.keys().copied().collect()
+        } else if self.swept.is_some_and(|t| t.elapsed() < self.sweep) {
+            // Each target's leader and the processes it had: the trees below them follow.
+            let mut pids = Vec::new();
+            for (t, known) in targets {
+                pids.push(t.leader());
+                pids.extend(known.iter().filter(|&&p| p != t.leader()));
+            }
+            pids
         } else {
+            self.swept = Some(Instant::now());
             let Ok(dir) = fs::read_dir("/proc") else { return out };
             dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())).collect()
         };
@@ -225,9 +245,12 @@ impl Files {
                 Some(t) if t.matches(pid, stat.pgrp) => *t,
                 _ => continue,
             };
-            self.add_process(out.entry(target).or_default(), pid, &stat);
+            let sample = out.entry(target).or_default();
+            if !sample.pids.contains(&pid) {
+                self.add_process(sample, pid, &stat);
+            }
         }
-        let leaders: Vec<i32> = targets.iter().map(|t| t.leader()).collect();
+        let leaders: Vec<i32> = targets.iter().map(|(t, _)| t.leader()).collect();
         for (target, s) in out.iter_mut() {
             if let Target::Group(g) = target {
                 self.add_descendants(s, *g, &leaders);
@@ -254,8 +277,12 @@ impl Files {
                 if s.pids.contains(&child) || leaders.contains(&child) {
                     continue;
                 }
-                // One in the group that the walk did not see yet started since: the next scan finds it.
-                let Some(stat) = self.read_stat(child).filter(|st| st.pgrp != group) else { continue };
+                let Some(stat) = self.read_stat(child) else { continue };
+                // One in the group: started since the listing, or found down the tree.
+                if stat.pgrp == group {
+                    self.add_process(s, child, &stat);
+                    continue;
+                }
                 if uid_of_proc(child) != *owner.get_or_insert_with(|| uid_of_proc(group)) || is_cpumgr(child) {
                     continue;
                 }
@@ -312,7 +339,7 @@ pub fn add_known(s: &mut Sample, known: &[Stray]) {
         }
         if let Some(stat) = read_stat(k.pid).filter(|st| st.start == k.start) {
             s.strays.push(*k);
-            Files::new(0).add_process(s, k.pid, &stat);
+            Files::new(0, Duration::ZERO).add_process(s, k.pid, &stat);
         }
     }
 }
@@ -329,7 +356,7 @@ pub fn scan_leaders(targets: &[Target]) -> HashMap<Target, Sample> {
         if let Some(stat) = read_stat(pid) {
             let s: &mut Sample = out.entry(target).or_default();
             s.leaders_only = true;
-            Files::new(0).add_process(s, pid, &stat);
+            Files::new(0, Duration::ZERO).add_process(s, pid, &stat);
         }
     }
     out
@@ -449,8 +476,8 @@ mod tests {
         let mut busy =
             std::process::Command::new("sh").args(["-c", "while :; do :; done"]).process_group(0).spawn().unwrap();
         let target = Target::Group(busy.id() as i32);
-        let mut files = Files::new(16);
-        let ticks = |files: &mut Files| files.scan(&[target]).remove(&target).map_or(0, |s| s.ticks);
+        let mut files = Files::new(16, SWEEP);
+        let ticks = |files: &mut Files| files.scan(&[(target, vec![])]).remove(&target).map_or(0, |s| s.ticks);
         let first = ticks(&mut files);
         let kept = files.len();
         let mut later = first;
@@ -465,8 +492,48 @@ mod tests {
         let _ = busy.wait();
         assert!(kept >= 2, "its stat and children files are kept: {kept}");
         assert!(later > first, "the busy process's CPU time, read again through its kept file, grew: {first} {later}");
-        assert_eq!(files.scan(&[target]).get(&target), None);
+        assert_eq!(files.scan(&[(target, vec![])]).get(&target), None);
         assert!(files.is_empty(), "{} files left open for a process that is gone", files.len());
+    }
+
+    /// Between two listings of `/proc`, a scan follows the group's tree: it finds a process the
+    /// group's leader forked since, not one a parent outside the group put into it; the next
+    /// listing finds that one too.
+    #[test]
+    fn between_listings_a_scan_follows_the_groups_tree() {
+        use std::io::Write;
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+        let mut leader = Command::new("sh")
+            .args(["-c", "read x; sleep 600 & wait"])
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let g = leader.id() as i32;
+        let target = Target::Group(g);
+        let mut files = Files::new(64, Duration::from_secs(3600));
+        let pids = |files: &mut Files, known: Vec<i32>| files.scan(&[(target, known)]).remove(&target).unwrap().pids;
+        assert_eq!(pids(&mut files, vec![]), vec![g], "the first scan lists /proc");
+        // A process of the group whose parent is this test, not the leader.
+        let mut joined = Command::new("sleep").arg("600").process_group(g).spawn().unwrap();
+        writeln!(leader.stdin.as_mut().unwrap()).unwrap();
+        let mut found = Vec::new();
+        for _ in 0..2000 {
+            found = pids(&mut files, vec![g]);
+            if found.len() > 1 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let swept = Files::new(64, Duration::ZERO).scan(&[(target, vec![g])]).remove(&target).unwrap().pids;
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(g), nix::sys::signal::SIGKILL);
+        let (_, _) = (leader.wait(), joined.wait());
+        let joined = joined.id() as i32;
+        assert_eq!(found.len(), 2, "the leader and the child it forked: {found:?}");
+        assert!(!found.contains(&joined), "a tree walk found a process outside the tree: {found:?}");
+        assert_eq!(swept.len(), 3, "a listing finds all three: {swept:?}");
+        assert!(swept.contains(&joined), "{swept:?}");
     }
 
     #[test]

@@ -154,24 +154,26 @@ pub struct State {
 /// The programs a scheduler step reads from `/proc` ([`State::survey`]), listed under the state
 /// lock and read without it.
 pub struct Survey {
-    targets: Vec<procfs::Target>,
+    /// Each program to read, with the processes its last sample had.
+    targets: Vec<(procfs::Target, Vec<i32>)>,
     boundary: Option<Instant>,
     files: procfs::Files,
 }
 
 impl Survey {
     /// The programs it reads.
-    pub fn targets(&self) -> &[procfs::Target] {
-        &self.targets
+    pub fn targets(&self) -> Vec<procfs::Target> {
+        self.targets.iter().map(|(t, _)| *t).collect()
     }
 
     /// Reads `/proc`: a walk over every process for every program's group, or each new
     /// program's leader alone.
-    pub fn read(self) -> Samples {
-        let mut files = self.files;
-        let samples =
-            if self.boundary.is_some() { files.scan(&self.targets) } else { procfs::scan_leaders(&self.targets) };
-        Samples { samples, boundary: self.boundary, files }
+    pub fn read(mut self) -> Samples {
+        let samples = match self.boundary {
+            Some(_) => self.files.scan(&self.targets),
+            None => procfs::scan_leaders(&self.targets()),
+        };
+        Samples { samples, boundary: self.boundary, files: self.files }
     }
 }
 
@@ -756,9 +758,9 @@ impl State {
             .entries
             .values()
             .filter(|e| e.ticks_start.is_none() || (walk && !e.stopped))
-            .map(|e| e.target)
+            .map(|e| (e.target, e.sample.pids.clone()))
             .collect();
-        Survey { targets, boundary, files: std::mem::replace(&mut self.files, procfs::Files::new(0)) }
+        Survey { targets, boundary, files: std::mem::replace(&mut self.files, procfs::Files::new(0, Duration::ZERO)) }
     }
 
     /// When the policy asked to decide again before the next boundary ([`Decision::wake_at`]:
