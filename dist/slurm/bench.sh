@@ -1,13 +1,14 @@
 #!/bin/bash
-# Two srun jobs of a barrier-heavy OpenMP program (the test kernels' one-region stencil) sharing
-# a node's CPUs, through real Slurm: one after the other, at once under Slurm's plain
-# oversubscription, and at once with --cpumgr. Prints each makespan and the load average.
+# Two srun jobs of a barrier-heavy OpenMP program (the test kernels' one-region stencil), then of
+# an MPI halo exchange (when mpicc is here), sharing a node's CPUs through real Slurm: one after
+# the other, at once under Slurm's plain oversubscription, and at once with --cpumgr. Prints each
+# makespan and the load average.
 #
 # Needs root, Slurm (slurm-wlm, munge, libslurm-dev), gcc, and a built workspace:
 #   cargo build --release -p cpumgr -p cpumgr-omp && dist/slurm/bench.sh [target/release]
 # Starts its own one-node cluster (munged, slurmctld, slurmd) and manager in a temporary
 # directory, as crates/cpumgr/tests/slurm.rs does, and ends them on exit.
-# KERNEL_ARGS overrides the stencil's arguments; REPEAT the runs of each configuration.
+# KERNEL_ARGS and MPI_ARGS override the kernels' arguments; REPEAT the runs of each configuration.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -37,7 +38,7 @@ read -r -a KARGS <<< "${KERNEL_ARGS:--n 256 -rows $((CPUS * 256)) -iters 20000 -
 
 head -c 1024 /dev/urandom > "$D/munge.key"; chmod 400 "$D/munge.key"
 munged -F --force --key-file="$D/munge.key" --socket="$D/munge.sock" --pid-file="$D/munged.pid" \
-  --log-file="$D/munged.log" --seed-file="$D/munge.seed" & PIDS+=($!)
+  --log-file="$D/munged.log" --seed-file="$D/munge.seed" > "$D/munged.out" 2>&1 & PIDS+=($!)
 for _ in $(seq 100); do [ -S "$D/munge.sock" ] && break; sleep 0.05; done
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 NODE=$(slurmd -C | head -1)
@@ -74,34 +75,44 @@ PartitionName=shared Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubsc
 EOF
 echo "required $D/cpumgr_spank.so socket=$D/cpumgr.sock cpumgr=$BIN/cpumgr omp_lib=$BIN/libcpumgr_omp.so on_missing=fail" > "$D/plugstack.conf"
 export SLURM_CONF=$D/slurm.conf
-slurmctld -D -i & PIDS+=($!)
-slurmd -D & PIDS+=($!)
+slurmctld -D -i > "$D/slurmctld.out" 2>&1 & PIDS+=($!)
+slurmd -D > "$D/slurmd.out" 2>&1 & PIDS+=($!)
 "$BIN/cpumgr" daemon --backend affinity --socket "$D/cpumgr.sock" 2> "$D/cpumgr.log" & PIDS+=($!)
 for _ in $(seq 200); do [ "$(sinfo -h -o %T)" = idle ] && break; sleep 0.1; done
 [ "$(sinfo -h -o %T)" = idle ] || { echo "bench.sh: the node did not come up" >&2; tail "$D"/*.log >&2; exit 1; }
 
-JOB=("$D/kernels/stencil" "${KARGS[@]}")
 now() { date +%s.%N; }
-# Makespan of: sequential, plain (both at once), cpumgr (both at once with --cpumgr).
+# Makespan of two `srun SRUN_ARGS...` jobs: one after the other (sequential), at once (plain),
+# at once with --cpumgr (cpumgr).
 run() {
-  local how=$1 t0; t0=$(now)
+  local how=$1 t0; shift; t0=$(now)
   case $how in
-    sequential) srun -c "$CPUS" "${JOB[@]}" > /dev/null; srun -c "$CPUS" "${JOB[@]}" > /dev/null ;;
-    plain) srun -c "$CPUS" "${JOB[@]}" > /dev/null & srun -c "$CPUS" "${JOB[@]}" > /dev/null; wait %1 ;;
-    cpumgr) srun --cpumgr -c "$CPUS" "${JOB[@]}" > /dev/null & srun --cpumgr -c "$CPUS" "${JOB[@]}" > /dev/null; wait %1 ;;
+    sequential) srun -Q "$@" > /dev/null; srun -Q "$@" > /dev/null ;;
+    plain) srun -Q "$@" > /dev/null & srun -Q "$@" > /dev/null; wait ;;
+    cpumgr) srun -Q --cpumgr "$@" > /dev/null & srun -Q --cpumgr "$@" > /dev/null; wait ;;
   esac
   echo "$(now) - $t0" | bc
 }
-echo "two srun -c $CPUS jobs of: stencil ${KARGS[*]} (OpenMP, one region, barrier per sweep)"
-echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $CPUS CPUs; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-declare -A BEST
-for how in sequential plain cpumgr; do
-  for ((r=0; r<REPEAT; r++)); do
-    t=$(run "$how")
-    printf '%-11s %8.2f s\n' "$how" "$t"
-    if [ -z "${BEST[$how]:-}" ] || (( $(echo "$t < ${BEST[$how]}" | bc) )); then BEST[$how]=$t; fi
+# Prints the three makespans (the fastest of REPEAT) for `srun SRUN_ARGS...` and their ratios.
+bench() {
+  echo "== two srun $*"
+  local -A best=()
+  for how in sequential plain cpumgr; do
+    for ((r=0; r<REPEAT; r++)); do
+      t=$(run "$how" "$@")
+      printf '%-11s %8.2f s\n' "$how" "$t"
+      if [ -z "${best[$how]:-}" ] || (( $(echo "$t < ${best[$how]}" | bc) )); then best[$how]=$t; fi
+    done
   done
-done
-printf 'plain / cpumgr: %.2fx   cpumgr / sequential: %.2fx\n' \
-  "$(echo "${BEST[plain]} / ${BEST[cpumgr]}" | bc -l)" "$(echo "${BEST[cpumgr]} / ${BEST[sequential]}" | bc -l)"
+  printf 'plain / cpumgr: %.2fx   cpumgr / sequential: %.2fx\n' \
+    "$(echo "${best[plain]} / ${best[cpumgr]}" | bc -l)" "$(echo "${best[cpumgr]} / ${best[sequential]}" | bc -l)"
+}
+echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $CPUS CPUs; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+# OpenMP: one region around the time loop, a barrier per sweep (one task: malleable).
+bench -c "$CPUS" "$D/kernels/stencil" "${KARGS[@]}"
+# MPI: CPUS ranks through Slurm's PMI2 (several tasks: a rigid team), when mpicc is here.
+if make -s -C "$ROOT/kernels" OUT="$D/kernels" mpi 2> /dev/null; then
+  read -r -a MARGS <<< "${MPI_ARGS:--n $((CPUS * 32768)) -steps 10000}"
+  bench --mpi=pmi2 -n "$CPUS" "$D/kernels/halo" "${MARGS[@]}"
+fi
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -337,10 +337,18 @@ fn two_srun_jobs_sharing_cpus_get_disjoint_cpus_and_nothing_is_left_stopped_or_p
     if skipped("two_srun_jobs_sharing_cpus_get_disjoint_cpus_and_nothing_is_left_stopped_or_pinned") {
         return;
     }
+    common::adapter_is_built();
     let mut c = Cluster::start();
     let all = CpuSet::from_cpus(0..c.cpus);
     let stop = c.dir.path().join("stop");
     let until_stop = |code: i32| format!("while [ ! -e {} ]; do :; done; exit {code}", stop.display());
+
+    // srun, sbatch and salloc know the option and refuse a bad POLICY before submitting.
+    for tool in ["srun", "sbatch", "salloc"] {
+        let out = Command::new(tool).args(["--cpumgr=bogus", "--wrap", "true"]).env("SLURM_CONF", &c.conf).output();
+        let err = String::from_utf8_lossy(&out.unwrap().stderr).into_owned();
+        assert!(err.contains("'bogus' is not a cpumgr policy word"), "{tool}: {err}");
+    }
 
     // Two jobs on the same CPUs: disjoint sets while both run; each one program named by Slurm.
     let a = c.srun(&until_stop(0));
