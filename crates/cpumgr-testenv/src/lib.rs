@@ -37,9 +37,9 @@ pub enum Need {
     /// Headless Chromium (`$CPUMGR_CHROMIUM`, else `chromium` or `google-chrome` on `PATH`): cfg
     /// `has_chromium`.
     Chromium,
-    /// A cpuset cgroup hierarchy (v2 with the controller offered, or v1) mounted read-write, whose
-    /// directory of this process this user may write: cfg `has_cpusets`. Tests keep their own
-    /// check too: permission bits and delegation can say yes where the kernel then says no.
+    /// A cpuset cgroup hierarchy mounted read-write, whose directory of this process this user
+    /// may write (v1; v2 with the controller offered, from the root cgroup): cfg `has_cpusets`.
+    /// Tests keep their own check too: permission bits can say yes where the kernel says no.
     Cpusets,
     /// At least three CPUs in this process's affinity: cfg `has_3_cpus`. Tests keep their own
     /// check too: they may run under a narrower affinity (`taskset`) than the build had.
@@ -342,6 +342,12 @@ fn cpusets() -> Result<(), String> {
             let offered = std::fs::read_to_string(own.join("cgroup.controllers")).unwrap_or_default();
             if !offered.split_whitespace().any(|c| c == "cpuset") {
                 why.push(format!("{}: the cpuset controller is not offered", own.display()));
+                continue;
+            }
+            // v2 refuses (EBUSY) to enable a controller below a cgroup that holds processes, as
+            // this one does (this process); only the root cgroup is exempt.
+            if own != Path::new(point) {
+                why.push(format!("{}: cgroup v2 enables cpuset below it only if it holds no process", own.display()));
                 continue;
             }
         }
