@@ -104,7 +104,15 @@ impl StarvationBound {
             .collect();
         due.sort_by_key(|&i| (!owed(&turns[i]), std::cmp::Reverse(turns[i].waited), i));
         let mut granted = vec![false; programs.len()];
+        // Once no CPU is idle and no program could give one up, no later turn can be granted:
+        // with many programs waiting on few CPUs, most of them are due at every boundary.
+        let spare = |d: &Decision, granted: &[bool], j: usize| !granted[j] && !owed(&turns[j]) && gets(d, j);
+        let mut free = u64::from(cpus).saturating_sub(decision.total());
+        let mut spares = (0..programs.len()).filter(|&j| spare(decision, &granted, j)).count();
         for i in due {
+            if free == 0 && spares == 0 {
+                break;
+            }
             let need = need(&programs[i]).min(cpus);
             // A turn begun goes on, and a new one is never taken from a program that waited as
             // long (the policy gave it a CPU back, it has had no turn yet: it runs first). Under
@@ -124,6 +132,8 @@ impl StarvationBound {
             if take(programs, &turns, &granted, cpus, need, from, decision) {
                 decision.give(i, need);
                 granted[i] = true;
+                free = u64::from(cpus).saturating_sub(decision.total());
+                spares = (0..programs.len()).filter(|&j| spare(decision, &granted, j)).count();
             }
         }
         if !boundary {
@@ -178,7 +188,8 @@ fn take(
             && d.allocations[i].count > 0
     };
     let mut plan = decision.clone();
-    while u64::from(cpus).saturating_sub(plan.total()) < u64::from(wanted) {
+    let mut free = u64::from(cpus).saturating_sub(plan.total());
+    while free < u64::from(wanted) {
         // A program that can shrink, the largest above its minimum first.
         let shrink = (0..programs.len())
             .filter(|&i| {
@@ -189,6 +200,7 @@ fn take(
             .max_by_key(|&i| (plan.allocations[i].count, std::cmp::Reverse(i)));
         if let Some(i) = shrink {
             plan.allocations[i].count -= 1;
+            free += 1;
             continue;
         }
         let Some(i) =
@@ -196,6 +208,7 @@ fn take(
         else {
             return false;
         };
+        free += u64::from(plan.allocations[i].granted());
         plan.allocations[i].count = 0;
         plan.allocations[i].running = false;
     }
