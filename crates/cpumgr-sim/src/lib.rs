@@ -13,7 +13,7 @@
 //! - [`limits`]: the largest machine, time and quantum the simulator accepts;
 //! - [`metrics`]: per-job and per-run figures, streamed so memory stays flat in finished jobs;
 //! - [`workload`], [`swf`], [`generate`], [`presets`]: where jobs come from;
-//! - `cluster`: nodes under a batch scheduler (FCFS, EASY), whole or shared under a policy;
+//! - [`cluster`]: nodes under a batch scheduler (FCFS, EASY), whole or shared under a policy;
 //! - [`mod@bench`]: CPU time and peak memory, for the benchmarks' figures.
 //!
 //! Everything is deterministic: ties are broken by time then job id, and randomness comes only
@@ -22,6 +22,7 @@
 #![warn(missing_docs)]
 
 pub mod bench;
+pub mod cluster;
 pub mod config;
 pub mod cost;
 mod engine;

@@ -15,6 +15,7 @@ pub(super) const SUBMIT: usize = 1;
 pub(super) const RUN: usize = 3;
 pub(super) const ALLOCATED: usize = 4;
 pub(super) const REQUESTED: usize = 7;
+pub(super) const REQUESTED_TIME: usize = 8;
 pub(super) const STATUS: usize = 10;
 pub(super) const EXECUTABLE: usize = 13;
 
@@ -37,6 +38,8 @@ pub(super) struct Raw {
     pub name: cpumgr_core::Name,
     pub arrival: Nanos,
     pub run: f64,
+    /// The requested run time (field 9), seconds, when known (positive).
+    pub requested: Option<f64>,
     pub size: u32,
     /// The field the size comes from (allocated or requested processors).
     pub size_field: usize,
@@ -129,7 +132,17 @@ pub(super) fn parse_line(file: &str, n: usize, line: &str) -> Result<Entry, Inpu
     let size_field = if fields[ALLOCATED] > 0.0 { ALLOCATED } else { REQUESTED };
     let size = processors(fields[size_field]).map_err(|m| bad(size_field, m))?;
     let name = compact_str::format_compact!("job{}", number.as_deref().unwrap_or("-1"));
-    Ok(Entry::Job(Raw { line: n, name, arrival, run: fields[RUN], size, size_field, executable: fields[EXECUTABLE] }))
+    let requested = Some(fields[REQUESTED_TIME]).filter(|t| t.is_finite() && *t > 0.0);
+    Ok(Entry::Job(Raw {
+        line: n,
+        name,
+        arrival,
+        run: fields[RUN],
+        requested,
+        size,
+        size_field,
+        executable: fields[EXECUTABLE],
+    }))
 }
 
 /// Why the trace's own values leave the job out, if they do.

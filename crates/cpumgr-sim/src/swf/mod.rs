@@ -166,6 +166,9 @@ impl fmt::Display for Omitted {
 pub struct SwfTrace {
     /// The jobs, in submit order.
     pub jobs: Vec<JobSpec>,
+    /// Each job's requested run time (field 9), seconds, when the trace gives it: what a batch
+    /// scheduler plans with ([`crate::cluster`]). Parallel to [`SwfTrace::jobs`].
+    pub requested: Vec<Option<f64>>,
     /// The machine size used (see [`SwfOptions::cpus`]).
     pub cpus: u32,
     /// The header's MaxProcs.
@@ -423,6 +426,7 @@ impl<'a> Reader<'a> {
         let (cpus, source) =
             sized.unwrap_or_else(|| (self.raws.iter().map(|r| r.size).max().unwrap_or(1), "the largest job".into()));
         let mut jobs = Vec::with_capacity(self.raws.len());
+        let mut requested = Vec::with_capacity(self.raws.len());
         // A class per executable number (field 14), one string for all its jobs.
         let mut classes: HashMap<i64, Arc<str>> = HashMap::new();
         for r in std::mem::take(&mut self.raws) {
@@ -432,14 +436,23 @@ impl<'a> Reader<'a> {
                 .or_insert_with(|| if exe >= 0 { format!("exe{exe}").into() } else { "swf".into() })
                 .clone();
             jobs.push(self.opts.kind.job(r.name, class, r.arrival, r.size, r.run, &self.opts.speedup));
+            requested.push(r.requested);
         }
-        jobs.sort_by_key(|j| j.arrival);
+        // In submit order, ties in file order (a stable sort), the requested times beside.
+        let mut order: Vec<usize> = (0..jobs.len()).collect();
+        order.sort_by_key(|&k| jobs[k].arrival);
+        if order.windows(2).any(|w| w[0] > w[1]) {
+            let mut taken: Vec<Option<JobSpec>> = jobs.into_iter().map(Some).collect();
+            jobs = order.iter().map(|&k| taken[k].take().expect("each index once")).collect();
+            requested = order.iter().map(|&k| requested[k]).collect();
+        }
         let header = |h: Option<Header>| h.and_then(|h| u32::try_from(h.value).ok());
         let ignored = |(line, key, why)| {
             InputError::new(self.file, line, key, format!("{why}: ignored; the machine has {cpus} CPUs ({source})"))
         };
         Ok(SwfTrace {
             jobs,
+            requested,
             cpus,
             max_procs: header(self.max_procs),
             max_nodes: header(self.max_nodes),

@@ -17,7 +17,7 @@ use cpumgr_core::{policies, Topology};
 use cpumgr_report::{render, Report, Table, Timeline};
 use cpumgr_sim::bench::{host, peak_rss_mib, process_cpu_seconds, thread_cpu_seconds};
 use cpumgr_sim::generate::{Generator, JobKind, Model};
-use cpumgr_sim::{presets, swf, Observer, RunSummary, SimConfig, SimError, SpeedupModel, Workload};
+use cpumgr_sim::{presets, swf, CostModel, Observer, RunSummary, SimConfig, SimError, SpeedupModel, Workload};
 use serde_json::json;
 
 use crate::input::{open_file, read_file, InputError};
@@ -36,6 +36,8 @@ fn emit(mut line: String) -> anyhow::Result<()> {
         r => r.context("writing to stdout"),
     }
 }
+
+mod cluster;
 
 /// Arguments of `cpumgr sim`.
 #[derive(Debug, Parser)]
@@ -118,6 +120,23 @@ pub struct Args {
     /// events are written (`--trace`, `--report`) go one at a time, in order.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1024))]
     threads: Option<u32>,
+    /// Simulate a cluster of this many nodes (`--swf` only): jobs wait for nodes under a batch
+    /// scheduler (`--batch`); `--policy` lists how nodes are used: `exclusive` (whole nodes per
+    /// job) or a policy that arbitrates shared nodes (`os` for none); default
+    /// `exclusive,os,equipartition`.
+    #[arg(long, requires = "swf", conflicts_with_all = ["trace", "report", "bench", "topology", "mpl", "quantum_ms", "no_fast_forward"])]
+    nodes: Option<u32>,
+    /// CPUs per node; default: the machine's CPUs (`--cpus`, else the trace's header) over
+    /// `--nodes`.
+    #[arg(long, requires = "nodes")]
+    node_cpus: Option<u32>,
+    /// The cluster's batch scheduler, or several to compare (`fcfs,easy`): `fcfs`, or `easy`
+    /// backfilling on the jobs' requested run times.
+    #[arg(long, default_value = "easy")]
+    batch: String,
+    /// Processes a shared node takes per CPU (Slurm's `OverSubscribe=FORCE:K`).
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    oversubscribe: u32,
     /// List the presets and exit.
     #[arg(long)]
     list_presets: bool,
@@ -359,12 +378,7 @@ fn check_static(w: &Workload, spec: &str, part: u32, cpus: u32) -> anyhow::Resul
 
 /// The simulation settings from the arguments and the workload.
 fn config(args: &Args, w: &Workload) -> anyhow::Result<SimConfig> {
-    let mut cost = w.cost.unwrap_or_default();
-    cost.sync_shared = args.sync_shared.unwrap_or(cost.sync_shared);
-    cost.sync_self = args.sync_self.unwrap_or(cost.sync_self);
-    cost.reload_ms = args.reload_ms.unwrap_or(cost.reload_ms);
-    cost.resume_ms = args.resume_ms.unwrap_or(cost.resume_ms);
-    cost.check().map_err(|(f, m)| InputError::new(format!("--{}: {m}", f.replace('_', "-"))))?;
+    let cost = config_cost(args, w.cost.unwrap_or_default())?;
     let quantum = match args.quantum_ms {
         Some(q) => Some(cpumgr_sim::limits::quantum(q).map_err(|m| InputError::new(format!("--quantum-ms: {m}")))?),
         None => w.quantum,
@@ -378,6 +392,16 @@ fn config(args: &Args, w: &Workload) -> anyhow::Result<SimConfig> {
     })
 }
 
+/// The cost model `base` with the arguments' changes, checked.
+fn config_cost(args: &Args, mut cost: CostModel) -> anyhow::Result<CostModel> {
+    cost.sync_shared = args.sync_shared.unwrap_or(cost.sync_shared);
+    cost.sync_self = args.sync_self.unwrap_or(cost.sync_self);
+    cost.reload_ms = args.reload_ms.unwrap_or(cost.reload_ms);
+    cost.resume_ms = args.resume_ms.unwrap_or(cost.resume_ms);
+    cost.check().map_err(|(f, m)| InputError::new(format!("--{}: {m}", f.replace('_', "-"))))?;
+    Ok(cost)
+}
+
 /// Runs the command.
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.list_presets {
@@ -385,6 +409,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     if args.bench {
         return bench(&args);
+    }
+    if let Some(nodes) = args.nodes {
+        return cluster::run(&args, nodes);
     }
     if let Some(n) = args.cpus {
         cpumgr_sim::limits::cpus(n as u64).map_err(|m| InputError::new(format!("--cpus: {m}")))?;
@@ -525,9 +552,19 @@ fn print_results(
         "events",
         "wall s",
     ];
-    let widths: Vec<usize> =
-        (0..short.len()).map(|c| rows.iter().map(|r| r[c].len()).chain([short[c].len()]).max().unwrap_or(0)).collect();
-    let line = |cells: Vec<String>| {
+    for l in aligned(&short, rows) {
+        outln!("{l}");
+    }
+    Ok(())
+}
+
+/// A table's lines for a terminal: the `columns`' names, then the `rows`, each column as wide as
+/// its widest cell, the first left-aligned and the others right-aligned.
+fn aligned(columns: &[&str], rows: Vec<Vec<String>>) -> Vec<String> {
+    let widths: Vec<usize> = (0..columns.len())
+        .map(|c| rows.iter().map(|r| r[c].len()).chain([columns[c].len()]).max().unwrap_or(0))
+        .collect();
+    let line = |cells: &[String]| {
         cells
             .iter()
             .enumerate()
@@ -535,11 +572,8 @@ fn print_results(
             .collect::<Vec<_>>()
             .join("  ")
     };
-    outln!("{}", line(short.iter().map(|s| s.to_string()).collect()));
-    for r in rows {
-        outln!("{}", line(r));
-    }
-    Ok(())
+    let head: Vec<String> = columns.iter().map(|s| s.to_string()).collect();
+    std::iter::once(line(&head)).chain(rows.iter().map(|r| line(r))).collect()
 }
 
 /// `cell` as a CSV field (RFC 4180): quoted, with its quotes doubled, when it holds a comma, a
