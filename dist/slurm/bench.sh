@@ -82,12 +82,14 @@ for _ in $(seq 200); do [ "$(sinfo -h -o %T)" = idle ] && break; sleep 0.1; done
 [ "$(sinfo -h -o %T)" = idle ] || { echo "bench.sh: the node did not come up" >&2; tail "$D"/*.log >&2; exit 1; }
 
 now() { date +%s.%N; }
-# Makespan of two `srun SRUN_ARGS...` jobs: one after the other (sequential), at once (plain),
-# at once with --cpumgr (cpumgr).
+# Makespan of two `srun SRUN_ARGS...` jobs: one after the other (sequential; sequential-cpumgr,
+# each with --cpumgr: alone under the manager, with the adapter), at once (plain), at once with
+# --cpumgr (cpumgr).
 run() {
   local how=$1 t0; shift; t0=$(now)
   case $how in
     sequential) srun -Q "$@" > /dev/null; srun -Q "$@" > /dev/null ;;
+    sequential-cpumgr) srun -Q --cpumgr "$@" > /dev/null; srun -Q --cpumgr "$@" > /dev/null ;;
     plain) srun -Q "$@" > /dev/null & srun -Q "$@" > /dev/null; wait ;;
     cpumgr) srun -Q --cpumgr "$@" > /dev/null & srun -Q --cpumgr "$@" > /dev/null; wait ;;
   esac
@@ -97,15 +99,16 @@ run() {
 bench() {
   echo "== two srun $*"
   local -A best=()
-  for how in sequential plain cpumgr; do
+  for how in sequential sequential-cpumgr plain cpumgr; do
     for ((r=0; r<REPEAT; r++)); do
       t=$(run "$how" "$@")
-      printf '%-11s %8.2f s\n' "$how" "$t"
+      printf '%-18s %8.2f s\n' "$how" "$t"
       if [ -z "${best[$how]:-}" ] || (( $(echo "$t < ${best[$how]}" | bc) )); then best[$how]=$t; fi
     done
   done
-  printf 'plain / cpumgr: %.2fx   cpumgr / sequential: %.2fx\n' \
-    "$(echo "${best[plain]} / ${best[cpumgr]}" | bc -l)" "$(echo "${best[cpumgr]} / ${best[sequential]}" | bc -l)"
+  printf 'plain / cpumgr: %.2fx   cpumgr / sequential: %.2fx   cpumgr / sequential-cpumgr: %.2fx\n' \
+    "$(echo "${best[plain]} / ${best[cpumgr]}" | bc -l)" "$(echo "${best[cpumgr]} / ${best[sequential]}" | bc -l)" \
+    "$(echo "${best[cpumgr]} / ${best[sequential-cpumgr]}" | bc -l)"
 }
 echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $CPUS CPUs; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 # OpenMP: one region around the time loop, a barrier per sweep (one task: malleable).
