@@ -23,6 +23,7 @@ forked children leave their pools alone.
 import _thread
 import builtins
 import ctypes
+import importlib.util
 import os
 import signal
 import sys
@@ -34,7 +35,7 @@ POLL = 0.01
 #: The signal whose Python handler resizes the pools; only simulated on Python 3.10 and later.
 SIGNAL = signal.SIGRTMAX - 1
 #: Names of loaded libraries whose pools need threadpoolctl to be sized.
-POOL_LIBRARIES = ("openblas", "mkl_rt", "libblis", "libgomp", "libomp", "libiomp")
+POOL_LIBRARIES = ("openblas", "mkl_rt", "libblis", "flexiblas", "libgomp", "libomp", "libiomp")
 
 
 def _say(msg):
@@ -73,6 +74,7 @@ class Follower:
         self.objects = 0  # how many shared objects were loaded at the last sizing
         self.busy = False  # a sizing runs (its own imports must not start another)
         self.warned = False
+        self.can_size = importlib.util.find_spec("threadpoolctl") is not None
         self._limits = None  # threadpoolctl's threadpool_limits, once imported
 
     def active(self):
@@ -101,22 +103,24 @@ class Follower:
             self.capi.cpumgr_begin_region(n)
 
     def _size(self, n, objects):
-        """Sets every known pool to ``n`` threads; False when threadpoolctl is missing (the
-        pools are left alone and the manager judges the program by its threads)."""
+        """Sets every known pool to ``n`` threads. Returns whether the pools follow, so that the
+        team may be reported: not without threadpoolctl (the pools it would size are left alone,
+        and the manager judges the program by its threads, as an unmodified one)."""
         torch = sys.modules.get("torch")
         if torch is not None and hasattr(torch, "set_num_threads"):
             torch.set_num_threads(n)
+        pools = [os.path.basename(o) for o in objects if any(p in os.path.basename(o) for p in POOL_LIBRARIES)]
+        if not pools:
+            return self.can_size  # threadpoolctl is imported only once there is a pool to size
+        if not self.can_size:
+            if not self.warned:
+                self.warned = True
+                _say(f"threadpoolctl is not installed in {sys.executable}: BLAS and OpenMP pools "
+                     f"({', '.join(pools)}) keep their sizes (pip install threadpoolctl)")
+            return False
         if self._limits is None:
-            try:
-                from threadpoolctl import threadpool_limits
-            except ImportError:
-                pools = [o for o in objects if any(p in os.path.basename(o) for p in POOL_LIBRARIES)]
-                if pools and not self.warned:
-                    self.warned = True
-                    _say(f"threadpoolctl is not installed in {sys.executable}: BLAS and OpenMP pools "
-                         f"({', '.join(os.path.basename(p) for p in pools)}) keep their sizes "
-                         "(pip install threadpoolctl)")
-                return torch is not None
+            from threadpoolctl import threadpool_limits
+
             self._limits = threadpool_limits
         self._limits(limits=n)
         return True
