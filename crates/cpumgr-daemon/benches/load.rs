@@ -113,8 +113,8 @@ struct Report {
     pairs: u64,
     failed: u64,
     elapsed: f64,
-    ticks: u64,
-    tick_sum: f64,
+    steps: u64,
+    step_sum: f64,
     buckets: Vec<(String, u64)>,
 }
 
@@ -146,8 +146,8 @@ impl Report {
             "manager descriptors: before {}, with the programs {}, after the churn {}, after unregistering all {}",
             self.fds_before, self.fds_with_programs, self.fds_after_churn, self.fds_after_all
         );
-        let mean = if self.ticks > 0 { self.tick_sum / self.ticks as f64 * 1e3 } else { 0.0 };
-        println!("scheduler steps: {} in {:.1} s, mean {mean:.2} ms", self.ticks, self.elapsed);
+        let mean = if self.steps > 0 { self.step_sum / self.steps as f64 * 1e3 } else { 0.0 };
+        println!("scheduler steps: {} in {:.1} s, mean {mean:.2} ms", self.steps, self.elapsed);
         let cumulative: Vec<String> = self.buckets.iter().map(|(le, n)| format!("<={le}s:{n}")).collect();
         println!("step time histogram (cumulative, whole run): {}", cumulative.join(" "));
     }
@@ -289,11 +289,11 @@ fn drive(s: &Sizes) -> Report {
     let value = |name: &str| -> Option<f64> {
         text.lines().find_map(|l| l.strip_prefix(name)).and_then(|v| v.trim().parse().ok())
     };
-    let ticks = value("cpumgr_tick_duration_seconds_count ").unwrap_or(0.0) as u64;
-    let tick_sum = value("cpumgr_tick_duration_seconds_sum ").unwrap_or(0.0);
+    let steps = value("cpumgr_step_duration_seconds_count ").unwrap_or(0.0) as u64;
+    let step_sum = value("cpumgr_step_duration_seconds_sum ").unwrap_or(0.0);
     let buckets = text
         .lines()
-        .filter_map(|l| l.strip_prefix("cpumgr_tick_duration_seconds_bucket{le=\""))
+        .filter_map(|l| l.strip_prefix("cpumgr_step_duration_seconds_bucket{le=\""))
         .filter_map(|l| l.split_once("\"} "))
         .map(|(le, n)| (le.to_string(), n.trim().parse().unwrap_or(0)))
         .collect();
@@ -313,8 +313,8 @@ fn drive(s: &Sizes) -> Report {
         pairs: pairs.load(Ordering::Relaxed),
         failed: failed.load(Ordering::Relaxed),
         elapsed,
-        ticks,
-        tick_sum,
+        steps,
+        step_sum,
         buckets,
     }
 }

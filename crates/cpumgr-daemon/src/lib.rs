@@ -52,7 +52,7 @@ pub struct Shared {
     /// Set once, when the manager shuts down.
     pub shutdown: AtomicBool,
     /// How long each scheduler step took (for `--metrics`).
-    pub tick_durations: metrics::TickHistogram,
+    pub step_durations: metrics::StepHistogram,
     /// Programs registered so far (for `--metrics`).
     pub registrations: AtomicU64,
     /// The fault injector, in chaos mode (`--chaos`).
@@ -156,7 +156,7 @@ impl Manager {
             state: Mutex::new(state),
             wake: Condvar::new(),
             shutdown: AtomicBool::new(false),
-            tick_durations: metrics::TickHistogram::default(),
+            step_durations: metrics::StepHistogram::default(),
             registrations: AtomicU64::new(0),
             chaos: settings.chaos.clone().map(chaos::Chaos::new),
             watchdog,
@@ -271,7 +271,7 @@ fn schedule(shared: Arc<Shared>) {
         }
         state.step(samples);
         let now = Instant::now();
-        shared.tick_durations.observe(now - began);
+        shared.step_durations.observe(now - began);
         if let Some(chaos) = &shared.chaos {
             chaos::strike(chaos, &state);
         }

@@ -29,14 +29,14 @@ pub const TICK_BUCKETS: [f64; 9] = [0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001,
 
 /// A histogram of scheduler-step durations, written by the scheduler thread without a lock.
 #[derive(Debug, Default)]
-pub struct TickHistogram {
+pub struct StepHistogram {
     /// Observations per bucket (not cumulative); the last is `+Inf`.
     buckets: [AtomicU64; TICK_BUCKETS.len() + 1],
     /// Sum of all observations, nanoseconds.
     sum_ns: AtomicU64,
 }
 
-impl TickHistogram {
+impl StepHistogram {
     /// Records one step of `d`.
     pub fn observe(&self, d: Duration) {
         let s = d.as_secs_f64();
@@ -58,7 +58,7 @@ fn escape(v: &str) -> String {
 }
 
 /// The exposition of `status`, the tick histogram and the registration count, ending in `# EOF`.
-pub fn render(status: &StatusReport, ticks: &TickHistogram, registrations: u64) -> String {
+pub fn render(status: &StatusReport, steps: &StepHistogram, registrations: u64) -> String {
     let mut o = String::new();
     let family = |o: &mut String, name: &str, kind: &str, help: &str| {
         let _ = writeln!(o, "# TYPE {name} {kind}\n# HELP {name} {help}");
@@ -93,17 +93,17 @@ pub fn render(status: &StatusReport, ticks: &TickHistogram, registrations: u64) 
     }
     family(&mut o, "cpumgr_quantum_seconds", "gauge", "The scheduler quantum.");
     let _ = writeln!(o, "cpumgr_quantum_seconds {}", status.quantum_ms / 1000.0);
-    family(&mut o, "cpumgr_ticks", "counter", "Quanta decided (scheduler steps).");
-    let _ = writeln!(o, "cpumgr_ticks_total {}", status.ticks);
-    family(&mut o, "cpumgr_tick_duration_seconds", "histogram", "Duration of one scheduler step.");
-    let (counts, sum) = ticks.snapshot();
+    family(&mut o, "cpumgr_steps", "counter", "Scheduler steps run (boundary and kicked).");
+    let _ = writeln!(o, "cpumgr_steps_total {}", status.steps);
+    family(&mut o, "cpumgr_step_duration_seconds", "histogram", "Duration of one scheduler step.");
+    let (counts, sum) = steps.snapshot();
     let mut cumulative = 0;
     for (i, c) in counts.iter().enumerate() {
         cumulative += c;
         let le = TICK_BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
-        let _ = writeln!(o, "cpumgr_tick_duration_seconds_bucket{{le=\"{le}\"}} {cumulative}");
+        let _ = writeln!(o, "cpumgr_step_duration_seconds_bucket{{le=\"{le}\"}} {cumulative}");
     }
-    let _ = writeln!(o, "cpumgr_tick_duration_seconds_count {cumulative}\ncpumgr_tick_duration_seconds_sum {sum}");
+    let _ = writeln!(o, "cpumgr_step_duration_seconds_count {cumulative}\ncpumgr_step_duration_seconds_sum {sum}");
     family(&mut o, "cpumgr_registrations", "counter", "Programs registered since the manager started.");
     let _ = writeln!(o, "cpumgr_registrations_total {registrations}");
     o.push_str("# EOF\n");
@@ -221,7 +221,7 @@ fn reply(shared: &Shared, method: &str, target: &str) -> (&'static str, &'static
     } else if path == "/metrics" {
         let status = shared.lock().status(&PeerCred { pid: 0, uid: 0, gid: 0 });
         let registrations = shared.registrations.load(Ordering::Relaxed);
-        ("200 OK", CONTENT_TYPE, render(&status, &shared.tick_durations, registrations))
+        ("200 OK", CONTENT_TYPE, render(&status, &shared.step_durations, registrations))
     } else {
         ("404 Not Found", "text/plain", "see /metrics\n".to_string())
     }
@@ -240,7 +240,7 @@ mod tests {
             backend: "affinity".into(),
             cpus: CpuSet::parse("0-2").unwrap(),
             pid: 1,
-            ticks: 42,
+            steps: 42,
             programs: vec![ProgramStatus {
                 id: 3,
                 pid: 77,
@@ -259,7 +259,7 @@ mod tests {
 
     #[test]
     fn the_exposition_has_every_family_and_ends_in_eof() {
-        let h = TickHistogram::default();
+        let h = StepHistogram::default();
         h.observe(Duration::from_micros(80));
         h.observe(Duration::from_millis(1));
         h.observe(Duration::from_secs(1));
@@ -273,11 +273,11 @@ mod tests {
             format!("cpumgr_program_cpu_seconds_total{{{l}}} 1.5"),
             "cpumgr_cpu_owner{cpu=\"0\"} 0".into(),
             "cpumgr_cpu_owner{cpu=\"2\"} 3".into(),
-            "cpumgr_ticks_total 42".into(),
-            "cpumgr_tick_duration_seconds_bucket{le=\"0.0001\"} 1".into(),
-            "cpumgr_tick_duration_seconds_bucket{le=\"0.001\"} 2".into(),
-            "cpumgr_tick_duration_seconds_bucket{le=\"+Inf\"} 3".into(),
-            "cpumgr_tick_duration_seconds_count 3".into(),
+            "cpumgr_steps_total 42".into(),
+            "cpumgr_step_duration_seconds_bucket{le=\"0.0001\"} 1".into(),
+            "cpumgr_step_duration_seconds_bucket{le=\"0.001\"} 2".into(),
+            "cpumgr_step_duration_seconds_bucket{le=\"+Inf\"} 3".into(),
+            "cpumgr_step_duration_seconds_count 3".into(),
             "cpumgr_registrations_total 5".into(),
         ] {
             assert!(text.lines().any(|x| x == line), "missing {line:?} in\n{text}");

@@ -105,9 +105,9 @@ fn every_boundary_starts_the_next_time_shared_gang() {
     support::wait_for("both gangs to have run", || switches() >= 2);
     // No kicks from here on (sleeping programs ask nothing): every step is a boundary's. A step
     // may fall between reading the ticks and the trace, at either end.
-    let (ticks, before) = (live.status().ticks, switches());
+    let (ticks, before) = (live.status().steps, switches());
     std::thread::sleep(Duration::from_secs(1));
-    let (after, steps) = (switches(), live.status().ticks - ticks);
+    let (after, steps) = (switches(), live.status().steps - ticks);
     println!("{} gang switches in {steps} boundary steps", after - before);
     assert!(steps >= 5, "the boundaries came: {steps} steps in a second");
     assert!(after - before + 2 >= steps as usize, "{} switches in {steps} boundary steps", after - before);

@@ -158,8 +158,9 @@ pub struct StatusReport {
     pub cpus: CpuSet,
     /// The manager's process.
     pub pid: i32,
-    /// Quanta decided so far.
-    pub ticks: u64,
+    /// Scheduler steps run so far (boundary and kicked).
+    #[serde(alias = "ticks")]
+    pub steps: u64,
     /// The programs the asker may see, in id order.
     pub programs: Vec<ProgramStatus>,
 }

@@ -259,7 +259,7 @@ impl State {
             backend: self.backend.name().into(),
             cpus: self.managed.clone(),
             pid: std::process::id() as i32,
-            ticks: self.ticks,
+            steps: self.steps,
             programs: self
                 .entries
                 .values()

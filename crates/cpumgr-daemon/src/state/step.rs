@@ -86,11 +86,11 @@ impl State {
     /// time the quantum boundary of this step was due, `None` for a step between boundaries.
     pub fn survey(&mut self, boundary: Option<Instant>) -> Survey {
         self.kick = false;
-        let walk = boundary.is_some();
+        let at_boundary = boundary.is_some();
         let targets = self
             .entries
             .values()
-            .filter(|e| e.ticks_start.is_none() || (walk && !e.stopped))
+            .filter(|e| e.ticks_start.is_none() || (at_boundary && !e.stopped))
             .map(|e| (e.target, e.sample.pids.clone()))
             .collect();
         Survey { targets, boundary, files: std::mem::replace(&mut self.files, procfs::Files::new(0, Duration::ZERO)) }
@@ -107,19 +107,19 @@ impl State {
     /// phase is a method below, in the order they run.
     pub fn step(&mut self, samples: Samples) {
         let now = Instant::now();
-        self.ticks += 1;
+        self.steps += 1;
         let Samples { samples, boundary, files } = samples;
         self.files = files;
-        let walk = boundary.is_some();
+        let at_boundary = boundary.is_some();
         // The policy's clock: a boundary step sees the time its boundary was due, so that what
         // a policy times by the quantum (VTQ-DSS's gang) ends at the next boundary however late
         // this step ran; a step between boundaries sees the time it runs.
         let at = boundary.map_or_else(|| self.now(), |b| b.saturating_duration_since(self.start).as_nanos() as Nanos);
         let mono = monotonic_ns();
-        self.refresh(samples, mono, walk);
+        self.refresh(samples, mono, at_boundary);
         let programs = self.programs();
-        let mut decision = self.decide(&programs, at, walk);
-        let told = self.adjust(&programs, walk, &mut decision);
+        let mut decision = self.decide(&programs, at, at_boundary);
+        let told = self.adjust(&programs, at_boundary, &mut decision);
         let mut sets = std::mem::take(&mut self.sets);
         self.place(&programs, &decision, &mut sets);
         self.publish(&decision, &sets, &told, mono);
@@ -141,9 +141,9 @@ impl State {
     }
 
     /// Each program from its slot (request, speedup, team) and its `/proc` sample, if it has a
-    /// new one; traces teams that changed how they run; at a boundary (`walk`), measures the load
+    /// new one; traces teams that changed how they run; at a boundary, measures the load
     /// from outside.
-    fn refresh(&mut self, mut samples: HashMap<procfs::Target, procfs::Sample>, mono: u64, walk: bool) {
+    fn refresh(&mut self, mut samples: HashMap<procfs::Target, procfs::Sample>, mono: u64, at_boundary: bool) {
         let n = self.managed.len() as u32;
         let serial_after = self.quantum.as_nanos() as u64;
         let mut inside = 0;
@@ -163,13 +163,13 @@ impl State {
         for (id, ev) in teams {
             self.emit(Some(id), ev);
         }
-        if walk {
+        if at_boundary {
             self.measure_outside(inside);
         }
     }
 
     /// The policy's decision at `at`, after it heard of the programs that arrived.
-    fn decide(&mut self, programs: &[Program], at: Nanos, walk: bool) -> Decision {
+    fn decide(&mut self, programs: &[Program], at: Nanos, at_boundary: bool) -> Decision {
         let mut decision = std::mem::take(&mut self.decision);
         decision.reset(programs.len());
         let view = view!(self, programs, at);
@@ -178,8 +178,8 @@ impl State {
                 self.policy.on_arrival(&view, id);
             }
         }
-        // A kicked step re-fits the quantum; only a boundary (`walk`) turns it.
-        self.policy.decide_at(walk, &view, &mut decision);
+        // A kicked step re-fits the quantum; only a boundary turns it.
+        self.policy.decide_at(at_boundary, &view, &mut decision);
         decision
     }
 
@@ -188,7 +188,7 @@ impl State {
     /// ([`crate::team`]); none for a policy that oversubscribes. Returns the count each program
     /// is told: what it runs on, except that a squeezed cooperative program (run as a gang of its
     /// current team) is told what the policy meant it to have, to size its next region to.
-    fn adjust(&mut self, programs: &[Program], walk: bool, decision: &mut Decision) -> Vec<u32> {
+    fn adjust(&mut self, programs: &[Program], at_boundary: bool, decision: &mut Decision) -> Vec<u32> {
         let oversubscribe = self.policy.oversubscribes();
         let cpus = self.offered.len() as u32;
         let owners: Option<Vec<u32>> =
@@ -197,9 +197,9 @@ impl State {
             share_between_users(cpus, programs, uids, decision);
         }
         // A time-sharing policy rotates on its own; every other one gets the starvation bound
-        // (counted at boundaries: `walk` is a boundary step's).
+        // (counted at boundaries).
         if !oversubscribe && !self.policy.time_sharing() {
-            self.starvation.apply(programs, cpus, self.quantum, walk, owners.as_deref(), decision);
+            self.starvation.apply(programs, cpus, self.quantum, at_boundary, owners.as_deref(), decision);
         } else {
             // Turns counted before a time-sharing policy took over mean nothing after it.
             self.starvation = StarvationBound::default();

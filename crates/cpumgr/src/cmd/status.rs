@@ -29,7 +29,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     println!(
         "policy {}  quantum {} ms  backend {}  cpus {}  manager pid {}  quanta {}",
-        s.policy, s.quantum_ms, s.backend, s.cpus, s.pid, s.ticks
+        s.policy, s.quantum_ms, s.backend, s.cpus, s.pid, s.steps
     );
     println!(
         "{:>4} {:>8} {:<16} {:>7} {:>5} {:<12} {:<8} {:>7} {:<8} {:>10}",

@@ -144,7 +144,7 @@ pub fn draw(f: &mut Frame, v: &View) {
     ])
     .areas(f.area());
     let title =
-        format!(" cpumgr · policy {} · quantum {} ms · {} · quanta {}", s.policy, s.quantum_ms, s.backend, s.ticks);
+        format!(" cpumgr · policy {} · quantum {} ms · {} · quanta {}", s.policy, s.quantum_ms, s.backend, s.steps);
     f.render_widget(Paragraph::new(title).style(Style::new().add_modifier(Modifier::REVERSED)), header);
     f.render_widget(
         Paragraph::new(map).block(Block::bordered().title(format!(" CPUs {} ", s.cpus))).wrap(Wrap { trim: false }),
@@ -376,7 +376,7 @@ mod tests {
                 backend: "affinity".into(),
                 cpus,
                 pid: 1,
-                ticks: 42,
+                steps: 42,
                 programs: vec![
                     program(1, "stencil", "0-3", "running"),
                     program(2, "blas", "4-5", "running"),
