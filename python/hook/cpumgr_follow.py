@@ -174,14 +174,22 @@ def _interrupt_main():
 
 
 _real_import = builtins.__import__
+_importing = threading.local()  # how deep the thread is in first imports of top-level modules
 
 
 def _import(name, globals=None, locals=None, fromlist=(), level=0):
-    """``__import__`` that sizes new pools after a top-level module is first imported."""
+    """``__import__`` that sizes new pools once the first import of a top-level module has
+    finished, with every import it made (numpy's own imports load a dozen extensions)."""
     if level or name.partition(".")[0] in sys.modules:
         return _real_import(name, globals, locals, fromlist, level)
-    module = _real_import(name, globals, locals, fromlist, level)
-    _guarded(Follower.after_import)
+    depth = getattr(_importing, "depth", 0)
+    _importing.depth = depth + 1
+    try:
+        module = _real_import(name, globals, locals, fromlist, level)
+    finally:
+        _importing.depth = depth
+    if depth == 0:
+        _guarded(Follower.after_import)
     return module
 
 
