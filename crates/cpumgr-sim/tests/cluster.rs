@@ -72,13 +72,18 @@ fn reference(jobs: &[RefJob], procs: u32, backfill: bool) -> (f64, f64) {
             let mut avail = free;
             let mut shadow = f64::INFINITY;
             let mut extra = 0;
+            // Every job ending by the shadow time frees its processors then.
             for (end, size) in by_expected {
-                avail += size;
-                if avail >= jobs[head].size {
-                    shadow = end;
-                    extra = avail - jobs[head].size;
+                if end > shadow {
                     break;
                 }
+                avail += size;
+                if shadow == f64::INFINITY && avail >= jobs[head].size {
+                    shadow = end;
+                }
+            }
+            if shadow < f64::INFINITY {
+                extra = avail - jobs[head].size;
             }
             for q in 1..queue.len() {
                 let j = queue[q];

@@ -60,46 +60,63 @@ pub(crate) struct Holding {
     pub units: u32,
 }
 
-/// Picks the jobs of `queue` (in arrival order) that start at `now` with `free` units, beside the
-/// `running` ones: their positions in `queue`, increasing, in `out`. `ends` is scratch space.
+/// Picks the jobs of `queue` (job numbers in arrival order, each seen through `waiting`) that
+/// start at `now` with `free` units, beside the `running` ones (in the order of their expected
+/// ends): their positions in `queue`, increasing, in `out`. `ends` is scratch space. FCFS reads the queue up to the first job that
+/// does not fit, EASY up to the last job while units are free, and only EASY, and only when the
+/// first job waits, reads the running jobs.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn pick(
     batch: Batch,
     now: f64,
     mut free: u32,
-    queue: &[Waiting],
-    running: &[Holding],
+    queue: &[usize],
+    waiting: impl Fn(usize) -> Waiting,
+    running: impl IntoIterator<Item = Holding>,
     ends: &mut Vec<(f64, u32)>,
     out: &mut Vec<usize>,
 ) {
     out.clear();
     let mut head = 0;
-    while head < queue.len() && queue[head].need <= free {
-        free -= queue[head].need;
+    while head < queue.len() && waiting(queue[head]).need <= free {
+        free -= waiting(queue[head]).need;
         out.push(head);
         head += 1;
     }
     if head == queue.len() || batch == Batch::Fcfs || free == 0 {
         return;
     }
-    // The reservation of the first job that does not fit, from the expected ends of the running
-    // jobs and of those just started. A job past its estimate is expected to end now.
+    // The reservation of the first job that does not fit: the running jobs' expected ends (in
+    // order, a job past its estimate expected to end now) merged with those of the jobs just
+    // started, walked until enough units are free; the extra units are those free then, every
+    // job ending at the shadow time counted.
     ends.clear();
-    ends.extend(running.iter().map(|h| (h.expected_end.max(now), h.units)));
-    ends.extend(out.iter().map(|&k| (now + queue[k].estimate, queue[k].need)));
+    ends.extend(out.iter().map(|&k| waiting(queue[k])).map(|w| (now + w.estimate, w.need)));
     ends.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let need = queue[head].need;
-    let (mut avail, mut shadow, mut extra) = (free, f64::INFINITY, 0);
-    for &(end, units) in ends.iter() {
-        avail += units;
-        if avail >= need {
-            (shadow, extra) = (end, avail - need);
+    let mut started = ends.iter().copied().peekable();
+    let mut running = running.into_iter().map(|h| (h.expected_end.max(now), h.units)).peekable();
+    let need = waiting(queue[head]).need;
+    let (mut avail, mut shadow) = (free, f64::INFINITY);
+    loop {
+        let from_running = match (running.peek(), started.peek()) {
+            (Some(r), Some(s)) => r.0 <= s.0,
+            (r, _) => r.is_some(),
+        };
+        let Some((end, units)) = (if from_running { running.next() } else { started.next() }) else { break };
+        if end > shadow {
             break;
         }
+        avail += units;
+        if shadow.is_infinite() && avail >= need {
+            shadow = end;
+        }
     }
-    for (k, w) in queue.iter().enumerate().skip(head + 1) {
+    let mut extra = if shadow.is_finite() { avail - need } else { 0 };
+    for (k, &job) in queue.iter().enumerate().skip(head + 1) {
         if free == 0 {
             break;
         }
+        let w = waiting(job);
         if w.need > free {
             continue;
         }
@@ -119,11 +136,11 @@ mod tests {
     use super::*;
 
     fn picked(batch: Batch, free: u32, queue: &[(u32, f64)], running: &[(f64, u32)]) -> Vec<usize> {
-        let queue: Vec<Waiting> = queue.iter().map(|&(need, estimate)| Waiting { need, estimate }).collect();
-        let running: Vec<Holding> =
-            running.iter().map(|&(expected_end, units)| Holding { expected_end, units }).collect();
+        let jobs: Vec<usize> = (0..queue.len()).collect();
+        let waiting = |j: usize| Waiting { need: queue[j].0, estimate: queue[j].1 };
+        let running = running.iter().map(|&(expected_end, units)| Holding { expected_end, units });
         let mut out = Vec::new();
-        pick(batch, 0.0, free, &queue, &running, &mut Vec::new(), &mut out);
+        pick(batch, 0.0, free, &jobs, waiting, running, &mut Vec::new(), &mut out);
         out
     }
 
@@ -143,5 +160,8 @@ mod tests {
         // With 4 free and the head needing 8 of 10 at t = 100, 2 units are extra: a long 2-unit
         // job takes them, and a second one finds none left.
         assert_eq!(picked(Batch::Easy, 4, &[(8, 10.0), (2, 500.0), (2, 500.0)], &[(100.0, 6)]), vec![1]);
+        // Every job ending at the shadow time counts towards the extra units: 2 free and 3 + 2
+        // at t = 100 make 7 for a head of 5, so a long 2-unit job takes the 2 extra.
+        assert_eq!(picked(Batch::Easy, 2, &[(5, 10.0), (2, 500.0)], &[(100.0, 3), (100.0, 2)]), vec![1]);
     }
 }

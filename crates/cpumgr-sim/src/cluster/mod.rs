@@ -23,7 +23,7 @@ pub mod batch;
 mod nodes;
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BTreeSet, BinaryHeap, VecDeque};
 use std::time::Instant;
 
 use cpumgr_core::policies;
@@ -177,15 +177,13 @@ struct Running {
     units: u32,
     /// When it started, seconds.
     start: f64,
-    /// Its shared nodes' parts: node, processes, pace.
+    /// Its shared nodes' parts, in node order: node, processes, pace.
     parts: Vec<(usize, u32, f64)>,
     /// Seconds of work alone left at `at`.
     left: f64,
     /// Work alone per second now.
     rate: f64,
     at: f64,
-    /// When it ends at this rate.
-    end: f64,
 }
 
 /// Runs `jobs` (in arrival order) on the cluster `cfg` and returns its figures.
@@ -217,19 +215,26 @@ pub fn run(cfg: &ClusterConfig, jobs: &[ClusterJob]) -> Result<ClusterSummary, C
     let specs: Vec<JobSpec> = jobs.iter().map(|j| j.spec.clone()).collect();
     let mut free = capacity;
     let mut next = 0;
-    let mut queue: Vec<usize> = Vec::new();
+    let mut queue: VecDeque<usize> = VecDeque::new();
     let mut running: Vec<Running> = Vec::new();
-    // Ends by (time, job); an entry whose time is no longer its job's is dropped.
+    // Per job, its place in `running` and when it ends (NaN: not running; infinite: no progress
+    // now). Ends are queued by (time, job); an entry whose time is no longer its job's end is
+    // dropped when it reaches the top.
+    let mut index_of = vec![usize::MAX; jobs.len()];
+    let mut end_of = vec![f64::NAN; jobs.len()];
     let mut ends: BinaryHeap<Reverse<(Time, usize)>> = BinaryHeap::new();
+    // The running jobs by expected end (start + estimate), for EASY's reservation.
+    let mut expected: BTreeSet<(Time, usize)> = BTreeSet::new();
     let (mut waits, mut turnarounds, mut bounded, mut work) = (0.0, 0.0, 0.0, 0.0);
     let (mut first, mut last, mut events) = (f64::INFINITY, 0.0f64, 0u64);
-    let (mut waiting, mut holding, mut scratch, mut picked, mut paces, mut joined) =
+    let (mut scratch, mut picked, mut paces, mut joined, mut touched, mut arrived) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let waiting = |j: usize| Waiting { need: needs[j], estimate: jobs[j].estimate() };
     loop {
         let arrival = jobs.get(next).map(|j| seconds(j.spec.arrival));
         let end = loop {
             match ends.peek() {
-                Some(&Reverse((Time(t), job))) if running.iter().all(|r| r.job != job || r.end != t) => {
+                Some(&Reverse((Time(t), job))) if end_of[job] != t => {
                     ends.pop();
                 }
                 Some(&Reverse((Time(t), _))) => break Some(t),
@@ -243,14 +248,22 @@ pub fn run(cfg: &ClusterConfig, jobs: &[ClusterJob]) -> Result<ClusterSummary, C
             (Some(a), Some(e)) => a.min(e),
         };
         // Ends at `now`, in job order.
-        let mut touched: Vec<usize> = Vec::new();
+        touched.clear();
         while let Some(&Reverse((Time(t), job))) = ends.peek() {
             if t > now {
                 break;
             }
             ends.pop();
-            let Some(k) = running.iter().position(|r| r.job == job && r.end == t) else { continue };
+            if end_of[job] != t {
+                continue;
+            }
+            let k = index_of[job];
             let r = running.swap_remove(k);
+            if let Some(moved) = running.get(k) {
+                index_of[moved.job] = k;
+            }
+            (index_of[job], end_of[job]) = (usize::MAX, f64::NAN);
+            expected.remove(&(Time(r.start + jobs[job].estimate()), job));
             events += 1;
             free += r.units;
             let j = &jobs[job];
@@ -261,24 +274,19 @@ pub fn run(cfg: &ClusterConfig, jobs: &[ClusterJob]) -> Result<ClusterSummary, C
             work += j.spec.request as f64 * j.runtime;
             last = last.max(now);
             if let Some(s) = shared.as_mut() {
-                let parts: Vec<(usize, u32)> = r.parts.iter().map(|&(n, p, _)| (n, p)).collect();
-                s.remove(job, &parts);
-                touched.extend(parts.iter().map(|&(n, _)| n));
+                s.remove(job, r.parts.iter().map(|&(n, p, _)| (n, p)));
+                touched.extend(r.parts.iter().map(|&(n, _, _)| n));
             }
         }
         while next < jobs.len() && seconds(jobs[next].spec.arrival) <= now {
             first = first.min(seconds(jobs[next].spec.arrival));
-            queue.push(next);
+            queue.push_back(next);
             next += 1;
             events += 1;
         }
-        waiting.clear();
-        waiting.extend(queue.iter().map(|&j| Waiting { need: needs[j], estimate: jobs[j].estimate() }));
-        holding.clear();
-        holding
-            .extend(running.iter().map(|r| Holding { expected_end: r.start + jobs[r.job].estimate(), units: r.units }));
-        batch::pick(cfg.batch, now, free, &waiting, &holding, &mut scratch, &mut picked);
-        let mut arrived: Vec<(usize, usize)> = Vec::new();
+        let holding = expected.iter().map(|&(Time(expected_end), j)| Holding { expected_end, units: needs[j] });
+        batch::pick(cfg.batch, now, free, queue.make_contiguous(), waiting, holding, &mut scratch, &mut picked);
+        arrived.clear();
         for &k in &picked {
             let job = queue[k];
             free -= needs[job];
@@ -293,23 +301,15 @@ pub fn run(cfg: &ClusterConfig, jobs: &[ClusterJob]) -> Result<ClusterSummary, C
                 None => Vec::new(),
             };
             let runtime = jobs[job].runtime;
-            running.push(Running {
-                job,
-                units: needs[job],
-                start: now,
-                parts,
-                left: runtime,
-                rate: 1.0,
-                at: now,
-                end: now + runtime,
-            });
+            index_of[job] = running.len();
+            expected.insert((Time(now + jobs[job].estimate()), job));
+            running.push(Running { job, units: needs[job], start: now, parts, left: runtime, rate: 1.0, at: now });
             if shared.is_none() {
+                end_of[job] = now + runtime;
                 ends.push(Reverse((Time(now + runtime), job)));
             }
         }
-        for &k in picked.iter().rev() {
-            queue.remove(k);
-        }
+        remove_picked(&mut queue, &picked);
         if let Some(s) = shared.as_mut() {
             touched.sort_unstable();
             touched.dedup();
@@ -319,7 +319,7 @@ pub fn run(cfg: &ClusterConfig, jobs: &[ClusterJob]) -> Result<ClusterSummary, C
                 joined.extend(arrived.iter().filter(|&&(m, _)| m == n).map(|&(_, j)| j));
                 s.decide(n, &joined, &specs, &cfg.cost, &mut paces);
             }
-            repace(&mut running, &paces, now, &mut ends);
+            repace(&mut running, &index_of, &mut end_of, &paces, now, &mut ends);
         }
     }
     if !running.is_empty() || !queue.is_empty() {
@@ -363,29 +363,54 @@ fn shared_nodes(cfg: &ClusterConfig, spec: &str, layers: u32) -> Result<SharedNo
     Ok(SharedNodes::new(cfg.nodes, cfg.node_cpus, layers, Some(build)))
 }
 
+/// Takes the jobs at the increasing positions `picked` out of `queue`: the front ones at once
+/// (FCFS and EASY start the first jobs waiting), the others in one pass.
+fn remove_picked(queue: &mut VecDeque<usize>, picked: &[usize]) {
+    let front = picked.iter().enumerate().take_while(|&(k, &p)| k == p).count();
+    queue.drain(..front);
+    let rest = &picked[front..];
+    if !rest.is_empty() {
+        let (mut k, mut next) = (0, 0);
+        queue.retain(|_| {
+            let keep = rest.get(next).is_none_or(|&p| p - front != k);
+            next += usize::from(!keep);
+            k += 1;
+            keep
+        });
+    }
+}
+
 /// Sets the new pace of each part in `paces`, and the rate (its slowest part's) and end of each
 /// job they belong to, at `now`.
-fn repace(running: &mut [Running], paces: &[Pace], now: f64, ends: &mut BinaryHeap<Reverse<(Time, usize)>>) {
-    let mut jobs: Vec<usize> = Vec::new();
+fn repace(
+    running: &mut [Running],
+    index_of: &[usize],
+    end_of: &mut [f64],
+    paces: &[Pace],
+    now: f64,
+    ends: &mut BinaryHeap<Reverse<(Time, usize)>>,
+) {
+    let mut changed: Vec<usize> = Vec::with_capacity(paces.len());
     for p in paces {
-        let Some(k) = running.iter().position(|r| r.job == p.job) else { continue };
-        let r = &mut running[k];
-        if let Some(part) = r.parts.iter_mut().find(|(n, _, _)| *n == p.node) {
-            part.2 = p.pace;
+        let k = index_of[p.job];
+        let parts = &mut running[k].parts;
+        if let Ok(at) = parts.binary_search_by_key(&p.node, |&(n, _, _)| n) {
+            parts[at].2 = p.pace;
         }
-        jobs.push(k);
+        changed.push(k);
     }
-    jobs.sort_unstable();
-    jobs.dedup();
-    for k in jobs {
+    changed.sort_unstable();
+    changed.dedup();
+    for k in changed {
         let r = &mut running[k];
         r.left = (r.left - r.rate * (now - r.at)).max(0.0);
         r.at = now;
         r.rate = r.parts.iter().map(|p| p.2).fold(1.0, f64::min);
-        r.end = if r.rate > 0.0 { now + r.left / r.rate } else { f64::INFINITY };
+        let end = if r.rate > 0.0 { now + r.left / r.rate } else { f64::INFINITY };
+        end_of[r.job] = end;
         // The entry of its former end no longer applies (its time is not the job's end).
-        if r.end.is_finite() {
-            ends.push(Reverse((Time(r.end), r.job)));
+        if end.is_finite() {
+            ends.push(Reverse((Time(end), r.job)));
         }
     }
 }

@@ -76,13 +76,14 @@ impl SharedNodes {
     }
 
     /// Places job `job`'s `procs` processes (free CPUs first, see the module documentation);
-    /// returns its parts, node and processes. The caller has checked that they fit.
+    /// returns its parts, node and processes, in node order. The caller has checked that they
+    /// fit.
     pub fn place(&mut self, job: usize, mut procs: u32) -> Vec<(usize, u32)> {
         let mut parts = Vec::new();
         for layer in 1..=self.layers {
             for (k, node) in self.nodes.iter_mut().enumerate() {
                 if procs == 0 {
-                    return parts;
+                    return merged(parts);
                 }
                 let room = (layer * self.cpus).saturating_sub(node.used);
                 let here = room.min(procs);
@@ -97,19 +98,16 @@ impl SharedNodes {
                     Some((j, p, _)) if *j == job => *p += here,
                     _ => node.parts.insert(at, (job, here, 0)),
                 }
-                match parts.iter_mut().find(|(n, _)| *n == k) {
-                    Some((_, p)) => *p += here,
-                    None => parts.push((k, here)),
-                }
+                parts.push((k, here));
             }
         }
         debug_assert_eq!(procs, 0, "the caller checked that the job fits");
-        parts
+        merged(parts)
     }
 
-    /// Takes job `job`'s parts off `nodes`.
-    pub fn remove(&mut self, job: usize, nodes: &[(usize, u32)]) {
-        for &(k, procs) in nodes {
+    /// Takes job `job`'s parts (node, processes) off their nodes.
+    pub fn remove(&mut self, job: usize, parts: impl IntoIterator<Item = (usize, u32)>) {
+        for (k, procs) in parts {
             let node = &mut self.nodes[k];
             node.used -= procs;
             node.parts.retain(|&(j, _, _)| j != job);
@@ -164,6 +162,19 @@ impl SharedNodes {
             out.push(Pace { job, node: k, pace });
         }
     }
+}
+
+/// `parts` (node, processes) in node order, one per node.
+fn merged(mut parts: Vec<(usize, u32)>) -> Vec<(usize, u32)> {
+    parts.sort_by_key(|&(node, _)| node);
+    parts.dedup_by(|later, kept| {
+        let same = later.0 == kept.0;
+        if same {
+            kept.1 += later.1;
+        }
+        same
+    });
+    parts
 }
 
 /// The rate of `spec`'s part of `n` processes holding `cpus` CPUs with `threads` threads, over
