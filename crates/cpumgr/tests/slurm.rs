@@ -72,6 +72,22 @@ fn end(child: &mut Child) {
     let _ = child.wait();
 }
 
+/// How Slurm tracks and confines a step's processes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Confinement {
+    /// `proctrack/linuxproc` and `task/affinity`: no cgroup.
+    Affinity,
+    /// `proctrack/cgroup` and `task/cgroup,task/affinity` on cgroup v1 (`cgroup.conf`).
+    CgroupV1,
+}
+
+/// Why Slurm's cgroup v1 plugins cannot run here, if they cannot: they need the freezer and
+/// cpuset v1 hierarchies mounted under /sys/fs/cgroup.
+fn cgroup_v1_missing() -> Option<&'static str> {
+    let mounted = |c: &str| Path::new("/sys/fs/cgroup").join(c).join("tasks").is_file();
+    (!(mounted("freezer") && mounted("cpuset"))).then_some("cgroup v1 freezer and cpuset hierarchies")
+}
+
 /// The one-node cluster and its manager; everything it started is ended when it is dropped,
 /// also when the test panics.
 struct Cluster {
@@ -85,10 +101,13 @@ struct Cluster {
     jobs: Vec<Child>,
     /// CPUs of the node (each job asks for all of them, so that the jobs share them).
     cpus: u32,
+    /// The node's name (Slurm's cgroups are `slurm_HOST/...`).
+    host: String,
+    confinement: Confinement,
 }
 
 impl Cluster {
-    fn start() -> Cluster {
+    fn start(confinement: Confinement) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path().to_path_buf();
         let plugin_dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../dist/slurm");
@@ -106,6 +125,8 @@ impl Cluster {
             manager: None,
             jobs: Vec::new(),
             cpus: 0,
+            host: String::new(),
+            confinement,
             dir,
         };
         c.daemons.push(
@@ -128,6 +149,7 @@ impl Cluster {
         let probe = Command::new("slurmd").arg("-C").output().unwrap();
         let node = String::from_utf8_lossy(&probe.stdout).lines().next().unwrap_or_default().to_string();
         let host = node.split_whitespace().next().and_then(|w| w.strip_prefix("NodeName=")).unwrap().to_string();
+        c.host = host.clone();
         c.cpus = node
             .split_whitespace()
             .find_map(|w| w.strip_prefix("CPUs="))
@@ -144,19 +166,25 @@ impl Cluster {
              StateSaveLocation={d}/state\nSlurmdSpoolDir={d}/spool\n\
              SlurmctldPidFile={d}/slurmctld.pid\nSlurmdPidFile={d}/slurmd.pid\n\
              SlurmctldLogFile={d}/slurmctld.log\nSlurmdLogFile={d}/slurmd.log\n\
-             ProctrackType=proctrack/linuxproc\nTaskPlugin=task/affinity\n\
+             {tracking}\n\
              SelectType=select/cons_tres\nSelectTypeParameters=CR_CPU\n\
              SchedulerType=sched/builtin\nJobAcctGatherType=jobacct_gather/none\n\
              AccountingStorageType=accounting_storage/none\nMpiDefault=none\nReturnToService=2\n\
              KillWait=2\nPlugStackConfig={d}/plugstack.conf\n\
              {node} NodeAddr=127.0.0.1 State=UNKNOWN\n\
              PartitionName=shared Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE:2\n",
+            tracking = match confinement {
+                Confinement::Affinity => "ProctrackType=proctrack/linuxproc\nTaskPlugin=task/affinity",
+                Confinement::CgroupV1 => "ProctrackType=proctrack/cgroup\nTaskPlugin=task/cgroup,task/affinity",
+            },
             ctld = free_port(),
             slurmd = free_port(),
             munge = munge_socket.display(),
             d = d.display(),
         );
         std::fs::write(&c.conf, conf).unwrap();
+        // Read from beside slurm.conf.
+        std::fs::write(d.join("cgroup.conf"), "CgroupPlugin=cgroup/v1\nConstrainCores=yes\n").unwrap();
         c.plugstack("");
         for (daemon, args) in [("slurmctld", &["-D", "-i"][..]), ("slurmd", &["-D"][..])] {
             let child = c.slurm_daemon(daemon, args);
@@ -319,7 +347,24 @@ impl Drop for Cluster {
         for d in self.daemons.iter_mut().rev() {
             end(d);
         }
+        if self.confinement == Confinement::CgroupV1 {
+            for hierarchy in ["freezer", "cpuset", "memory", "devices"] {
+                remove_empty_cgroups(&Path::new("/sys/fs/cgroup").join(hierarchy).join(format!("slurm_{}", self.host)));
+            }
+        }
     }
+}
+
+/// Removes the cgroup directory `dir` and those below it that hold no process (Slurm leaves
+/// its `slurm_HOST/uid_U` tree behind); a cgroup still in use stays (`rmdir` refuses it).
+fn remove_empty_cgroups(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_dir()) {
+            remove_empty_cgroups(&e.path());
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// The job id in a step's name ("job J.S user U").
@@ -332,13 +377,35 @@ fn widened(pid: i32, all: &CpuSet) -> bool {
     allowed(pid).is_some_and(|c| all.is_subset(&c))
 }
 
+/// One cluster at a time: two would share the CPUs (and the host's name) with each other.
+static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn two_srun_jobs_sharing_cpus_get_disjoint_cpus_and_nothing_is_left_stopped_or_pinned() {
     if skipped("two_srun_jobs_sharing_cpus_get_disjoint_cpus_and_nothing_is_left_stopped_or_pinned") {
         return;
     }
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    two_jobs_share_the_node(Cluster::start(Confinement::Affinity));
+}
+
+#[test]
+fn under_slurms_cgroup_v1_plugins_too() {
+    if skipped("under_slurms_cgroup_v1_plugins_too") {
+        return;
+    }
+    if let Some(what) = cgroup_v1_missing() {
+        let _ = writeln!(std::io::stderr(), "skipped: under_slurms_cgroup_v1_plugins_too: needs {what}");
+        return;
+    }
+    let _one = ONE_CLUSTER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    two_jobs_share_the_node(Cluster::start(Confinement::CgroupV1));
+}
+
+/// Two `srun --cpumgr` jobs on the same CPUs, `scancel`, a slurmd restart, `kill -9` of the
+/// manager, and no manager at all (the checks are listed in docs/SLURM.md, Test).
+fn two_jobs_share_the_node(mut c: Cluster) {
     common::adapter_is_built();
-    let mut c = Cluster::start();
     let all = CpuSet::from_cpus(0..c.cpus);
     let stop = c.dir.path().join("stop");
     let until_stop = |code: i32| format!("while [ ! -e {} ]; do :; done; exit {code}", stop.display());
@@ -411,14 +478,14 @@ fn two_srun_jobs_sharing_cpus_get_disjoint_cpus_and_nothing_is_left_stopped_or_p
     assert_eq!(c.exit_code(y), Some(0));
     // Without a manager the plugin says so, and the site chooses: run unmanaged, or fail.
     let (code, err) = c.srun_true();
-    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(code, Some(0), "{err}\n{}", c.logs());
     assert!(err.contains("no cpumgr manager answers on") && err.contains("runs unmanaged"), "{err}");
     c.plugstack("on_missing=fail");
     let (code, err) = c.srun_true();
-    assert_ne!(code, Some(0), "{err}");
+    assert_ne!(code, Some(0), "{err}\n{}", c.logs());
     assert!(err.contains("no cpumgr manager answers on") && err.contains("failing the step"), "{err}");
     // The supervisors end with their steps.
-    wait_for_or("every step supervisor to end", || !pgrep_step_supervisors(), || c.logs());
+    wait_for_or("every step supervisor to end", || !supervisors_of(&c.socket), || c.logs());
 }
 
 /// The command line of `pid`, its arguments joined by spaces.
@@ -427,12 +494,15 @@ fn cmdline(pid: i32) -> String {
     String::from_utf8_lossy(&raw).replace('\0', " ")
 }
 
-/// Whether a `cpumgr step` of this test's binary still runs.
-fn pgrep_step_supervisors() -> bool {
+/// Whether a `cpumgr step` of the manager on `socket` still runs.
+fn supervisors_of(socket: &Path) -> bool {
     let Ok(dir) = std::fs::read_dir("/proc") else { return false };
+    let socket = socket.to_string_lossy();
     dir.flatten().any(|e| {
-        let cmdline = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
-        let mut args = cmdline.split(|&b| b == 0);
-        args.next() == Some(BIN.as_bytes()) && args.next() == Some(b"step")
+        let raw = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+        let args: Vec<String> = raw.split(|&b| b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        args.first().map(String::as_str) == Some(BIN)
+            && args.get(1).map(String::as_str) == Some("step")
+            && args.iter().any(|a| *a == socket)
     })
 }
