@@ -135,7 +135,21 @@ impl Session {
     pub fn open(manager: &daemon::Args) -> anyhow::Result<Session> {
         let resolved = manager.resolve()?;
         let (conn, embedded) = connect_or_embed(&resolved)?;
-        let socket = resolved.socket;
+        Session::on(conn, embedded, resolved.socket)
+    }
+
+    /// As [`Session::open`], but never starts a manager: an error when none answers on the socket
+    /// (`cpumgr step`: a node's manager is the system's).
+    pub fn join(manager: &daemon::Args) -> anyhow::Result<Session> {
+        let socket = manager.resolve()?.socket;
+        let conn =
+            Conn::connect(&socket).map_err(|e| anyhow::anyhow!("no manager answers on {} ({e})", socket.display()))?;
+        Session::on(conn, None, socket)
+    }
+
+    /// A session on the connection `conn` to the manager on `socket` (`embedded` when started
+    /// here), catching SIGINT, SIGTERM and SIGHUP.
+    fn on(conn: Conn, embedded: Option<Manager>, socket: PathBuf) -> anyhow::Result<Session> {
         conn.set_timeout(Some(Duration::from_secs(5)))?;
         let flags: Vec<(i32, Arc<AtomicBool>)> =
             CAUGHT.iter().map(|&s| (s, Arc::new(AtomicBool::new(false)))).collect();

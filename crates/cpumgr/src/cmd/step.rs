@@ -6,8 +6,8 @@
 //! the user's identity are in place), registers the whole group as one program, capped at the
 //! CPUs Slurm bound the tasks to, and then supervises it with the guarantees of `cpumgr attach`
 //! (the [`Session`]): released if the manager dies, unregistered when the step ends or on
-//! SIGTERM. Unlike `run` and `attach` it never starts a manager of its own: a node's manager is
-//! the system's, and without one the step runs unmanaged.
+//! SIGTERM. Unlike `run` and `attach` it never starts a manager of its own ([`Session::join`]): a
+//! node's manager is the system's, and without one the step runs unmanaged.
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -16,7 +16,7 @@ use clap::{Parser, ValueEnum};
 use cpumgr_core::CpuSet;
 use cpumgr_daemon::enforce;
 use cpumgr_daemon::procfs::{self, Target};
-use cpumgr_proto::{Conn, Registration};
+use cpumgr_proto::Registration;
 
 use super::attach::{alive, supervise};
 use super::control::duration;
@@ -138,10 +138,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if target.includes(std::process::id() as i32) {
         return Err(InputError::new(format!("step {pid}: this cpumgr step is in the step's process group")));
     }
-    let socket = args.manager.resolve()?.socket;
-    if let Err(e) = Conn::connect(&socket) {
-        anyhow::bail!("no manager answers on {} ({e}); {} runs unmanaged", socket.display(), args.name);
-    }
     let Some(tasks) = wait_for_tasks(target, args.tasks, args.exec_wait) else { return Ok(()) };
     let mut bound = CpuSet::new();
     for p in &tasks {
@@ -151,7 +147,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let original = if bound.is_empty() { enforce::affinity(pid)? } else { bound };
     tracing::info!(pid, name = args.name, cpus = %original, "registering the step");
-    supervise(Session::open(&args.manager)?, registration(&args, &original), target, &original)
+    let session = Session::join(&args.manager).map_err(|e| anyhow::anyhow!("{e:#}; {} runs unmanaged", args.name))?;
+    supervise(session, registration(&args, &original), target, &original)
 }
 
 #[cfg(test)]
