@@ -58,7 +58,7 @@ impl Phase {
 /// phases is set when it is built. Written here rather than as `smallvec`'s `SmallVec<[Phase; 1]>`,
 /// which cost the events benchmark 2 % more instructions (2.5 % without its `union` feature:
 /// 1.0267 G against 1.0473 G and 1.0524 G, `valgrind --tool=cachegrind` of the `--bench` events
-/// workload run as in docs/EXPERIMENTS.md, tenth round).
+/// workload).
 #[derive(Clone)]
 pub struct Phases(Held);
 

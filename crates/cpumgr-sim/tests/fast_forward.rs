@@ -3,9 +3,9 @@
 //! where rounding decides whether the boundary's decision sees the end unless a phase counts as
 //! done a rounding's width early; jobs of one phase, or evolving ones of phases that change their
 //! request), every policy (`os` too, whose processor sharing ticks only when something changed)
-//! gives each job the record of a quantum-by-quantum run, and the run the same fragmentation. PDPA is
-//! in since it says when its searches settled ([`cpumgr_core::SimHints::settled`]): before, its
-//! probe-and-fall-back pattern repeated three times and was jumped over past its last probe.
+//! gives each job the record of a quantum-by-quantum run, and the run the same fragmentation. PDPA
+//! says when its searches settled ([`cpumgr_core::SimHints::settled`]): its probe-and-fall-back
+//! pattern can repeat three times without being a period to jump over.
 //! A lazy run (a space-sharing policy that reads no usage) skips only quiet quanta, so there the
 //! records are the quantum-by-quantum run's exactly.
 
