@@ -222,3 +222,18 @@ fn time_sharing_policies_and_jobs_too_wide_are_refused_by_name() {
     let e = cluster::run(&config(1, 2, Batch::Easy, Sharing::Exclusive), &jobs).unwrap_err().to_string();
     assert!(e.contains("\"j0\"") && e.contains("3 processes do not fit 1 nodes of 2 CPUs"), "{e}");
 }
+
+#[test]
+#[cfg_attr(not(has_shared_traces), ignore = "needs the shared SWF traces (shared/data/swf/ beside the workspace)")]
+fn a_node_policy_that_never_preempts_deadlocks_jobs_spread_over_nodes_and_says_so() {
+    // Under EASY a later job starts first; on a node where both wait, fcfs starts the earlier
+    // one when CPUs free up: each then holds CPUs the other waits for on another node.
+    let path = shared_trace("hpc2n-first3170.swf").expect("the build script found the shared traces");
+    let jobs = trace_jobs(&path);
+    let fcfs = Sharing::Shared { policy: "fcfs".into(), layers: 2 };
+    let e = cluster::run(&config(120, 2, Batch::Easy, fcfs), &jobs).unwrap_err().to_string();
+    assert!(e.contains("running jobs got no CPU on some node") && e.contains("deadlocked"), "{e}");
+    // Equipartition serves every node's parts in job order: the oldest job always runs.
+    let eq = Sharing::Shared { policy: "equipartition".into(), layers: 2 };
+    assert_eq!(cluster::run(&config(120, 2, Batch::Easy, eq), &jobs).unwrap().jobs, jobs.len());
+}

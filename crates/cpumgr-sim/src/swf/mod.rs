@@ -489,6 +489,19 @@ mod tests {
     }
 
     #[test]
+    fn requested_run_times_follow_their_jobs_into_submit_order() {
+        // Field 9: 3600 for the later-listed job that arrives first, unknown (-1) and 0 for the
+        // others.
+        let text = "2 10 -1 50 4 -1 -1 4 -1 -1 1 -1 -1 -1 0 -1 -1 -1\n\
+            1 5 -1 100 4 -1 -1 4 3600 -1 1 -1 -1 -1 0 -1 -1 -1\n\
+            3 20 -1 10 4 -1 -1 4 0 -1 1 -1 -1 -1 0 -1 -1 -1\n";
+        let t = parse("t.swf", text, &SwfOptions::default()).unwrap();
+        let names: Vec<&str> = t.jobs.iter().map(|j| j.name.as_str()).collect();
+        assert_eq!(names, ["job1", "job2", "job3"]);
+        assert_eq!(t.requested, [Some(3600.0), None, None]);
+    }
+
+    #[test]
     fn jobs_of_one_executable_share_their_class() {
         let text = format!("{TRACE}3 20 -1 10 4 -1 -1 -1 -1 -1 1 -1 -1 3 0 -1 -1 -1\n");
         let t = parse("t.swf", &text, &SwfOptions::default()).unwrap();
