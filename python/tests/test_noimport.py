@@ -230,3 +230,26 @@ subprocess.run([sys.executable, "-c", child], check=True)
     assert lines(run.out, "own") == ["own ran"]
     assert lines(run.out, "follows") == ["follows True"]
     assert lines(run.out, "child") == ["child follows False"]
+
+
+def test_a_program_that_handles_the_hooks_signal_keeps_it_and_is_told_once(cpumgr_bin, tmp_path):
+    python = str(REPO / "target" / "py" / "bin" / "python")
+    script = r"""
+import os, signal, sys, time
+signal.signal(signal.SIGRTMAX - 1, lambda *_: print("own handler ran", flush=True))
+print("ready", flush=True)
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.01)
+"""
+    run = Managed(cpumgr_bin, tmp_path, python, script)
+    said = lambda: [line for line in run.err.read_text().splitlines() if "handles signal" in line]
+    try:
+        wait_for("the script's start", lambda: lines(run.out, "ready"))
+        run.arrive()
+        wait_for("the hook saying it stops", said)
+        run.leave()
+        run.finish()
+    finally:
+        run.kill()
+    assert len(said()) == 1, said()
+    assert lines(run.out, "own handler") == [], "the hook called the program's own handler"
