@@ -88,6 +88,7 @@ class Follower:
         if self.busy or not self.active():
             return
         n = self.capi.cpumgr_team(0)
+        self.asked = None  # read now: a later change asks again, even back to a size once asked
         if n == self.applied and not force:
             return
         self.busy = True
