@@ -5,13 +5,13 @@
 //! ([`batch`]: FCFS or EASY backfilling, on the jobs' estimates, their requested run times). With
 //! **exclusive** nodes a job of `p` processes takes `⌈p / P⌉` whole nodes and runs for its run
 //! time. With **shared** nodes it takes `p` process slots, up to `K` per CPU, and each node's
-//! cpumgr policy arbitrates its CPUs among the jobs on it ([`nodes`]), so that a job runs at the
+//! cpumgr policy arbitrates its CPUs among the jobs on it (`nodes.rs`), so that a job runs at the
 //! pace its CPUs allow and ends later than alone when it shares.
 //!
 //! The model is event-driven: at a start or an end the nodes it touches decide again and their
 //! jobs' rates and ends follow; between events nothing changes. It therefore takes the policies
 //! that decide the same on an unchanged view: space-sharing ones that read no usage figures
-//! ([`SimHints::reads_usage`]), and `os`; a time-sharing policy (gang, the time-shared DSS
+//! ([`cpumgr_core::SimHints::reads_usage`]), and `os`; a time-sharing policy (gang, the time-shared DSS
 //! variants) needs the quantum-by-quantum engine and is refused. What it leaves out: which CPUs
 //! (no placement, no reload cost), the quantum (a node decides at once), a job's phases past
 //! its first (SWF jobs have one).

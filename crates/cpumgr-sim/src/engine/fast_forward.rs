@@ -29,7 +29,7 @@ pub(super) struct Repeats {
     pub(super) wake_sig: u64,
     /// Whether a job was admitted since the last boundary's fast-forward check.
     pub(super) admitted: bool,
-    /// The policy's rotation at the last boundary ([`SimHints::rotation`]).
+    /// The policy's rotation at the last boundary ([`cpumgr_core::SimHints::rotation`]).
     pub(super) rotation: Option<Rotation>,
     /// Quanta since the last change (the snapshots' boundaries, or a lazy run's quiet quanta).
     pub(super) quiet: usize,
@@ -44,7 +44,7 @@ impl Engine<'_, '_> {
     }
 
     /// The period of the schedule since the last change, if it repeats. When the policy states
-    /// its rotation of `p` quanta ([`SimHints::rotation`]), one repetition is proof: if after the
+    /// its rotation of `p` quanta ([`cpumgr_core::SimHints::rotation`]), one repetition is proof: if after the
     /// last boundary but one the policy is where it was `p` boundaries before (its rotation, all
     /// since the change) and so is every program's set (running, or where a stopped one will
     /// resume), then the last `p` quanta, and the moves and stalls their decisions caused,
@@ -66,7 +66,7 @@ impl Engine<'_, '_> {
     /// A lazy run's fast-forward: once the same schedule was decided at [`REPEATS`] boundaries
     /// in a row (the one that set it, then quanta that changed no allocation and admitted no
     /// job, as the snapshot fast-forward trusts a period of one), with a policy that says its
-    /// state stands still ([`SimHints::settled`]), the quanta up to the boundary at or after the
+    /// state stands still ([`cpumgr_core::SimHints::settled`]), the quanta up to the boundary at or after the
     /// next event (a phase end, an arrival, a wake-up) are skipped. Nothing a lazy run does at
     /// such a quantum reaches a job (each one's progress is added at its own events) or the
     /// policy's view, so skipping them gives the quantum-by-quantum run's results, as long as the

@@ -21,7 +21,7 @@ pub(super) struct Snap {
     pub(super) stall: f64,
 }
 
-/// What the tick's walks over every job read of it, kept beside its record ([`Slots`]) in one
+/// What the tick's walks over every job read of it, kept beside its record ([`crate::slots::Slots`]) in one
 /// dense list: a long backlog's walk reads a few bytes a job, and a removal moves them with the
 /// slot numbers in one pass.
 #[derive(Debug, Clone, Copy)]
@@ -62,7 +62,7 @@ pub(super) struct Live {
     pub(super) q_work: f64,
     pub(super) q_time: f64,
     pub(super) hist: VecDeque<Snap>,
-    /// Its part of the schedule's signature while it runs ([`signature`] of its id, count and
+    /// Its part of the schedule's signature while it runs ([`super::fast_forward::signature`] of its id, count and
     /// CPUs), computed when its CPUs change, for the fast-forward (not kept without it).
     pub(super) sig: u64,
     /// Its kind (the description's), kept beside the counters for the tick's walk.
@@ -124,7 +124,7 @@ impl Live {
 
     /// Records whether it runs this quantum. A job that stops drops the stall it has not served
     /// yet: the cache it was warming is gone when it runs again, which costs the resume anew
-    /// ([`CostModel::resume_ms`]), so a stall never outlasts the slice it was paid in (slices
+    /// ([`crate::CostModel::resume_ms`]), so a stall never outlasts the slice it was paid in (slices
     /// shorter than the resume cost make no progress, and leave no debt for later slices).
     pub(super) fn set_running(&mut self, running: bool) {
         if self.ran_last && !running {

@@ -153,7 +153,7 @@ impl Engine<'_, '_> {
     }
 
     /// Applies a space-sharing or gang decision through the placer: only the programs whose
-    /// count changed, and those they take CPUs back from, are placed ([`Placer::place_changed`]);
+    /// count changed, and those they take CPUs back from, are placed ([`cpumgr_core::Placer::place_changed`]);
     /// every program is at the first placement. With the fast-forward on, `sig` gets the
     /// schedule's signature (the sum of the running programs' parts) and `held_sig` that of
     /// every program's set (running, or where a stopped one will resume). The first `kept`
@@ -227,7 +227,7 @@ impl Engine<'_, '_> {
         Ok(())
     }
 
-    /// Checks that program `i`'s new set, of `placed` CPUs ([`Placer::placed`]), is as large as
+    /// Checks that program `i`'s new set, of `placed` CPUs ([`cpumgr_core::Placer::placed`]), is as large as
     /// its count: after placing only the changed programs, what remains to check (the placer took
     /// their CPUs from the free map, which holds none of the others'; a full placement is checked
     /// whole).
