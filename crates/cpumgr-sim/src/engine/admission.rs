@@ -89,7 +89,7 @@ impl Engine<'_, '_> {
             let remaining = l.remaining;
             self.programs.push(p);
             self.appended += 1;
-            self.unserved += 1;
+            self.load.unserved += 1;
             self.live.list(slot, Beside { held: 0, idle: false });
             let i = self.live.len() - 1;
             self.set_idle(i);

@@ -83,7 +83,7 @@ impl Engine<'_, '_> {
             return;
         }
         let mut next = self.next_end().min(next_arrival.unwrap_or(Nanos::MAX)).min(self.wake_at.unwrap_or(Nanos::MAX));
-        if self.rated > 0 {
+        if self.load.rated > 0 {
             // Jobs progress, but the next event is past the horizon (an end too far for a `u64`
             // of nanoseconds saturates): the run jumps past the horizon, where the main loop
             // stops it with the horizon's error, instead of ticking there. With nothing
@@ -161,7 +161,7 @@ impl Engine<'_, '_> {
             // Land strictly before the arrival: the tick at the arrival's time must see it.
             n = n.min((a - self.now).saturating_sub(1) / cycle);
         }
-        if n == Nanos::MAX && self.held <= 0.0 {
+        if n == Nanos::MAX && self.load.held <= 0.0 {
             // Nothing runs and nothing will arrive: the starvation check ends the run.
             return;
         }

@@ -140,6 +140,19 @@ impl Mode {
     }
 }
 
+/// What the running jobs hold, kept up to date as shares and rates change ([`Engine::set_rate`]).
+#[derive(Debug, Default)]
+struct Load {
+    /// CPUs held by running jobs (Σ share), kept up to date as shares change.
+    held: f64,
+    /// Alive jobs that hold CPUs, and alive jobs that progress (rate above zero), kept up to date
+    /// as shares and rates change.
+    served: usize,
+    rated: usize,
+    /// Alive jobs that held no CPU after the last tick.
+    unserved: usize,
+}
+
 struct Engine<'a, 'o> {
     topology: &'a Topology,
     managed: CpuSet,
@@ -183,14 +196,9 @@ struct Engine<'a, 'o> {
     changed_jobs: Vec<usize>,
     /// The last span converted to seconds (for [`Live::progress`]).
     seconds: Seconds,
-    /// CPUs held by running jobs (Σ share), kept up to date as shares change.
-    held: f64,
-    /// Alive jobs that hold CPUs, and alive jobs that progress (rate above zero), kept up to date
-    /// as shares and rates change.
-    served: usize,
-    rated: usize,
-    /// Alive jobs that held no CPU after the last tick.
-    unserved: usize,
+    /// What the running jobs hold and how many progress, kept up to date as shares and rates
+    /// change.
+    load: Load,
     /// How jobs are kept up to date and what the fast-forward skips.
     mode: Mode,
     /// The indices of the finished jobs still in `live` (removed at the next tick), in the
@@ -248,10 +256,7 @@ pub(crate) fn run(
         spare_sets: Vec::new(),
         changed_jobs: Vec::new(),
         seconds: Seconds::default(),
-        held: 0.0,
-        served: 0,
-        rated: 0,
-        unserved: 0,
+        load: Load::default(),
         mode,
         dead: Vec::new(),
         ends: BinaryHeap::new(),
@@ -316,14 +321,14 @@ impl Engine<'_, '_> {
             return;
         }
         let waited = self.waiting();
-        self.tally.account(t - self.now, self.held, waited);
+        self.tally.account(t - self.now, self.load.held, waited);
         self.now = t;
     }
 
     /// Whether some job waits for CPUs (admitted without any, or queued for admission): the
     /// CPUs left idle meanwhile count as fragmentation.
     pub(super) fn waiting(&self) -> bool {
-        self.unserved > 0 || !self.queue.is_empty()
+        self.load.unserved > 0 || !self.queue.is_empty()
     }
 
     /// Sets job `i`'s idle flag from its state ([`Live::idle`]).

@@ -27,9 +27,9 @@ impl Engine<'_, '_> {
         };
         let rate = l.rate;
         self.live.beside_mut(i).held = if l.ran_last { share as u32 } else { 0 };
-        self.held += share - old_share;
-        self.served = self.served + usize::from(share > 0.0) - usize::from(old_share > 0.0);
-        self.rated = self.rated + usize::from(rate > 0.0) - usize::from(old_rate > 0.0);
+        self.load.held += share - old_share;
+        self.load.served = self.load.served + usize::from(share > 0.0) - usize::from(old_share > 0.0);
+        self.load.rated = self.load.rated + usize::from(rate > 0.0) - usize::from(old_rate > 0.0);
     }
 
     /// Brings every job that is not idle up to now and, for a policy that reads them, writes its
@@ -122,10 +122,10 @@ impl Engine<'_, '_> {
                 self.reschedule(self.active[k]);
             }
         }
-        self.unserved = self.live.len() - self.served;
+        self.load.unserved = self.live.len() - self.load.served;
         // Nothing progresses and nothing can arrive or wake the policy: no job can end, so none
         // queued behind the admission limit can be admitted either.
-        if self.rated == 0 && next_arrival.is_none() && self.wake_at.is_none() {
+        if self.load.rated == 0 && next_arrival.is_none() && self.wake_at.is_none() {
             self.idle_quanta += 1;
             if self.idle_quanta >= STARVED_QUANTA {
                 return Err(SimError::Starved { at: now as f64 / NS, jobs: self.live.len() + self.queue.len() });
