@@ -33,6 +33,23 @@ fn finish(mut child: Child, t0: Instant, what: &str) -> Duration {
     t0.elapsed()
 }
 
+/// Waits for the kernel and the build; returns each one's wall time since `t0`.
+fn finish_both(mut kernel: Child, mut build: Child, t0: Instant) -> (Duration, Duration) {
+    let (mut kt, mut bt) = (None, None);
+    while kt.is_none() || bt.is_none() {
+        for (child, t, what) in [(&mut kernel, &mut kt, "kernel"), (&mut build, &mut bt, "build")] {
+            if t.is_none() {
+                if let Some(st) = child.try_wait().unwrap() {
+                    assert!(st.success(), "{what}: {st}");
+                    *t = Some(t0.elapsed());
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    (kt.unwrap(), bt.unwrap())
+}
+
 struct Outcome {
     kernel: Duration,
     build: Duration,
@@ -61,8 +78,8 @@ fn together(kernels: &Path, build_cmd: &[&str], kernel_wrap: &[&str]) -> Outcome
         None => base,
     };
     let kernel = kernel.stdout(Stdio::null()).spawn().unwrap();
-    let kt = finish(kernel, t0, "kernel");
-    let bt = finish(build, t0, "build");
+    let (kt, bt) = finish_both(kernel, build, t0);
+    eprintln!("{}: kernel {:.2} s, build {:.2} s", build_cmd.join(" "), kt.as_secs_f64(), bt.as_secs_f64());
     Outcome { kernel: kt, build: bt, most_jobs: most_at_once(&tree.jobs()) }
 }
 
@@ -97,7 +114,7 @@ fn main() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+    while cpumgr_proto::Conn::connect(&socket).is_err() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let run = [b, "run", "--"];
