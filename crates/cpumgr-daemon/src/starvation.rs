@@ -104,11 +104,14 @@ impl StarvationBound {
             .collect();
         due.sort_by_key(|&i| (!owed(&turns[i]), std::cmp::Reverse(turns[i].waited), i));
         let mut granted = vec![false; programs.len()];
-        // Once no CPU is idle and no program could give one up, no later turn can be granted:
-        // with many programs waiting on few CPUs, most of them are due at every boundary.
-        let spare = |d: &Decision, granted: &[bool], j: usize| !granted[j] && !owed(&turns[j]) && gets(d, j);
+        // CPUs are taken only from programs that run now and are not in a turn: at most one per
+        // CPU, so a search is over those, not over every program. Once no CPU is idle and none of
+        // them could give one up, no later turn can be granted: with many programs waiting on few
+        // CPUs, most of them are due at every boundary.
+        let candidates: Vec<usize> = (0..programs.len()).filter(|&j| !owed(&turns[j]) && gets(decision, j)).collect();
+        let spare = |d: &Decision, granted: &[bool], j: usize| !granted[j] && gets(d, j);
         let mut free = u64::from(cpus).saturating_sub(decision.total());
-        let mut spares = (0..programs.len()).filter(|&j| spare(decision, &granted, j)).count();
+        let mut spares = candidates.iter().filter(|&&j| spare(decision, &granted, j)).count();
         for i in due {
             if free == 0 && spares == 0 {
                 break;
@@ -129,11 +132,11 @@ impl StarvationBound {
             };
             let waited = if owed(&turns[i]) { u32::MAX } else { turns[i].waited };
             let from = |j: usize| (!own || mine(j)) && turns[j].waited < waited;
-            if take(programs, &turns, &granted, cpus, need, from, decision) {
+            if take(programs, &turns, &granted, &candidates, &mut free, need, from, decision) {
                 decision.give(i, need);
                 granted[i] = true;
-                free = u64::from(cpus).saturating_sub(decision.total());
-                spares = (0..programs.len()).filter(|&j| spare(decision, &granted, j)).count();
+                free -= u64::from(need);
+                spares = candidates.iter().filter(|&&j| spare(decision, &granted, j)).count();
             }
         }
         if !boundary {
@@ -166,15 +169,19 @@ fn need(p: &Program) -> u32 {
     p.kind.rigid_procs().unwrap_or(p.request.min.max(1))
 }
 
-/// Frees `wanted` CPUs of `cpus` in `decision` for a program granted a turn: idle ones, then from
-/// programs above their minimum (the largest first), then whole programs (those that have run
-/// longest first), never from one in its own turn (`granted`, in a turn, or owed quanta), nor
-/// from one `from` excludes. Changes nothing and returns false when that cannot free enough.
+/// Frees `wanted` CPUs in `decision` for a program granted a turn: the `free` (idle) ones, then
+/// from programs above their minimum (the largest first), then whole programs (those that have
+/// run longest first), never from one in its own turn (`granted`, in a turn, or owed quanta),
+/// nor from one `from` excludes; only `candidates` (the programs that ran at the start, in no
+/// turn) can give any. On success `free` counts the idle CPUs after; when that cannot free
+/// enough, changes nothing and returns false.
+#[allow(clippy::too_many_arguments)]
 fn take(
     programs: &[Program],
     turns: &[Turn],
     granted: &[bool],
-    cpus: u32,
+    candidates: &[usize],
+    free: &mut u64,
     wanted: u32,
     from: impl Fn(usize) -> bool,
     decision: &mut Decision,
@@ -187,32 +194,42 @@ fn take(
             && d.allocations[i].running
             && d.allocations[i].count > 0
     };
-    let mut plan = decision.clone();
-    let mut free = u64::from(cpus).saturating_sub(plan.total());
-    while free < u64::from(wanted) {
+    let mut undo = Vec::new();
+    let mut freed = *free;
+    while freed < u64::from(wanted) {
         // A program that can shrink, the largest above its minimum first.
-        let shrink = (0..programs.len())
+        let shrink = candidates
+            .iter()
+            .copied()
             .filter(|&i| {
-                spare(&plan, i)
+                spare(decision, i)
                     && programs[i].kind.rigid_procs().is_none()
-                    && plan.allocations[i].count > need(&programs[i])
+                    && decision.allocations[i].count > need(&programs[i])
             })
-            .max_by_key(|&i| (plan.allocations[i].count, std::cmp::Reverse(i)));
+            .max_by_key(|&i| (decision.allocations[i].count, std::cmp::Reverse(i)));
         if let Some(i) = shrink {
-            plan.allocations[i].count -= 1;
-            free += 1;
+            undo.push((i, decision.allocations[i]));
+            decision.allocations[i].count -= 1;
+            freed += 1;
             continue;
         }
-        let Some(i) =
-            (0..programs.len()).filter(|&i| spare(&plan, i)).max_by_key(|&i| (turns[i].ran, std::cmp::Reverse(i)))
-        else {
+        let whole = candidates
+            .iter()
+            .copied()
+            .filter(|&i| spare(decision, i))
+            .max_by_key(|&i| (turns[i].ran, std::cmp::Reverse(i)));
+        let Some(i) = whole else {
+            for (i, a) in undo.into_iter().rev() {
+                decision.allocations[i] = a;
+            }
             return false;
         };
-        free += u64::from(plan.allocations[i].granted());
-        plan.allocations[i].count = 0;
-        plan.allocations[i].running = false;
+        undo.push((i, decision.allocations[i]));
+        freed += u64::from(decision.allocations[i].granted());
+        decision.allocations[i].count = 0;
+        decision.allocations[i].running = false;
     }
-    *decision = plan;
+    *free = freed;
     true
 }
 
