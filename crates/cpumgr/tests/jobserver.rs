@@ -1,9 +1,8 @@
 //! Real builds under `cpumgr run` with a jobserver: a generated tree of small C files
-//! (`cpumgr_jobserver::tree`) built by
-//! GNU make `-j64` (pipe style) and, where ninja ≥ 1.13 is on the PATH, by ninja (fifo style),
-//! while a second program takes CPUs. Every compile goes through a wrapper that logs its start
-//! and end, so the test counts the build's jobs at each moment against the build's allocation
-//! as the manager reports it.
+//! (`cpumgr_jobserver::tree`) built by GNU make `-j64` (pipe style) and by ninja ≥ 1.13 (fifo
+//! style; `pip install ninja`) while a second program takes CPUs. Every compile goes through a
+//! wrapper that logs its start and end, so the test counts the build's jobs at each moment
+//! against the build's allocation as the manager reports it.
 
 mod common;
 
@@ -23,28 +22,6 @@ const BUILD_DEADLINE: Duration = Duration::from_secs(300);
 /// the jobserver reads the slot every 5 ms; a job started just before a shrink still counts
 /// against the allocation it started under.
 const SLACK: Duration = Duration::from_millis(250);
-
-/// The tools a test needs that are not on this machine, said on stderr: the test then returns.
-fn missing(test: &str, tools: &[(&str, &str)]) -> bool {
-    let gone: Vec<&str> = tools
-        .iter()
-        .filter(|(tool, arg)| !Command::new(tool).arg(arg).output().is_ok_and(|o| o.status.success()))
-        .map(|(tool, _)| *tool)
-        .collect();
-    if !gone.is_empty() {
-        eprintln!("skipped: {test}: needs {}", gone.join(", "));
-    }
-    !gone.is_empty()
-}
-
-/// The version of ninja on the PATH, if it is 1.13 or later (a jobserver client).
-fn ninja_client() -> Option<String> {
-    let out = Command::new("ninja").arg("--version").output().ok()?;
-    let v = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let mut parts = v.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
-    let (major, minor) = (parts.next()?, parts.next()?);
-    (major > 1 || minor >= 13).then_some(v)
-}
 
 fn now_ns() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64
@@ -175,24 +152,13 @@ fn build_beside_a_busy_program(cmd: &[&str], tree: &Tree) {
 
 #[test]
 fn make_j64_runs_no_more_jobs_than_its_allocation_down_to_one_cpu_and_back() {
-    let test = "make_j64_runs_no_more_jobs_than_its_allocation_down_to_one_cpu_and_back";
-    if missing(test, &[("make", "--version"), ("gcc", "--version")]) {
-        return;
-    }
     let tree = Tree::new(300).unwrap();
     build_beside_a_busy_program(&["make", "-j64"], &tree);
 }
 
 #[test]
+#[cfg_attr(not(has_ninja_jobserver), ignore = "needs ninja 1.13 or later on PATH (pip install ninja)")]
 fn ninja_runs_no_more_jobs_than_its_allocation_down_to_one_cpu_and_back() {
-    let test = "ninja_runs_no_more_jobs_than_its_allocation_down_to_one_cpu_and_back";
-    if missing(test, &[("gcc", "--version")]) {
-        return;
-    }
-    if ninja_client().is_none() {
-        eprintln!("skipped: {test}: needs ninja 1.13 or later on the PATH (pip install ninja)");
-        return;
-    }
     let tree = Tree::new(300).unwrap();
     build_beside_a_busy_program(&["ninja", "-j64"], &tree);
 }
@@ -201,10 +167,6 @@ fn ninja_runs_no_more_jobs_than_its_allocation_down_to_one_cpu_and_back() {
 /// (and proof that the job count above can fail).
 #[test]
 fn without_the_jobserver_make_j64_runs_more_jobs_than_cpus() {
-    let test = "without_the_jobserver_make_j64_runs_more_jobs_than_cpus";
-    if missing(test, &[("make", "--version"), ("gcc", "--version")]) {
-        return;
-    }
     let tree = Tree::new(120).unwrap();
     let d = Daemon::start("equipartition");
     let st = d.cpumgr(&["run", "--no-jobserver", "--", "make", "-j64"]).current_dir(tree.path()).status().unwrap();
@@ -217,10 +179,6 @@ fn without_the_jobserver_make_j64_runs_more_jobs_than_cpus() {
 /// gets its full count of tokens (each run has its own jobserver, dropped with it).
 #[test]
 fn a_build_that_dies_holding_tokens_leaves_the_manager_unharmed_and_the_tokens_recovered() {
-    let test = "a_build_that_dies_holding_tokens_leaves_the_manager_unharmed_and_the_tokens_recovered";
-    if missing(test, &[("make", "--version"), ("gcc", "--version")]) {
-        return;
-    }
     let d = Daemon::start("equipartition");
     let hold = tempfile::tempdir().unwrap();
     let sleeps: String = (0..8).map(|i| format!("s{i}:\n\t@sleep 60\n")).collect();
@@ -266,10 +224,6 @@ fn a_build_that_dies_holding_tokens_leaves_the_manager_unharmed_and_the_tokens_r
 /// Where the build tools' -j goes: the stripped line is what runs.
 #[test]
 fn the_users_j_is_a_cap() {
-    let test = "the_users_j_is_a_cap";
-    if missing(test, &[("make", "--version"), ("gcc", "--version")]) {
-        return;
-    }
     let tree = Tree::new(40).unwrap();
     let d = Daemon::start("equipartition");
     let rec = Recorder::start(&d, "build");
