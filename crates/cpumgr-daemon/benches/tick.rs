@@ -27,7 +27,6 @@ use cpumgr_daemon::enforce::Choice;
 use cpumgr_daemon::limits::UserLimits;
 use cpumgr_daemon::procfs::{self, Target};
 use cpumgr_daemon::{Settings, State};
-use cpumgr_proto::{PeerCred, Registration, Reply, Request};
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{criterion_group, criterion_main, Criterion};
 use support::Sleepers;
@@ -47,16 +46,7 @@ fn state(kids: &Sleepers, quantum: Duration, node: Option<Topology>) -> State {
         ..Default::default()
     };
     let mut state = State::new(&settings).expect("manager state");
-    let peer = PeerCred {
-        pid: std::process::id() as i32,
-        uid: nix::unistd::geteuid().as_raw(),
-        gid: nix::unistd::getegid().as_raw(),
-    };
-    for pid in kids.pids() {
-        let reg = Registration { pid: Some(pid), name: format!("s{pid}"), ..Default::default() };
-        let (r, _) = state.handle(&peer, Request::Register(reg));
-        assert!(matches!(r, Reply::Registered { .. }), "{r:?}");
-    }
+    support::register_all(&mut state, kids);
     state.tick(true);
     state
 }

@@ -156,20 +156,11 @@ fn a_boundary_walk_leaves_out_the_programs_held_stopped() {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).ok().and_then(|t| procfs::parse_stat(&t)).map(|s| s.state)
             == Some('T')
     };
-    use cpumgr_proto::{PeerCred, Registration};
 
     let settings = Settings { cpus: Some(CpuSet::parse("0").unwrap()), ..Default::default() };
     let mut state = State::new(&settings).unwrap();
     let kids = Sleepers::spawn(3);
-    let peer = PeerCred {
-        pid: std::process::id() as i32,
-        uid: nix::unistd::geteuid().as_raw(),
-        gid: nix::unistd::getegid().as_raw(),
-    };
-    for pid in kids.pids() {
-        let reg = Registration { pid: Some(pid), name: format!("s{pid}"), ..Default::default() };
-        assert!(matches!(state.handle(&peer, Request::Register(reg)).0, Reply::Registered { .. }));
-    }
+    support::register_all(&mut state, &kids);
     // The first survey reads every program (none sampled yet); its step stops all but one.
     assert_eq!(state.survey(Some(std::time::Instant::now())).targets().len(), 3);
     state.tick(true);

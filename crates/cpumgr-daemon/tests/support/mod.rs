@@ -6,9 +6,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use cpumgr_daemon::{Manager, Settings};
+use cpumgr_daemon::{Manager, Settings, State};
 use cpumgr_proto::msg::StatusReport;
-use cpumgr_proto::{Conn, Doorbell, Registration, Reply, Request, Segment};
+use cpumgr_proto::{Conn, Doorbell, PeerCred, Registration, Reply, Request, Segment};
 
 /// Sleeping child processes, each leading its own process group; killed and reaped on drop.
 pub struct Sleepers(pub Vec<Child>);
@@ -29,6 +29,21 @@ impl Sleepers {
     /// Their pids.
     pub fn pids(&self) -> Vec<i32> {
         self.0.iter().map(|c| c.id() as i32).collect()
+    }
+}
+
+/// Registers every sleeper with `state` directly, as this process (no socket): a manager's state
+/// stepped by the caller.
+pub fn register_all(state: &mut State, kids: &Sleepers) {
+    let peer = PeerCred {
+        pid: std::process::id() as i32,
+        uid: nix::unistd::geteuid().as_raw(),
+        gid: nix::unistd::getegid().as_raw(),
+    };
+    for pid in kids.pids() {
+        let reg = Registration { pid: Some(pid), name: format!("s{pid}"), ..Default::default() };
+        let (r, _) = state.handle(&peer, Request::Register(reg));
+        assert!(matches!(r, Reply::Registered { .. }), "{r:?}");
     }
 }
 
