@@ -231,3 +231,24 @@ fn the_users_j_is_a_cap() {
     assert!(st.success());
     assert_eq!(check_jobs(&tree, &rec.samples()), 1, "make -j1 runs one job at a time on 2 CPUs");
 }
+
+/// A recursive build: the top make's sub-make (`$(MAKE) -C tree`) joins the same jobserver, so
+/// its compiles run 2 at once on 2 CPUs (a sub-make without the jobserver would fall back to one
+/// job at a time) and never more.
+#[test]
+fn a_sub_make_shares_the_builds_jobserver() {
+    let tree = Tree::new(60).unwrap();
+    let top = tempfile::tempdir().unwrap();
+    std::fs::write(top.path().join("Makefile"), format!("all:\n\t@$(MAKE) -C {}\n", tree.path().display())).unwrap();
+    let d = Daemon::start("equipartition");
+    let rec = Recorder::start(&d, "build");
+    let st = d
+        .cpumgr(&["run", "--name", "build", "--", "make", "-j64"])
+        .current_dir(top.path())
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(st.success(), "the recursive build failed: {st}");
+    assert_eq!(tree.objects(), tree.n);
+    assert_eq!(check_jobs(&tree, &rec.samples()), 2, "the sub-make runs 2 jobs on 2 CPUs, no more");
+}
