@@ -35,21 +35,14 @@ fn onetbb_or_skip(test: &str) -> Option<PathBuf> {
     }
 }
 
-/// `cpumgr run --name NAME -- PROGRAM ARGS` against `d`, with the environment `cpumgr run` gives a
-/// program that links oneTBB (`cpumgr_launch::tcm::provide`: libtcm preloaded), stdout and stderr
-/// into files of `dir`.
+/// `cpumgr run --name NAME -- PROGRAM ARGS` against `d` (which preloads libtcm into a program
+/// that links oneTBB: `cpumgr_launch::tcm::provide`), stdout and stderr into files of `dir`.
 fn run_tbb(d: &Daemon, dir: &Path, name: &str, program: &Path, args: &[&str]) -> Child {
-    let mut probe = Command::new(program);
-    std::env::set_var("CPUMGR_TCM_LIB", tbb::tcm_library(&profile()));
-    assert!(cpumgr_launch::tcm::provide(&mut probe), "{} links oneTBB: libtcm is preloaded", program.display());
-    let mut cmd = d.cpumgr(&["run", "--name", name, "--"]);
-    cmd.arg(program).args(args);
-    for (k, v) in probe.get_envs() {
-        if let Some(v) = v {
-            cmd.env(k, v);
-        }
-    }
-    cmd.env("TBB_VERSION", "1")
+    d.cpumgr(&["run", "--name", name, "--"])
+        .arg(program)
+        .args(args)
+        .env("CPUMGR_TCM_LIB", tbb::tcm_library(&profile()))
+        .env("TBB_VERSION", "1")
         .stdout(std::fs::File::create(dir.join(format!("{name}.out"))).unwrap())
         .stderr(std::fs::File::create(dir.join(format!("{name}.err"))).unwrap())
         .spawn()

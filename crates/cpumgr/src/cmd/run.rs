@@ -99,6 +99,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         js.configure(&mut cmd);
     }
     adapter::managed_env(&mut cmd, session.socket());
+    cpumgr_launch::tcm::provide(&mut cmd);
     if let Some(lib) = omp_adapter(&args)? {
         adapter::preload(&mut cmd, &lib);
     }
