@@ -7,9 +7,12 @@
 //! splits the CPUs once into `mpl` processor sets and starts each job pinned to a free one with
 //! a matching `OMP_NUM_THREADS` (processor sets, `taskset` style). A policy configuration starts
 //! a private cpumgr manager with that policy and registers every job with it as it starts; the
-//! run's trace is then the manager's (what it gave whom, quantum by quantum).
+//! run's trace is then the manager's (what it gave whom, quantum by quantum). In a policy run a
+//! oneTBB program gets cpumgr's `libtcm.so` and a build (`make -j`, ninja, cargo) a jobserver
+//! whose tokens follow its allocation, as under `cpumgr run`.
 
 use std::collections::VecDeque;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -18,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use cpumgr_core::trace::{Event, EventKind};
 use cpumgr_core::{CpuSet, ProgramId};
+use cpumgr_jobserver::{slot_source, Jobserver, Source};
 
 use crate::adapter;
 use crate::workload::{Job, Workload};
@@ -182,6 +186,21 @@ struct Running {
     pid: i32,
     started: f64,
     slot: Option<usize>,
+    /// A build's jobserver, dropped (its tokens taken back) when the job is reaped.
+    _jobserver: Option<Jobserver>,
+}
+
+/// How long a build's slot may go unrenewed before its jobserver treats it as unmanaged (as
+/// `cpumgr run`'s supervisor does).
+const FROZEN_AFTER: Duration = Duration::from_secs(2);
+
+/// Where a build's jobserver reads its allocation: the slot the manager gave it, or nowhere
+/// (unmanaged, its share of the machine) when it was not registered.
+fn build_source(slot: Option<OwnedFd>) -> Box<dyn Source> {
+    match slot.and_then(|fd| cpumgr_proto::Segment::open(fd).ok()) {
+        Some(segment) => slot_source(segment, FROZEN_AFTER),
+        None => Box::new(|| None::<u32>),
+    }
 }
 
 /// Where a job's output goes: `LOGDIR/CONFIG-JOB.{out,err}`.
@@ -216,7 +235,8 @@ impl Managed {
         Ok(Managed { manager, conn, socket, trace })
     }
 
-    fn register(&self, pid: i32, job: &Job) {
+    /// Registers the job's process; its slot when the manager took it.
+    fn register(&self, pid: i32, job: &Job) -> Option<OwnedFd> {
         use cpumgr_proto::{Registration, Reply, Request};
         let reg = Registration {
             pid: Some(pid),
@@ -230,8 +250,10 @@ impl Managed {
                 tracing::warn!(job = job.name, message, "the manager refused the job; it runs unmanaged")
             }
             Err(e) => tracing::warn!(job = job.name, error = %e, "could not register the job; it runs unmanaged"),
+            Ok((Reply::Registered { .. }, fds)) => return fds.into_iter().next(),
             Ok(_) => {}
         }
+        None
     }
 
     /// Stops the manager and reads its trace back. Every job has ended by now; the manager
@@ -288,6 +310,7 @@ struct Cooperation<'a> {
 impl Cooperation<'_> {
     fn apply(&self, cmd: &mut Command, job: &Job) {
         adapter::managed_env(cmd, self.socket);
+        crate::tcm::provide(cmd);
         let openmp = || adapter::resolve(&job.command[0]).is_some_and(|p| adapter::links_openmp(&p));
         if let Some(lib) = self.omp_adapter.filter(|_| openmp()) {
             adapter::preload(cmd, lib);
@@ -301,9 +324,16 @@ fn spawn(
     slot: Option<&CpuSet>,
     coop: Option<&Cooperation>,
     log: &Path,
-) -> std::io::Result<i32> {
-    let mut cmd = Command::new(&job.command[0]);
-    cmd.args(&job.command[1..]).envs(&job.env).stdin(Stdio::null()).process_group(0);
+) -> std::io::Result<(i32, Option<Jobserver>)> {
+    // A build under the manager gets a jobserver (its own `-j` kept as a cap).
+    let build = coop.and_then(|_| cpumgr_jobserver::plan(&job.command, None));
+    let argv = build.as_ref().map_or(&job.command, |b| &b.args);
+    let mut cmd = Command::new(&argv[0]);
+    cmd.args(&argv[1..]).envs(&job.env).stdin(Stdio::null()).process_group(0);
+    let jobserver = build.map(|b| Jobserver::new(b.style, b.cap)).transpose().map_err(std::io::Error::other)?;
+    if let Some(js) = &jobserver {
+        js.configure(&mut cmd);
+    }
     if let Some(d) = &job.dir {
         cmd.current_dir(d);
     }
@@ -334,7 +364,7 @@ fn spawn(
     let err = std::fs::File::create(log.with_extension("err"))?;
     cmd.stdout(out).stderr(err);
     let child = cmd.spawn()?;
-    Ok(child.id() as i32)
+    Ok((child.id() as i32, jobserver))
 }
 
 /// Reaps `pid` if it ended: its outcome and CPU seconds.
@@ -490,7 +520,7 @@ pub fn run(
             let coop =
                 manager.as_ref().map(|m| Cooperation { socket: &m.socket, omp_adapter: opts.omp_adapter.as_deref() });
             match spawn(job, config, set, coop.as_ref(), &log) {
-                Ok(pid) => {
+                Ok((pid, mut jobserver)) => {
                     if let Some(s) = slot {
                         slot_free[s] = false;
                     }
@@ -503,10 +533,11 @@ pub fn run(
                         program: id,
                         kind: EventKind::Allocate { count, cpus, running: true },
                     });
-                    if let Some(m) = &manager {
-                        m.register(pid, job);
+                    let job_slot = manager.as_ref().and_then(|m| m.register(pid, job));
+                    if let Some(js) = &mut jobserver {
+                        js.follow(build_source(job_slot), ncpus);
                     }
-                    running.push(Running { index: i, pid, started: now, slot });
+                    running.push(Running { index: i, pid, started: now, slot, _jobserver: jobserver });
                 }
                 Err(e) => {
                     results[i] = Some(JobResult {
