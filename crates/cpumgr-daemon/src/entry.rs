@@ -260,6 +260,22 @@ impl Entry {
         }
     }
 
+    /// [`Entry::program`] into `p`, reusing its allocations (its CPU set's words).
+    pub fn program_into(&self, ticks_per_sec: u64, managed: u32, p: &mut Program) {
+        if p.id != self.id {
+            *p = self.program(ticks_per_sec, managed);
+            return;
+        }
+        p.kind = self.kind;
+        p.request = self.request;
+        p.weight = self.weight;
+        p.cpu_time = self.ticks_used * (1_000_000_000 / ticks_per_sec.max(1));
+        p.speedup = self.speedup;
+        p.cpus.clone_from(&self.cpus);
+        p.running = self.ran;
+        p.threads = self.team(managed);
+    }
+
     /// `running`, `stopped` or `waiting`, for `status`.
     pub fn state(&self) -> &'static str {
         if self.stopped {

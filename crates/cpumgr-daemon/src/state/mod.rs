@@ -145,6 +145,8 @@ pub struct State {
     /// Set when something changed that should be scheduled now, not at the next boundary (a CPU
     /// was released or requested: paper 000's work-list).
     pub kick: bool,
+    /// The last step's programs as the policy saw them, kept for their allocations.
+    programs: Vec<Program>,
     /// Events emitted since the socket thread last sent them to `subscribe-events` connections;
     /// `None` while nobody subscribes.
     pub outbox: Option<Vec<Event>>,
@@ -236,6 +238,7 @@ impl State {
             user_limits: s.user_limits.clone(),
             rates: s.rates,
             kick: false,
+            programs: Vec::new(),
             outbox: None,
             worklist: Arc::new(WorkList::new().map_err(|e| format!("work-list: {e}"))?),
             backend,
@@ -388,8 +391,22 @@ impl State {
     }
 
     fn programs(&self) -> Vec<Program> {
+        let mut programs = Vec::new();
+        self.programs_into(&mut programs);
+        programs
+    }
+
+    /// The policy's programs into `programs`, reusing what it holds (a step's CPU sets are
+    /// copied into the ones the last step allocated).
+    fn programs_into(&self, programs: &mut Vec<Program>) {
         let n = self.managed.len() as u32;
-        self.entries.values().map(|e| e.program(self.ticks_per_sec, n)).collect()
+        programs.truncate(self.entries.len());
+        for (i, e) in self.entries.values().enumerate() {
+            match programs.get_mut(i) {
+                Some(p) => e.program_into(self.ticks_per_sec, n, p),
+                None => programs.push(e.program(self.ticks_per_sec, n)),
+            }
+        }
     }
 }
 

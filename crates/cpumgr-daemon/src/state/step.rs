@@ -117,7 +117,8 @@ impl State {
         let at = boundary.map_or_else(|| self.now(), |b| b.saturating_duration_since(self.start).as_nanos() as Nanos);
         let mono = monotonic_ns();
         self.refresh(samples, mono, at_boundary);
-        let programs = self.programs();
+        let mut programs = std::mem::take(&mut self.programs);
+        self.programs_into(&mut programs);
         let mut decision = self.decide(&programs, at, at_boundary);
         let told = self.adjust(&programs, at_boundary, &mut decision);
         let mut sets = std::mem::take(&mut self.sets);
@@ -125,6 +126,7 @@ impl State {
         self.publish(&decision, &sets, &told, mono);
         self.decision = decision;
         self.sets = sets;
+        self.programs = programs;
         if self.policy.oversubscribes() {
             self.release_held();
         } else {
@@ -254,7 +256,7 @@ impl State {
             }
             e.running = running;
             e.count = count;
-            e.cpus = set.clone();
+            e.cpus.clone_from(set);
             let slot = e.segment.slot();
             slot.publish(self.epoch, told, running, set);
             let team = slot.raw_team();
