@@ -140,9 +140,9 @@ fn tbbwork() -> Option<PathBuf> {
 }
 
 /// The oneTBB program alone on both CPUs, then beside a program that takes one of them for 2 s,
-/// in a policy run: with cpumgr's libtcm preloaded by the launcher its threads follow the
-/// allocation down to one (a 250 ms window in which one thread ran chunks); plain oneTBB keeps
-/// both threads time-sharing the one CPU left (2 in every window).
+/// in a policy run: the launcher preloads cpumgr's libtcm (oneTBB names the TCM it loaded) and
+/// the program's threads follow the allocation down to one (a 250 ms window in which one thread
+/// ran chunks).
 #[test]
 fn a_onetbb_program_in_a_policy_run_follows_its_allocation_through_libtcm() {
     let test = "a_onetbb_program_in_a_policy_run_follows_its_allocation_through_libtcm";
@@ -155,7 +155,7 @@ fn a_onetbb_program_in_a_policy_run_follows_its_allocation_through_libtcm() {
     }
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
-        "[[job]]\nname = \"tbb\"\ncommand = [\"{}\", \"640\", \"5000000\"]\n\
+        "[[job]]\nname = \"tbb\"\ncommand = [\"{}\", \"640\", \"5000000\"]\nenv = {{ TBB_VERSION = \"1\", LD_LIBRARY_PATH = \"\" }}\n\
          [[job]]\nname = \"busy\"\ncommand = [\"sh\", \"-c\", \"while :; do :; done & sleep 2; kill $!\"]\nrequest = \"1\"\nat = 0.5\n",
         exe.display()
     );
@@ -172,6 +172,10 @@ fn a_onetbb_program_in_a_policy_run_follows_its_allocation_through_libtcm() {
         .unwrap_or_default();
     eprintln!("oneTBB's threads per 250 ms window: {windows:?}");
     assert!(windows.iter().skip(1).any(|&w| w == 1), "its threads followed an allocation of 1 CPU: {out}");
+    // oneTBB says which TCM it loaded (TBB_VERSION=1); the job's LD_LIBRARY_PATH is emptied, so
+    // cargo's (which holds target/debug and its libtcm.so.1) cannot be what found it.
+    let err = std::fs::read_to_string(logs.join("equipartition-tbb.err")).unwrap();
+    assert!(err.contains("(cpumgr)"), "cpumgr's libtcm was loaded: {err}");
 }
 
 /// The test kernels, built with make and gcc into `dir`.
