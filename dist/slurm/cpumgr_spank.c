@@ -17,8 +17,8 @@
  *     it continues and widens back the step's processes itself.
  *
  * The kind comes from the step: several tasks on the node are an MPI-like rigid team of
- * tasks x cpus-per-task; one task is malleable up to its CPUs. Slurm's binding is the outer
- * bound: the supervisor caps the program at the CPUs Slurm gave it (docs/SLURM.md).
+ * tasks x cpus-per-task; one task is malleable up to its CPUs per task. Slurm's cgroup and
+ * binding are the outer bound (what holds and what the manager lacks: docs/SLURM.md).
  *
  * plugstack.conf: `optional /usr/local/lib/slurm/cpumgr_spank.so [ARG...]`, ARGs:
  *   default=on|off         manage steps that do not say --cpumgr (default off)

@@ -3,9 +3,10 @@
 //! step's task 0, which leads the process group of every task of the step.
 //!
 //! It waits until the step's tasks have executed their program (so that Slurm's CPU binding and
-//! the user's identity are in place), registers the whole group as one program, capped at the
-//! CPUs Slurm bound the tasks to, and then supervises it with the guarantees of `cpumgr attach`
-//! (the [`Session`]): released if the manager dies, unregistered when the step ends or on
+//! the user's identity are in place), registers the whole group as one program as wide as Slurm
+//! granted it (tasks × CPUs per task), and then supervises it with the guarantees of `cpumgr
+//! attach` (the [`Session`]): released to the tasks' own CPUs if the manager dies, unregistered
+//! when the step ends or on
 //! SIGTERM. Unlike `run` and `attach` it never starts a manager of its own ([`Session::join`]): a
 //! node's manager is the system's, and without one the step runs unmanaged.
 
@@ -31,7 +32,7 @@ pub enum Kind {
     Auto,
     /// A rigid team of tasks × CPUs per task: run whole or not at all.
     Rigid,
-    /// Any number of CPUs from one up to those Slurm bound the step to.
+    /// Any number of CPUs from one up to tasks × CPUs per task.
     Malleable,
 }
 
@@ -105,14 +106,16 @@ fn wait_for_tasks(target: Target, tasks: u32, wait: Duration) -> Option<Vec<i32>
     }
 }
 
-/// The registration of the step whose processes are bound to `bound` (Slurm's CPUs for it).
-fn registration(args: &Args, bound: &CpuSet) -> Registration {
-    let cpus = (bound.len() as u32).max(1);
+/// The registration of the step: as wide as what Slurm granted it on this node, tasks × CPUs per
+/// task. Not the CPUs its tasks are bound to: Slurm may bind every task of a step sharing a node
+/// to one CPU, and a rigid team of ranks capped at that would have them all spin on it.
+fn registration(args: &Args) -> Registration {
+    let cpus = args.tasks.saturating_mul(args.cpus_per_task);
     let rigid = args.kind == Kind::Rigid || (args.kind == Kind::Auto && args.tasks > 1);
     let mut reg =
         Registration { pid: Some(args.pid), name: args.name.clone(), weight: args.weight, ..Default::default() };
     if rigid {
-        reg.rigid = Some((args.tasks * args.cpus_per_task).min(cpus));
+        reg.rigid = Some(cpus);
     } else {
         reg.now = Some(cpus);
         reg.max = Some(cpus);
@@ -148,7 +151,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let original = if bound.is_empty() { enforce::affinity(pid)? } else { bound };
     tracing::info!(pid, name = args.name, cpus = %original, "registering the step");
     let session = Session::join(&args.manager).map_err(|e| anyhow::anyhow!("{e:#}; {} runs unmanaged", args.name))?;
-    supervise(session, registration(&args, &original), target, &original)
+    supervise(session, registration(&args), target, &original)
 }
 
 #[cfg(test)]
@@ -165,16 +168,14 @@ mod tests {
 
     #[test]
     fn several_tasks_are_a_rigid_team_one_task_is_malleable_up_to_its_cpus() {
-        let four = CpuSet::parse("0-3").unwrap();
-        let r = registration(&args(Kind::Auto, 2, 2), &four);
+        let r = registration(&args(Kind::Auto, 2, 2));
         assert_eq!((r.rigid, r.now, r.max), (Some(4), None, None));
-        let r = registration(&args(Kind::Auto, 1, 2), &four);
-        assert_eq!((r.rigid, r.now, r.max), (None, Some(4), Some(4)));
-        // A rigid team never exceeds what Slurm bound it to.
-        let r = registration(&args(Kind::Rigid, 4, 2), &four);
-        assert_eq!(r.rigid, Some(4));
-        let r = registration(&args(Kind::Malleable, 3, 1), &four);
-        assert_eq!(r.rigid, None);
+        let r = registration(&args(Kind::Auto, 1, 2));
+        assert_eq!((r.rigid, r.now, r.max), (None, Some(2), Some(2)));
+        let r = registration(&args(Kind::Rigid, 1, 3));
+        assert_eq!(r.rigid, Some(3));
+        let r = registration(&args(Kind::Malleable, 3, 1));
+        assert_eq!((r.rigid, r.max), (None, Some(3)));
         assert_eq!(r.name, "job 1.0 user u");
     }
 
