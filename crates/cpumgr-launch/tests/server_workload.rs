@@ -119,7 +119,7 @@ fn a_build_in_a_policy_run_follows_its_allocation_through_a_jobserver() {
     for (config, expected) in [(Config::Policy("equipartition".into()), 1), (Config::Os, 2)] {
         let log = dir.path().join(format!("{}.log", config.name()));
         let text = format!(
-            "[[job]]\nname = \"busy\"\ncommand = [\"sh\", \"-c\", \"while :; do :; done & sleep 3; kill $!\"]\nrequest = \"1\"\n\
+            "[[job]]\nname = \"busy\"\ncommand = [\"sh\", \"-c\", \"while :; do :; done & sleep 4; kill $!\"]\nrequest = \"1\"\n\
              [[job]]\nname = \"build\"\ncommand = [\"make\", \"-j2\", \"-f\", \"{}\", \"LOG={}\"]\nat = 0.3\n",
             makefile.display(),
             log.display()
@@ -139,7 +139,7 @@ fn tbbwork() -> Option<PathBuf> {
     (built.is_ok_and(|s| s.success()) && exe.is_file()).then_some(exe)
 }
 
-/// The oneTBB program alone on both CPUs, then beside a program that takes one of them for 2 s,
+/// The oneTBB program alone on both CPUs, then beside a program that takes one of them for 4 s,
 /// in a policy run: the launcher preloads cpumgr's libtcm (oneTBB names the TCM it loaded) and
 /// the program's threads follow the allocation down to one (a 250 ms window in which one thread
 /// ran chunks).
@@ -156,7 +156,7 @@ fn a_onetbb_program_in_a_policy_run_follows_its_allocation_through_libtcm() {
     let dir = tempfile::tempdir().unwrap();
     let text = format!(
         "[[job]]\nname = \"tbb\"\ncommand = [\"{}\", \"640\", \"5000000\"]\nenv = {{ TBB_VERSION = \"1\", LD_LIBRARY_PATH = \"\" }}\n\
-         [[job]]\nname = \"busy\"\ncommand = [\"sh\", \"-c\", \"while :; do :; done & sleep 2; kill $!\"]\nrequest = \"1\"\nat = 0.5\n",
+         [[job]]\nname = \"busy\"\ncommand = [\"sh\", \"-c\", \"while :; do :; done & sleep 4; kill $!\"]\nrequest = \"1\"\nat = 0.5\n",
         exe.display()
     );
     let w = Workload::parse(Path::new("t.toml"), &text, &Expand { cpus: 2, kernels: "/none".into() }).unwrap();
