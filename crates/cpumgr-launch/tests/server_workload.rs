@@ -132,11 +132,17 @@ fn a_build_in_a_policy_run_follows_its_allocation_through_a_jobserver() {
     }
 }
 
-/// The workload's oneTBB program, built by workloads/server/build.sh; `None` without oneTBB.
+/// The workload's oneTBB program, built by workloads/server/build.sh once for all the tests here;
+/// `None` without oneTBB.
 fn tbbwork() -> Option<PathBuf> {
-    let built = Command::new("sh").arg("workloads/server/build.sh").current_dir(repo()).status();
-    let exe = repo().join("target/server/tbbwork");
-    (built.is_ok_and(|s| s.success()) && exe.is_file()).then_some(exe)
+    static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let built = Command::new("sh").arg("workloads/server/build.sh").current_dir(repo()).status();
+            let exe = repo().join("target/server/tbbwork");
+            (built.is_ok_and(|s| s.success()) && exe.is_file()).then_some(exe)
+        })
+        .clone()
 }
 
 /// The oneTBB program alone on both CPUs, then beside a program that takes one of them for 4 s,
@@ -203,6 +209,7 @@ fn the_server_workload_runs_to_its_end_under_a_policy() {
     }
     let dir = tempfile::tempdir().unwrap();
     let (file, text) = server_toml();
+    tbbwork();
     // Relative paths in the workload are the repository's: the jobs run from its root, as the
     // header says, so the test runs them there too.
     std::env::set_current_dir(repo()).unwrap();
