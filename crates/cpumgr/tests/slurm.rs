@@ -2,7 +2,7 @@
 //! directory with the SPANK plugin (`dist/slurm/cpumgr_spank.so`) in its `plugstack.conf` and a
 //! cpumgr manager on a private socket; two `srun --cpumgr` jobs given the same CPUs by a partition
 //! with `OverSubscribe=FORCE:2`. Needs Slurm (slurm-wlm, munge, libslurm-dev), a C compiler and
-//! root; elsewhere it says it skipped.
+//! root; elsewhere the runner reports it ignored.
 
 mod common;
 
@@ -35,13 +35,6 @@ fn slurm_missing() -> Option<String> {
         return Some("Slurm and root (no /usr/include/slurm/spank.h: libslurm-dev)".into());
     }
     None
-}
-
-/// Says on stderr that `test` skipped, and why, when it cannot run here.
-fn skipped(test: &str) -> bool {
-    let Some(what) = slurm_missing() else { return false };
-    let _ = writeln!(std::io::stderr(), "skipped: {test}: needs {what}");
-    true
 }
 
 fn common_path(tool: &str) -> Option<PathBuf> {
@@ -381,19 +374,17 @@ fn widened(pid: i32, all: &CpuSet) -> bool {
 static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 #[test]
+#[cfg_attr(not(all(has_slurm, is_root)), ignore = "needs Slurm (slurm-wlm, munge, libslurm-dev) and root")]
 fn two_srun_jobs_sharing_cpus_get_disjoint_cpus_and_nothing_is_left_stopped_or_pinned() {
-    if skipped("two_srun_jobs_sharing_cpus_get_disjoint_cpus_and_nothing_is_left_stopped_or_pinned") {
-        return;
-    }
+    assert_eq!(slurm_missing(), None, "the build's probe found Slurm and root");
     let _one = ONE_CLUSTER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     two_jobs_share_the_node(Cluster::start(Confinement::Affinity));
 }
 
 #[test]
+#[cfg_attr(not(all(has_slurm, is_root)), ignore = "needs Slurm (slurm-wlm, munge, libslurm-dev) and root")]
 fn under_slurms_cgroup_v1_plugins_too() {
-    if skipped("under_slurms_cgroup_v1_plugins_too") {
-        return;
-    }
+    assert_eq!(slurm_missing(), None, "the build's probe found Slurm and root");
     if let Some(what) = cgroup_v1_missing() {
         let _ = writeln!(std::io::stderr(), "skipped: under_slurms_cgroup_v1_plugins_too: needs {what}");
         return;
