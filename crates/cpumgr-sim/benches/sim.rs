@@ -17,10 +17,14 @@ fn bench(c: &mut Criterion) {
     for policy in ["equipartition", "gang"] {
         for ff in [false, true] {
             let cfg = SimConfig { fast_forward: ff, ..SimConfig::default() };
-            let events = run(&t, policy, policies::build_simulated(policy).unwrap(), jobs.clone(), &cfg, &mut ()).unwrap().events;
+            let events = run(&t, policy, policies::build_simulated(policy).unwrap(), jobs.clone(), &cfg, &mut ())
+                .unwrap()
+                .events;
             group.throughput(Throughput::Elements(events));
             group.bench_function(format!("{policy}/fast_forward={ff}"), |b| {
-                b.iter(|| run(&t, policy, policies::build_simulated(policy).unwrap(), jobs.clone(), &cfg, &mut ()).unwrap())
+                b.iter(|| {
+                    run(&t, policy, policies::build_simulated(policy).unwrap(), jobs.clone(), &cfg, &mut ()).unwrap()
+                })
             });
         }
     }
