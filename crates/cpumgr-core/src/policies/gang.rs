@@ -74,17 +74,26 @@ pub struct Gang {
     /// The rows of the matrix at the last decision, as a rotation (rows run in turn, and the
     /// rows are a function of the view).
     rotation: Rotation,
-    /// The matrix: per row, its free CPUs and its members (indices into the view). The first
-    /// `used` rows are this decision's; the others keep their buffers for the next one.
-    rows: Vec<(u32, Vec<usize>)>,
+    /// The matrix. The first `used` rows are this decision's; the others keep their buffers for
+    /// the next one.
+    rows: Vec<Row>,
     used: usize,
+}
+
+/// A row of the gang matrix: programs that run together.
+#[derive(Debug, Default, Clone)]
+struct Row {
+    /// CPUs its members leave free.
+    free: u32,
+    /// Its members, as indices into the view.
+    members: Vec<usize>,
 }
 
 impl Gang {
     /// Packs the view's programs first fit, in arrival order, into at most `slots` rows.
     fn pack(&mut self, view: &View) {
         for row in &mut self.rows[..self.used] {
-            row.1.clear();
+            row.members.clear();
         }
         self.used = 0;
         // The most free CPUs of any row: once every row is as full as that and no row can be
@@ -101,19 +110,19 @@ impl Gang {
             if !room && n > widest {
                 continue;
             }
-            match self.rows[..self.used].iter_mut().find(|r| r.0 >= n) {
+            match self.rows[..self.used].iter_mut().find(|r| r.free >= n) {
                 Some(r) => {
-                    r.0 -= n;
-                    r.1.push(i);
-                    widest = self.rows[..self.used].iter().map(|r| r.0).max().unwrap_or(0);
+                    r.free -= n;
+                    r.members.push(i);
+                    widest = self.rows[..self.used].iter().map(|r| r.free).max().unwrap_or(0);
                 }
                 None if room => {
                     if self.used == self.rows.len() {
-                        self.rows.push((0, Vec::new()));
+                        self.rows.push(Row::default());
                     }
                     let row = &mut self.rows[self.used];
-                    row.0 = view.cpus - n;
-                    row.1.push(i);
+                    row.free = view.cpus - n;
+                    row.members.push(i);
                     self.used += 1;
                     widest = widest.max(view.cpus - n);
                 }
@@ -121,24 +130,24 @@ impl Gang {
             }
         }
         self.rotation = Rotation::new(self.used as u32);
-        for (_, members) in &self.rows[..self.used] {
+        for row in &self.rows[..self.used] {
             self.rotation.mix(u64::MAX);
-            for &i in members {
+            for &i in &row.members {
                 self.rotation.mix(view.programs[i].id.0);
             }
         }
     }
 
-    /// Packs the view and runs a row: the next one when the quantum `turns`, else the one
-    /// that ran this quantum (the same members, unless the packing changed).
-    fn run_row(&mut self, view: &View, out: &mut Decision, turns: bool) {
+    /// Packs the view and runs a row: the next one at a quantum `boundary`, else the one that
+    /// ran this quantum (the same members, unless the packing changed).
+    fn run_row(&mut self, view: &View, out: &mut Decision, boundary: bool) {
         self.pack(view);
         let rows = &self.rows[..self.used];
         let need_of = |i: usize| need(view, &view.programs[i]);
         if rows.is_empty() {
             return;
         }
-        let r = if turns {
+        let r = if boundary {
             self.next_row % rows.len()
         } else {
             // The row holding most of the quantum's runners (the first of equals), or the same
@@ -146,11 +155,13 @@ impl Gang {
             let kept = |row: &[usize]| {
                 row.iter().filter(|&&i| self.running.binary_search(&view.programs[i].id).is_ok()).count()
             };
-            let (best, n) =
-                rows.iter()
-                    .enumerate()
-                    .map(|(k, row)| (k, kept(&row.1)))
-                    .fold((0, 0), |a, b| if b.1 > a.1 { b } else { a });
+            let (best, n) = rows.iter().enumerate().map(|(k, row)| (k, kept(&row.members))).fold((0, 0), |a, b| {
+                if b.1 > a.1 {
+                    b
+                } else {
+                    a
+                }
+            });
             if n > 0 {
                 best
             } else {
@@ -159,14 +170,14 @@ impl Gang {
         };
         self.next_row = (r + 1) % rows.len();
         self.running.clear();
-        self.running.extend(rows[r].1.iter().map(|&i| view.programs[i].id));
-        let mut free = rows[r].0;
-        for &i in &rows[r].1 {
+        self.running.extend(rows[r].members.iter().map(|&i| view.programs[i].id));
+        let mut free = rows[r].free;
+        for &i in &rows[r].members {
             out.give(i, need_of(i));
         }
         if self.fill {
             for k in 1..rows.len() {
-                for &i in &rows[(r + k) % rows.len()].1 {
+                for &i in &rows[(r + k) % rows.len()].members {
                     if need_of(i) <= free && !out.allocations[i].running {
                         out.give(i, need_of(i));
                         free -= need_of(i);

@@ -96,9 +96,9 @@ impl Policy for Llpc {
 impl SimHints for Llpc {}
 
 impl Llpc {
-    /// Decides a quantum: when it `turns`, every program adjusts its team to the load, as at
+    /// Decides a quantum: at its `boundary`, every program adjusts its team to the load, as at
     /// its next loop; a refit within the quantum keeps the teams (new programs start whole).
-    fn fit(&mut self, view: &View, out: &mut Decision, turns: bool) {
+    fn fit(&mut self, view: &View, out: &mut Decision, boundary: bool) {
         // New programs start with every thread they create spinning, as the paper's runtime does.
         // Both lists are in id order, so one merge drops the programs gone and adds the new ones
         // (no hashing: this runs every quantum over every program).
@@ -116,7 +116,7 @@ impl Llpc {
         let mut counts = Vec::with_capacity(view.programs.len());
         for (p, (_, team, state)) in view.programs.iter().zip(&mut self.teams) {
             let before = running(p, *team);
-            *team = if !turns {
+            *team = if !boundary {
                 *team
             } else if p.kind.rigid_procs().is_none() {
                 adjust(state, view.cpus, load.min(u32::MAX as u64) as u32, created(p), *team)

@@ -150,10 +150,10 @@ impl Pdpa {
     }
 
     /// Decides a quantum: each program at the size its search holds, a new one at the base.
-    /// When the quantum `turns`, the searches take in the reports measured at the sizes they
+    /// At a quantum `boundary`, the searches take in the reports measured at the sizes they
     /// asked for and stable programs may start a probe; a refit within the quantum does
     /// neither, or it would take one measurement in twice and probe before the quantum ends.
-    fn fit(&mut self, view: &View, out: &mut Decision, turns: bool) {
+    fn fit(&mut self, view: &View, out: &mut Decision, boundary: bool) {
         let searches = self.programs.len();
         self.programs.retain(|id, _| view.index_of(*id).is_some());
         // A search started, ended, moved or probed at this decision: not settled.
@@ -177,7 +177,7 @@ impl Pdpa {
             });
             let cap = p.wants();
             if let Some(r) = p.speedup.filter(|r| {
-                turns && s.awaiting && r.cpus.get() == s.given(cap) && r.speedup.is_finite() && r.speedup > 0.0
+                boundary && s.awaiting && r.cpus.get() == s.given(cap) && r.speedup.is_finite() && r.speedup > 0.0
             }) {
                 let before = s.state;
                 self.advance(&mut s, r.cpus.get(), r.speedup);
@@ -195,7 +195,7 @@ impl Pdpa {
             let mut free = left - total as u32;
             for (k, &i) in open.iter().enumerate() {
                 let s = self.programs.get_mut(&view.programs[i].id).expect("inserted above");
-                if turns && s.state == State::Stable && !s.rest && s.tests_left > 0 && free >= 2 {
+                if boundary && s.state == State::Stable && !s.rest && s.tests_left > 0 && free >= 2 {
                     s.state = State::Test;
                     s.tests_left -= 1;
                     desired[k] += 2;
