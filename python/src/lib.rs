@@ -15,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use cpumgr_client::{Client, Mode, Options};
-use cpumgr_core::{policies, Decision, Policy, Topology, View};
+use cpumgr_core::{policies, Decision, Policy, SimHints, Topology, View};
 use cpumgr_sim::{presets, JobRecord, Observer, RunSummary, SimConfig, Workload};
 
 /// A program's handle on cpumgr (see `cpumgr_client::Client`).
@@ -37,7 +37,13 @@ impl PyClient {
     /// says so once on stderr and keeps `max` threads).
     #[new]
     #[pyo3(signature = (name=None, min=None, max=None, mode=None, socket=None))]
-    fn new(name: Option<String>, min: Option<u32>, max: Option<u32>, mode: Option<String>, socket: Option<PathBuf>) -> Self {
+    fn new(
+        name: Option<String>,
+        min: Option<u32>,
+        max: Option<u32>,
+        mode: Option<String>,
+        socket: Option<PathBuf>,
+    ) -> Self {
         PyClient { inner: RwLock::new(Client::init(Options { name, min, max, mode, socket })) }
     }
 
@@ -163,11 +169,7 @@ impl PyPolicy {
     }
 }
 
-impl Policy for PyPolicy {
-    fn name(&self) -> &'static str {
-        "python"
-    }
-
+impl SimHints for PyPolicy {
     /// Python code is handed every program's CPU time and speedup report: the simulator must
     /// keep them fresh every quantum (it brings jobs up to date only at their own events for a
     /// policy that reads neither).
@@ -180,6 +182,12 @@ impl Policy for PyPolicy {
     /// quantum of it (every quantum calls `decide`).
     fn settled(&self) -> bool {
         false
+    }
+}
+
+impl Policy for PyPolicy {
+    fn name(&self) -> &'static str {
+        "python"
     }
 
     fn decide(&mut self, view: &View, out: &mut Decision) {
@@ -242,22 +250,26 @@ fn simulate(
     mpl: Option<u32>,
 ) -> PyResult<(String, String)> {
     let w = workload(workload_spec)?;
-    let n = cpus
-        .or(w.cpus)
-        .ok_or_else(|| PyValueError::new_err(format!("{workload_spec}: give cpus= (the workload names no machine size)")))?;
+    let n = cpus.or(w.cpus).ok_or_else(|| {
+        PyValueError::new_err(format!("{workload_spec}: give cpus= (the workload names no machine size)"))
+    })?;
     cpumgr_sim::limits::cpus(n as u64).map_err(|m| PyValueError::new_err(format!("cpus={n}: {m}")))?;
     let topology = Topology::flat(n);
     let quantum = match quantum_ms {
-        Some(q) => Some(cpumgr_sim::limits::quantum(q).map_err(|m| PyValueError::new_err(format!("quantum_ms={q}: {m}")))?),
+        Some(q) => {
+            Some(cpumgr_sim::limits::quantum(q).map_err(|m| PyValueError::new_err(format!("quantum_ms={q}: {m}")))?)
+        }
         None => w.quantum,
     };
-    let cfg = SimConfig { quantum, cost: w.cost.unwrap_or_default(), mpl: mpl.unwrap_or(w.mpl), ..SimConfig::default() };
+    let cfg =
+        SimConfig { quantum, cost: w.cost.unwrap_or_default(), mpl: mpl.unwrap_or(w.mpl), ..SimConfig::default() };
     let mut jobs = Vec::new();
     let mut runs: Vec<RunSummary> = Vec::new();
     for p in &policies_ {
         let error = Arc::new(Mutex::new(None));
-        let (spec, policy, in_python): (String, Box<dyn Policy>, bool) = if let Ok(spec) = p.extract::<String>() {
-            let policy = policies::build(&spec).map_err(|e| PyValueError::new_err(format!("policy {spec:?}: {e}")))?;
+        let (spec, policy, in_python): (String, Box<dyn SimHints>, bool) = if let Ok(spec) = p.extract::<String>() {
+            let policy =
+                policies::build_simulated(&spec).map_err(|e| PyValueError::new_err(format!("policy {spec:?}: {e}")))?;
             (spec, policy, false)
         } else if p.hasattr("decide")? {
             let name = p.get_type().name()?.to_string();
