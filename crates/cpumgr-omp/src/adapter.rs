@@ -1,82 +1,17 @@
-//! What both runtimes' hooks share: the process's client, the program's own team cap, the
-//! symbols of the real OpenMP runtime, and the region bookkeeping: each tracked region's team
-//! and phase go to the slot, and its timing to the speedup estimator (SelfAnalyzer, paper 000
-//! §4.4), whose estimates go to the slot for `pdpa`.
+//! The region bookkeeping both runtimes' hooks share: how big a region's team is (the
+//! allocation, the program's own cap, the region's history), its team and phase in the slot, and
+//! its timing to the speedup estimator (SelfAnalyzer, paper 000 §4.4), whose estimates go to the
+//! slot for `pdpa`.
 
-use std::ffi::{c_int, c_void, CStr};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{LazyLock, Mutex, OnceLock};
 use std::time::Duration;
 
 use cpumgr_client::estimator::Estimator;
-use cpumgr_client::{monotonic_ns, Client, Mode};
+use cpumgr_client::{monotonic_ns, Mode};
 
 use crate::fold::{self, Verdict};
-
-/// The program's own team when a region names none: `omp_set_num_threads`'s last value, else the
-/// first entry of `OMP_NUM_THREADS`, else the CPUs it could use at start (libgomp's and libomp's
-/// own default). 0 until first needed.
-static DEFAULT_TEAM: AtomicU32 = AtomicU32::new(0);
-
-/// Looks a symbol up in the libraries loaded after this one (the real OpenMP runtime).
-pub fn next_symbol(name: &CStr) -> *mut c_void {
-    // SAFETY: dlsym with RTLD_NEXT and a NUL-terminated name.
-    unsafe { libc::dlsym(libc::RTLD_NEXT, name.as_ptr()) }
-}
-
-/// The real symbol `name`, or an abort that names it: the program called an entry point that its
-/// own runtime does not have, which cannot happen unless the libraries are mismatched.
-pub fn required(name: &CStr) -> *mut c_void {
-    let p = next_symbol(name);
-    if p.is_null() {
-        cpumgr_client::say(format_args!(
-            "cpumgr: libcpumgr_omp.so: the OpenMP runtime has no {}; aborting",
-            name.to_string_lossy()
-        ));
-        std::process::abort();
-    }
-    p
-}
-
-/// The process's client.
-pub fn client() -> &'static Client {
-    cpumgr_client::global()
-}
-
-/// The real `omp_get_level`, to leave nested regions alone.
-pub fn level() -> c_int {
-    static F: OnceLock<Option<unsafe extern "C" fn() -> c_int>> = OnceLock::new();
-    let f = F.get_or_init(|| {
-        let p = next_symbol(c"omp_get_level");
-        // SAFETY: omp_get_level has this signature in every OpenMP runtime.
-        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(p) })
-    });
-    // SAFETY: the real function, no arguments.
-    f.map(|f| unsafe { f() }).unwrap_or(0)
-}
-
-/// The program's default team: `omp_set_num_threads`'s last value, else the first entry of
-/// `OMP_NUM_THREADS`, else the CPUs it could use at start.
-pub fn default_team() -> u32 {
-    let t = DEFAULT_TEAM.load(Ordering::Relaxed);
-    if t > 0 {
-        return t;
-    }
-    let t = std::env::var("OMP_NUM_THREADS")
-        .ok()
-        .and_then(|v| v.split(',').next().and_then(|f| f.trim().parse::<u32>().ok()))
-        .filter(|&n| n > 0)
-        .unwrap_or_else(cpumgr_client::client::allowed_cpus);
-    DEFAULT_TEAM.store(t, Ordering::Relaxed);
-    t
-}
-
-/// Records the program's own `omp_set_num_threads`.
-pub fn set_default_team(n: c_int) {
-    if n > 0 {
-        DEFAULT_TEAM.store(n as u32, Ordering::Relaxed);
-    }
-}
+use crate::runtime::{client, default_team, level, log};
 
 /// Whether regions are the adapter's to size and report: managed (or LLPC), and outermost.
 #[inline]
@@ -220,44 +155,4 @@ fn analyze(r: Region, took_ns: u64) {
     } else if r.team > 1 && took_ns >= PROBE_NS && probing() {
         PROBE.store(r.key, Ordering::Relaxed);
     }
-}
-
-/// With `CPUMGR_OMP_LOG` set, prints a line on stderr (each tracked region's team, each team's
-/// verdict: for tests and for users who want to see the adapter work).
-pub fn log(line: std::fmt::Arguments) {
-    static ON: OnceLock<bool> = OnceLock::new();
-    if *ON.get_or_init(|| std::env::var_os("CPUMGR_OMP_LOG").is_some()) {
-        cpumgr_client::say(line);
-    }
-}
-
-/// The number of threads in the calling thread's team (the real `omp_get_num_threads`).
-pub fn team_size() -> u32 {
-    static F: OnceLock<Option<unsafe extern "C" fn() -> c_int>> = OnceLock::new();
-    let f = F.get_or_init(|| {
-        let p = next_symbol(c"omp_get_num_threads");
-        // SAFETY: omp_get_num_threads has this signature in every OpenMP runtime.
-        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(p) })
-    });
-    // SAFETY: the real function, no arguments.
-    f.map_or(1, |f| unsafe { f() }).max(1) as u32
-}
-
-/// Interposed `omp_set_num_threads`: remembered as the program's default team, then passed on.
-///
-/// # Safety
-/// Called by the program as the OpenMP API says.
-#[no_mangle]
-pub unsafe extern "C" fn omp_set_num_threads(n: c_int) {
-    set_default_team(n);
-    let real = real!(omp_set_num_threads, unsafe extern "C" fn(c_int));
-    // SAFETY: the real omp_set_num_threads, with the program's argument.
-    unsafe { real(n) }
-}
-
-/// The real `omp_set_num_threads` (bypassing the interposed one), for the OMPT hook.
-pub fn real_set_num_threads(n: u32) {
-    let real = real!(omp_set_num_threads, unsafe extern "C" fn(c_int));
-    // SAFETY: the real omp_set_num_threads.
-    unsafe { real(n as c_int) }
 }

@@ -39,7 +39,7 @@ use std::time::Duration;
 
 use cpumgr_client::monotonic_ns;
 
-use crate::adapter;
+use crate::runtime;
 
 /// Folded barriers between two judgements of a team, and the intervals a median is taken of (a
 /// migration or a cold cache right after the CPUs change makes a few intervals long, not the
@@ -202,7 +202,7 @@ pub fn ended(key: u64, took_ns: u64) {
 
 /// CPUs the allocation pins the program to and the allocation's epoch; `None` unmanaged.
 fn allocated() -> Option<(u32, u64)> {
-    adapter::client().allocation().map(|a| (a.cpus.len() as u32, a.epoch))
+    runtime::client().allocation().map(|a| (a.cpus.len() as u32, a.epoch))
 }
 
 impl Team {
@@ -280,7 +280,7 @@ impl Team {
     /// # Safety
     /// `body` is the region's outlined body and `data` its argument.
     pub unsafe fn member(&self, body: unsafe extern "C" fn(*mut c_void), data: *mut c_void) {
-        self.enter(adapter::team_size());
+        self.enter(runtime::team_size());
         // SAFETY: the caller's contract.
         unsafe { body(data) };
         leave();
@@ -298,7 +298,7 @@ impl Team {
         let p = MEMBER.with(|m| m.get());
         // SAFETY: MEMBER points at the team whose body this thread is running; the team outlives
         // the body (it lives in the forking call, which returns after the join).
-        (!p.is_null() && adapter::level() == 1).then(|| unsafe { &*p })
+        (!p.is_null() && runtime::level() == 1).then(|| unsafe { &*p })
     }
 
     /// A team barrier: every member waits until all have arrived, sleeping when the team is
@@ -422,12 +422,12 @@ impl Team {
     /// Takes `v` as the team's verdict and tells the manager.
     fn judge(&self, v: Verdict, size: u32, now: u64, why: std::fmt::Arguments) {
         self.verdict.store(v as u8, Ordering::Relaxed);
-        let client = adapter::client();
+        let client = runtime::client();
         match v {
             Verdict::Folding => client.fold_region_at(size, now),
             Verdict::Rigid | Verdict::Probing => client.begin_region_at(size, now),
         }
-        adapter::log(format_args!(
+        runtime::log(format_args!(
             "cpumgr-omp: team of {size} {} (a barrier every {} us unfolded{why})",
             match v {
                 Verdict::Folding => "folds",

@@ -9,7 +9,8 @@
 //! - after it: "serial, team 1", which the manager counts as a request of one CPU once it has
 //!   lasted a quantum (paper 000's ltomcatv pattern).
 //!
-//! Two runtimes, two mechanisms, one [`adapter`]:
+//! Two runtimes, two mechanisms, one [`adapter`] (regions) over one [`runtime`] (the real
+//! runtime's symbols, the client, the log):
 //! - GNU libgomp ([`gomp`]): every fork entry point the compiler calls (`GOMP_parallel`, the
 //!   `GOMP_parallel_loop_*` family, sections, reductions, the old `_start`/`_end` pair) is
 //!   interposed; the wrapper passes the allocation as `num_threads` and calls the real one.
@@ -26,7 +27,7 @@ macro_rules! real {
         static REAL: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
         let name = concat!(stringify!($name), "\0");
         let f = *REAL.get_or_init(|| {
-            $crate::adapter::required(std::ffi::CStr::from_bytes_with_nul(name.as_bytes()).unwrap()) as usize
+            $crate::runtime::required(std::ffi::CStr::from_bytes_with_nul(name.as_bytes()).unwrap()) as usize
         });
         // SAFETY: the runtime's entry point of that name has this type in its ABI.
         unsafe { std::mem::transmute::<usize, $ty>(f) }
@@ -37,3 +38,4 @@ pub mod adapter;
 pub mod fold;
 pub mod gomp;
 pub mod ompt;
+pub mod runtime;

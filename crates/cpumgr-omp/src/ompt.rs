@@ -22,6 +22,7 @@ use std::sync::OnceLock;
 
 use crate::adapter::{self, Region};
 use crate::fold::{self, Team};
+use crate::runtime;
 
 /// `ompt_data_t`: one word of tool data per region.
 #[repr(C)]
@@ -128,13 +129,13 @@ unsafe extern "C" fn parallel_begin(
     code: *const c_void,
 ) {
     let last = LAST_SET.load(Ordering::Relaxed);
-    let explicit = last != 0 && requested != last && requested != adapter::default_team();
+    let explicit = last != 0 && requested != last && requested != runtime::default_team();
     let tracked = if explicit {
         adapter::begin(requested, 0, true).1
     } else {
         let (team, tracked) = adapter::begin(0, code as usize as u64, true);
         if tracked.is_some() && team != last {
-            adapter::real_set_num_threads(team);
+            runtime::real_set_num_threads(team);
             LAST_SET.store(team, Ordering::Relaxed);
         }
         tracked
@@ -245,12 +246,12 @@ fn set_blocktime(folded: bool) {
     static SET: OnceLock<Option<unsafe extern "C" fn(c_int)>> = OnceLock::new();
     static DEFAULT: OnceLock<c_int> = OnceLock::new();
     let set = SET.get_or_init(|| {
-        let p = adapter::next_symbol(c"kmp_set_blocktime");
+        let p = runtime::next_symbol(c"kmp_set_blocktime");
         // SAFETY: kmp_set_blocktime(int) is libomp's.
         (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn(c_int)>(p) })
     });
     let default = *DEFAULT.get_or_init(|| {
-        let p = adapter::next_symbol(c"kmp_get_blocktime");
+        let p = runtime::next_symbol(c"kmp_get_blocktime");
         // SAFETY: kmp_get_blocktime() is libomp's.
         if p.is_null() {
             200
