@@ -22,10 +22,12 @@ use std::time::{Duration, Instant};
 
 use cpumgr_proto::slot::{monotonic_ns, Allocation, Phase};
 use cpumgr_proto::transport::default_socket;
-use cpumgr_proto::{Conn, Doorbell, Registration, Reply, Request, Segment};
+use cpumgr_proto::{Conn, Registration, Reply, Request, Segment};
 
 use crate::fork::Process;
 use crate::llpc::Llpc;
+use crate::managed::{open_doorbell, Link, Managed};
+use crate::say::note;
 
 /// How long [`Client::init`] waits for the manager's first allocation, so the first region is
 /// already sized to it (the moldable start).
@@ -60,51 +62,6 @@ pub struct Options {
     pub socket: Option<std::path::PathBuf>,
 }
 
-/// The managed state: the mapped slot and the link to the manager, shared with the thread that
-/// registers a self-registered program again with a restarted manager ([`crate::rejoin`]).
-pub(crate) struct Managed {
-    /// Whether this client registered the program (and so unregisters it at the end).
-    owned: bool,
-    pub(crate) segment: Segment,
-    link: Mutex<Link>,
-}
-
-/// What changes when the program registers again with another manager.
-struct Link {
-    conn: Conn,
-    id: u64,
-    /// The work-list doorbell, rung after a request change so the manager acts at once; `None`
-    /// when the manager does not hand one out.
-    doorbell: Option<Doorbell>,
-    /// The client is ending: nothing may register the program again.
-    closing: bool,
-}
-
-impl Managed {
-    fn link(&self) -> std::sync::MutexGuard<'_, Link> {
-        self.link.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Whether the client is ending.
-    pub(crate) fn closing(&self) -> bool {
-        self.link().closing
-    }
-
-    /// Makes a new registration the client's: its connection, id and doorbell. When the client
-    /// is ending (its `Drop` already unregistered through the old connection), nothing changes and
-    /// the new registration is undone through `conn`, so no registration outlives the client.
-    /// False then.
-    pub(crate) fn relink(&self, conn: Conn, id: u64, doorbell: Option<Doorbell>) -> bool {
-        let mut link = self.link();
-        if link.closing {
-            let _ = conn.call(&Request::Unregister { id });
-            return false;
-        }
-        *link = Link { conn, id, doorbell, closing: false };
-        true
-    }
-}
-
 enum Backend {
     Managed(Arc<Managed>),
     Unmanaged,
@@ -131,13 +88,6 @@ pub fn allowed_cpus() -> u32 {
         .map(|set| (0..nix::sched::CpuSet::count()).filter(|&c| set.is_set(c).unwrap_or(false)).count() as u32)
         .unwrap_or(1)
         .max(1)
-}
-
-/// Says something about cpumgr on the program's stderr, unless `CPUMGR_QUIET` is set.
-pub(crate) fn note(msg: &str) {
-    if std::env::var_os("CPUMGR_QUIET").is_none() {
-        crate::say(format_args!("cpumgr: {msg}"));
-    }
 }
 
 impl Client {
@@ -223,15 +173,8 @@ impl Client {
     /// Tells the manager the slot's request changed, so CPUs this program released reach a
     /// waiting program at once rather than at the next quantum.
     fn ring(&self) {
-        // try_lock: the ring only hastens what the next quantum does anyway, so a runtime thread
-        // never waits for the rejoin thread (nor deadlocks in a child forked while it held the
-        // lock).
         if let Backend::Managed(m) = self.backend() {
-            if let Ok(link) = m.link.try_lock() {
-                if let Some(d) = &link.doorbell {
-                    d.ring();
-                }
-            }
+            m.ring();
         }
     }
 
@@ -401,15 +344,7 @@ fn connect(opts: &Options, max: u32) -> Result<(Managed, Option<Rejoin>), String
     let segment = Segment::open(fd).map_err(|e| format!("the manager's slot is unusable: {e}"))?;
     let doorbell = open_doorbell(&conn, id);
     let link = Link { conn, id, doorbell, closing: false };
-    Ok((Managed { owned: rejoin.is_some(), segment, link: Mutex::new(link) }, rejoin))
-}
-
-/// Program `id`'s work-list doorbell, when the manager hands one out.
-pub(crate) fn open_doorbell(conn: &Conn, id: u64) -> Option<Doorbell> {
-    match conn.call(&Request::OpenDoorbell { id: Some(id) }) {
-        Ok((Reply::Doorbell { .. }, fds)) => fds.into_iter().next().map(Doorbell::from_fd),
-        _ => None,
-    }
+    Ok((Managed::new(rejoin.is_some(), segment, link), rejoin))
 }
 
 /// The slot of the registration a launcher made for this process's group. A launched program

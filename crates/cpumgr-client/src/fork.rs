@@ -34,7 +34,7 @@ impl Process {
             // SAFETY: registers a handler that only increments an atomic, which is safe in a
             // child of fork. It fails only without memory, and then no fork is told apart.
             if unsafe { nix::libc::pthread_atfork(None, None, Some(forked)) } != 0 {
-                crate::client::note("cannot watch for fork: a forked child may act for its parent");
+                crate::say::note("cannot watch for fork: a forked child may act for its parent");
             }
         });
         Process(FORKS.load(Ordering::Relaxed))

@@ -20,6 +20,7 @@ pub mod client;
 pub mod estimator;
 mod fork;
 pub mod llpc;
+mod managed;
 pub mod pool;
 mod rejoin;
 pub mod say;

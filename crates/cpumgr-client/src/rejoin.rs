@@ -20,7 +20,8 @@ use std::time::Duration;
 use cpumgr_proto::{Conn, Registration, Reply, Request};
 use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
 
-use crate::client::{note, open_doorbell, Managed};
+use crate::managed::{open_doorbell, Managed};
+use crate::say::note;
 
 /// How often a waiting thread checks that its client still exists.
 const ALIVE_CHECK: Duration = Duration::from_secs(1);

@@ -14,6 +14,13 @@ pub fn say(line: std::fmt::Arguments<'_>) {
     let _ = write_line(&mut std::io::stderr().lock(), line);
 }
 
+/// Says something about cpumgr on the program's stderr, unless `CPUMGR_QUIET` is set.
+pub(crate) fn note(msg: &str) {
+    if std::env::var_os("CPUMGR_QUIET").is_none() {
+        say(format_args!("cpumgr: {msg}"));
+    }
+}
+
 /// Formats `line` and a newline, then hands the whole to `out` in one `write_all`.
 fn write_line(out: &mut impl Write, line: std::fmt::Arguments<'_>) -> std::io::Result<()> {
     let mut text = line.to_string();
