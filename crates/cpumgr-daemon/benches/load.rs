@@ -21,7 +21,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use cpumgr_core::sources::synthetic;
-use cpumgr_daemon::enforce::Choice;
 use cpumgr_daemon::limits::UserLimits;
 use cpumgr_daemon::ratelimit::Rates;
 use cpumgr_daemon::{Manager, Settings};
@@ -85,12 +84,13 @@ fn main() {
 /// The manager process: serves `socket` and metrics on a free loopback port (printed on stdout),
 /// with limits out of the way of the load, until its stdin closes.
 fn serve(socket: &Path) {
-    let node = std::env::var(NODE_VAR).ok().filter(|n| n != "host");
+    let node = std::env::var(NODE_VAR)
+        .ok()
+        .filter(|n| n != "host")
+        .map(|n| synthetic::parse(&n).unwrap_or_else(|e| panic!("{NODE_VAR}={n}: {e}")));
     let settings = Settings {
-        // A cgroup cannot be given CPUs the host lacks (each step would retry the write); an
-        // affinity call fails for them as cheaply as it succeeds on a real node.
-        backend: if node.is_some() { Choice::Affinity } else { Choice::Auto },
-        topology: node.map(|n| synthetic::parse(&n).unwrap_or_else(|e| panic!("{NODE_VAR}={n}: {e}"))),
+        backend: support::backend_for(node.as_ref()),
+        topology: node,
         max_programs: 1 << 16,
         user_limits: UserLimits { max_programs: 1 << 16, ..UserLimits::default() },
         rates: Rates { per_connection: u32::MAX, per_user: u32::MAX, connections_per_user: 1024 },

@@ -23,7 +23,6 @@ use std::time::Duration;
 
 use cpumgr_core::sources::synthetic;
 use cpumgr_core::Topology;
-use cpumgr_daemon::enforce::Choice;
 use cpumgr_daemon::limits::UserLimits;
 use cpumgr_daemon::procfs::{self, Target};
 use cpumgr_daemon::{Settings, State};
@@ -38,9 +37,7 @@ use support::Sleepers;
 fn state(kids: &Sleepers, quantum: Duration, node: Option<Topology>) -> State {
     let settings = Settings {
         quantum,
-        // A cgroup cannot be given CPUs the host lacks (each step would retry the write); an
-        // affinity call fails for them as cheaply as it succeeds on a real node.
-        backend: if node.is_some() { Choice::Affinity } else { Choice::Auto },
+        backend: support::backend_for(node.as_ref()),
         topology: node,
         user_limits: UserLimits { max_programs: 4096, ..Default::default() },
         ..Default::default()

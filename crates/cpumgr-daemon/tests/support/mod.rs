@@ -32,6 +32,18 @@ impl Sleepers {
     }
 }
 
+/// The backend for a manager of `node`, a modelled machine when `Some`: a cgroup cannot be given
+/// CPUs the host lacks (each step would retry the write), while an affinity call fails for them
+/// as cheaply as it succeeds on a real node.
+pub fn backend_for(node: Option<&cpumgr_core::Topology>) -> cpumgr_daemon::enforce::Choice {
+    use cpumgr_daemon::enforce::Choice;
+    if node.is_some() {
+        Choice::Affinity
+    } else {
+        Choice::Auto
+    }
+}
+
 /// Registers every sleeper with `state` directly, as this process (no socket): a manager's state
 /// stepped by the caller.
 pub fn register_all(state: &mut State, kids: &Sleepers) {
