@@ -1,13 +1,13 @@
 """Benchmark: unmodified numpy programs on a shared machine, with and without cpumgr (prints
 figures, asserts nothing).
 
-Two numpy scripts (400x400 products in a loop, OpenBLAS's own thread count) started together,
-and one beside the OpenMP stencil kernel, under: plain Linux (every pool as wide as the machine),
+Two numpy scripts (400x400 products in a loop, OpenBLAS's own thread count) started 20 ms apart
+(`--gap` seconds), and one beside the OpenMP stencil kernel, under: plain Linux (every pool as wide as the machine),
 static halves (each pinned to one CPU, one thread) and cpumgr (each under `cpumgr run`, the
 hook sizing the BLAS pool, the adapter the OpenMP teams); and each script alone on both CPUs.
 The makespan is from the first start to the last end.
 
-    target/py/bin/python python/bench/noimport.py [--iters 600] [--cpumgr target/debug/cpumgr]
+    target/py/bin/python python/bench/noimport.py [--iters 600] [--gap 0.02] [--cpumgr target/debug/cpumgr]
 
 Needs numpy and threadpoolctl in the interpreter that runs it, gcc with OpenMP for the kernel,
 and 2 CPUs (0 and 1).
@@ -39,14 +39,15 @@ print("pool sizes (threads: products):", dict(sorted(sizes.items())), flush=True
 """
 
 
-def run_together(commands, env):
-    """Starts every command 20 ms apart; the makespan, each one's time and its output."""
+def run_together(commands, env, gap=0.02):
+    """Starts every command `gap` seconds after the one before; the makespan, each one's time and
+    its output."""
     t0 = time.monotonic()
     procs = []
     for cmd, extra in commands:
         procs.append((subprocess.Popen(cmd, env={**env, **extra}, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                        text=True), time.monotonic()))
-        time.sleep(0.02)
+        time.sleep(gap)
     times, outs = [], []
     pending = list(range(len(procs)))
     ends = [None] * len(procs)
@@ -70,6 +71,7 @@ def main():
     ap.add_argument("--iters", type=int, default=600, help="products per numpy program")
     ap.add_argument("--cpumgr", default=os.environ.get("CPUMGR_BIN", str(REPO / "target/debug/cpumgr")))
     ap.add_argument("--stencil", default="-n 512 -iters 3000 -regions 300", help="the stencil's options")
+    ap.add_argument("--gap", type=float, default=0.02, help="seconds between the two programs' starts")
     args = ap.parse_args()
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="cpumgr-noimport-"))
     script = tmp / "numpy_loop.py"
@@ -97,7 +99,7 @@ def main():
         }
         print(f"\n{name}: alone on both CPUs {alone[0]:.2f} s and {alone[1]:.2f} s")
         for row, commands in rows.items():
-            makespan, times, outs = run_together(commands, env)
+            makespan, times, outs = run_together(commands, env, args.gap)
             pools = "; ".join(o.splitlines()[-1] for o in outs if o.startswith("pool sizes"))
             print(f"  {row:14} makespan {makespan:6.2f} s  (each {', '.join(f'{t:.2f}' for t in times)} s)  {pools}")
     print(f"\nload average after: {os.getloadavg()}")
