@@ -245,19 +245,10 @@ impl Entry {
 
     /// The program as policies see it.
     pub fn program(&self, ticks_per_sec: u64, managed: u32) -> Program {
-        Program {
-            id: self.id,
-            name: self.name.as_str().into(),
-            kind: self.kind,
-            request: self.request,
-            weight: self.weight,
-            arrival: self.arrival,
-            cpu_time: self.ticks_used * (1_000_000_000 / ticks_per_sec.max(1)),
-            speedup: self.speedup,
-            cpus: self.cpus.clone(),
-            running: self.ran,
-            threads: self.team(managed),
-        }
+        let mut p = Program::new(self.id.0, self.name.as_str(), 1);
+        p.arrival = self.arrival;
+        self.program_into(ticks_per_sec, managed, &mut p);
+        p
     }
 
     /// [`Entry::program`] into `p`, reusing its allocations (its CPU set's words).
