@@ -91,9 +91,26 @@ pub fn links_openmp(path: &Path) -> bool {
 /// Whether the ELF executable at `path` names, in its dynamic section's `DT_NEEDED`, a library
 /// whose name starts with one of `names`.
 pub fn links_any(path: &Path, names: &[&str]) -> bool {
-    let Ok(bytes) = std::fs::read(path) else { return false };
-    let Ok(elf) = goblin::elf::Elf::parse(&bytes) else { return false };
-    elf.libraries.iter().any(|l| names.iter().any(|r| l.starts_with(r)))
+    needed(path).iter().any(|l| names.iter().any(|r| l.starts_with(r)))
+}
+
+/// The libraries the ELF executable at `path` names in `DT_NEEDED` (none for a file that is not
+/// one), read once per process: a command is asked about OpenMP and about oneTBB, and a launcher
+/// starts the same binary for many jobs, so the whole file is read and parsed only the first time.
+fn needed(path: &Path) -> std::sync::Arc<[String]> {
+    static SEEN: std::sync::Mutex<Vec<(PathBuf, std::sync::Arc<[String]>)>> = std::sync::Mutex::new(Vec::new());
+    let mut seen = SEEN.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, libs)) = seen.iter().find(|(p, _)| p == path) {
+        return libs.clone();
+    }
+    let libs: std::sync::Arc<[String]> = std::fs::read(path)
+        .ok()
+        .and_then(|bytes| {
+            goblin::elf::Elf::parse(&bytes).ok().map(|elf| elf.libraries.iter().map(|l| l.to_string()).collect())
+        })
+        .unwrap_or_default();
+    seen.push((path.to_path_buf(), libs.clone()));
+    libs
 }
 
 /// Tells the client library in `cmd` to ask the manager on `socket` for the registration its
