@@ -100,7 +100,7 @@ class Follower:
             self.busy = False
         self.applied = n
         if sized:
-            # The team the manager judges the program by: the pools' size, now true.
+            # The team the manager judges the program by: the pools' size, true once they are sized.
             self.capi.cpumgr_begin_region(n)
 
     def _size(self, n, objects):

@@ -18,8 +18,6 @@ pub mod sources;
 pub mod topology;
 pub mod trace;
 
-#[cfg(test)]
-pub(crate) mod testing;
 
 pub use cpuset::CpuSet;
 pub use placer::Placer;

@@ -178,7 +178,7 @@ mod tests {
         assert_eq!(domain_sizes(&view), vec![1, 2, 4, 8]);
         // Three programs wanting 8: fair shares 3, 3, 2 round to 2, 2, 2; the 2 left over grow
         // the first to a whole L3 domain.
-        let (d, sets) = decide(&crate::testing::programs(&[8, 8, 8]));
+        let (d, sets) = decide(&crate::policies::testing::programs(&[8, 8, 8]));
         let counts: Vec<u32> = d.allocations.iter().map(|a| a.count).collect();
         assert_eq!(counts, vec![4, 2, 2]);
         assert_eq!(sets[0].to_string(), "0-3", "one whole L3");
@@ -195,12 +195,12 @@ mod tests {
         // A flat machine has domains of 1 CPU and of the whole machine only: no domain of its own
         // to keep a 4-CPU share in, so it is not rounded down to 1.
         let flat = Topology::flat(8);
-        let (d, sets) = decide_on(&flat, &crate::testing::programs(&[4]));
+        let (d, sets) = decide_on(&flat, &crate::policies::testing::programs(&[4]));
         assert_eq!((counts(&d), sets[0].len()), (vec![4], 4));
         // Max-min fair shares, every CPU used, as equipartition with redistribution gives them.
-        let (d, _) = decide_on(&flat, &crate::testing::programs(&[8, 8, 8]));
+        let (d, _) = decide_on(&flat, &crate::policies::testing::programs(&[8, 8, 8]));
         assert_eq!(counts(&d), vec![3, 3, 2]);
-        let (d, _) = decide_on(&flat, &crate::testing::programs(&[1, 6, 6]));
+        let (d, _) = decide_on(&flat, &crate::policies::testing::programs(&[1, 6, 6]));
         assert_eq!(counts(&d), vec![1, 4, 3]);
         assert!(d.allocations.iter().all(|a| a.block == 1), "any CPUs of a flat machine");
     }
@@ -210,13 +210,13 @@ mod tests {
         // 8 cores × 2 SMT: domains of 1, 2 and 16 CPUs. Shares of 8 take four whole cores each
         // (rounded down to a domain size, they would get one core each and leave 12 CPUs idle).
         let t = crate::sources::synthetic::parse("core:8 pu:2").unwrap();
-        let (d, sets) = decide_on(&t, &crate::testing::programs(&[16, 16]));
+        let (d, sets) = decide_on(&t, &crate::policies::testing::programs(&[16, 16]));
         assert_eq!(counts(&d), vec![8, 8]);
         assert!(d.allocations.iter().all(|a| a.block == 2), "whole cores");
         assert!(sets.iter().all(|s| s.len() == 8));
         // Fair shares 6, 5, 5 round down to whole cores (6, 4, 4); the 2 CPUs left grow the
         // first program by a core, in arrival order.
-        let (d, _) = decide_on(&t, &crate::testing::programs(&[16, 16, 16]));
+        let (d, _) = decide_on(&t, &crate::policies::testing::programs(&[16, 16, 16]));
         assert_eq!(counts(&d), vec![8, 4, 4]);
     }
 
@@ -228,15 +228,15 @@ mod tests {
         let t = crate::sources::synthetic::parse("package:2 numa:2 core:8 pu:2").unwrap();
         let view = View { now: 0, quantum: 1, topology: &t, cpus: 64, programs: &[] };
         assert_eq!(domain_sizes(&view), vec![1, 2, 16, 32, 64]);
-        let (d, sets) = decide_on(&t, &crate::testing::programs(&[64, 64, 64, 10]));
+        let (d, sets) = decide_on(&t, &crate::policies::testing::programs(&[64, 64, 64, 10]));
         assert_eq!(counts(&d), vec![16, 16, 16, 2]);
         assert_eq!(d.allocations.iter().map(|a| a.block).collect::<Vec<_>>(), vec![16, 16, 16, 2]);
         assert!(sets[..3].iter().all(|s| s.len() == 16));
         // A share of 44 rounds down to a package, 20 to a NUMA node; a lone program takes the
         // whole machine.
-        let (d, _) = decide_on(&t, &crate::testing::programs(&[64, 20]));
+        let (d, _) = decide_on(&t, &crate::policies::testing::programs(&[64, 20]));
         assert_eq!(counts(&d), vec![32, 16]);
-        let (d, _) = decide_on(&t, &crate::testing::programs(&[64]));
+        let (d, _) = decide_on(&t, &crate::policies::testing::programs(&[64]));
         assert_eq!(counts(&d), vec![64]);
     }
 }

@@ -92,7 +92,7 @@ impl SimHints for Cluster {
 mod tests {
     use super::*;
     use crate::placer::{validate, Placer};
-    use crate::testing::{decide_once, programs};
+    use crate::policies::testing::{decide_once, programs};
     use crate::topology::Topology;
 
     #[test]

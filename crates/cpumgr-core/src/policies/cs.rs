@@ -31,7 +31,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
 #[cfg(test)]
 mod tests {
     use crate::policies::sliding::tests::running;
-    use crate::testing::programs;
+    use crate::policies::testing::programs;
 
     #[test]
     fn jobs_beyond_the_mpl_wait() {

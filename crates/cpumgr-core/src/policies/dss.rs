@@ -65,7 +65,7 @@ pub fn dss_shares(view: &View, members: &[usize], cpus: u32, out: &mut Decision)
 
 #[cfg(test)]
 mod tests {
-    use crate::testing::{decide_once, programs};
+    use crate::policies::testing::{decide_once, programs};
 
     #[test]
     fn shares_are_request_times_p_over_total_requests() {

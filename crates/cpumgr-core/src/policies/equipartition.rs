@@ -117,7 +117,7 @@ pub fn water_fill(cpus: u32, wants: &[u32]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::{decide_once, programs};
+    use crate::policies::testing::{decide_once, programs};
 
     #[test]
     fn paper_rule_leaves_unrequested_cpus_idle() {

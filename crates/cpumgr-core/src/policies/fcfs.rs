@@ -86,8 +86,8 @@ impl SimHints for Fcfs {}
 #[cfg(test)]
 mod tests {
     use crate::policies::sliding::tests::{running, step};
+    use crate::policies::testing::programs;
     use crate::program::{Program, Request};
-    use crate::testing::programs;
 
     #[test]
     fn the_head_blocks_without_backfill_and_nobody_is_preempted() {

@@ -224,7 +224,7 @@ impl SimHints for Gang {
 #[cfg(test)]
 mod tests {
     use crate::policies::sliding::tests::{runners, running};
-    use crate::testing::programs;
+    use crate::policies::testing::programs;
 
     #[test]
     fn rows_run_in_turn_and_every_program_gets_equal_quanta() {

@@ -142,7 +142,7 @@ impl Llpc {
 mod tests {
     use super::*;
     use crate::policies::sliding::tests::{running, step};
-    use crate::testing::programs;
+    use crate::policies::testing::programs;
 
     #[test]
     fn follows_the_papers_example() {

@@ -203,6 +203,8 @@ impl RigidFirst {
 
 #[cfg(test)]
 mod properties;
+#[cfg(test)]
+mod testing;
 
 #[cfg(test)]
 mod tests {

@@ -42,7 +42,7 @@ impl SimHints for Os {}
 
 #[cfg(test)]
 mod tests {
-    use crate::testing::{decide_once, programs};
+    use crate::policies::testing::{decide_once, programs};
 
     #[test]
     fn everyone_gets_what_it_asks() {

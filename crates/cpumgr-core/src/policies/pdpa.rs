@@ -402,7 +402,7 @@ mod tests {
     #[test]
     fn advises_a_higher_mpl_when_cpus_go_unused() {
         let t = Topology::flat(32);
-        let progs = crate::testing::programs(&[16, 16]);
+        let progs = crate::policies::testing::programs(&[16, 16]);
         let mut p = crate::policies::build("pdpa:tests=0").unwrap();
         let view = View { now: 0, quantum: 1, topology: &t, cpus: 32, programs: &progs };
         let mut d = Decision::default();

@@ -98,7 +98,7 @@ mod tests {
     use crate::program::{Kind, Program};
 
     fn rigid(requests: &[u32]) -> Vec<Program> {
-        let mut progs = crate::testing::programs(requests);
+        let mut progs = crate::policies::testing::programs(requests);
         for p in &mut progs {
             p.kind = Kind::Rigid(p.request.now);
         }
@@ -120,7 +120,7 @@ mod tests {
         // recomputed from the request it was 8, so the started jobs held 14 of 8 CPUs (and the
         // count of free CPUs underflowed).
         let topology = crate::topology::Topology::flat(8);
-        let mut progs = crate::testing::programs(&[2, 6]);
+        let mut progs = crate::policies::testing::programs(&[2, 6]);
         let mut policy = crate::policies::build("scs:mpl=1").unwrap();
         let mut out = Decision::default();
         let mut decide = |progs: &[Program]| {

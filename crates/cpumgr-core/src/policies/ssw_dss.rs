@@ -20,7 +20,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
 #[cfg(test)]
 mod tests {
     use crate::policies::sliding::tests::running;
-    use crate::testing::programs;
+    use crate::policies::testing::programs;
 
     #[test]
     fn the_window_steps_one_program_at_a_time() {

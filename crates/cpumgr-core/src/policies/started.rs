@@ -83,7 +83,7 @@ impl<T: Copy> Started<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::programs;
+    use crate::policies::testing::programs;
     use crate::topology::Topology;
 
     fn view<'v>(t: &'v Topology, progs: &'v [Program]) -> View<'v> {

@@ -97,7 +97,7 @@ impl SimHints for Static {
 #[cfg(test)]
 mod tests {
     use crate::policies::sliding::tests::running;
-    use crate::testing::programs;
+    use crate::policies::testing::programs;
 
     #[test]
     fn partitions_are_fixed_and_kept() {

@@ -21,7 +21,7 @@ pub const INFO: PolicyInfo = PolicyInfo {
 #[cfg(test)]
 mod tests {
     use crate::policies::sliding::tests::{runners, running};
-    use crate::testing::programs;
+    use crate::policies::testing::programs;
 
     #[test]
     fn the_window_jumps_from_gang_to_gang() {

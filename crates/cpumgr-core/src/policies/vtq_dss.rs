@@ -163,7 +163,7 @@ impl SimHints for VtqDss {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::programs;
+    use crate::policies::testing::programs;
     use crate::topology::Topology;
 
     /// Runs the policy on its own schedule (quantum ticks and wake-ups) until `end`, adding up

@@ -138,7 +138,7 @@ impl RotationMemo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testing::programs;
+    use crate::policies::testing::programs;
     use crate::topology::Topology;
 
     #[test]
