@@ -19,6 +19,13 @@
 //!    first, while they still need a whole block (aligned with the topology where the block size
 //!    divides the sizes of its domains). The rest grows as in rule 3 from their first CPU (the
 //!    lowest they keep, else their first block), with no best fit.
+//! 6. A program with an allowed set ([`Placer::place_within`]: the CPUs a batch system bound it
+//!    to) gets CPUs only inside it, as long as it holds enough free CPUs: it keeps and grows by
+//!    rules 2 to 5 on a free map that shows only its allowed CPUs. These programs are placed
+//!    before every other one, the fewest allowed CPUs first (then in program order), so that a
+//!    program allowed anything takes what they leave; what a program's allowed CPUs cannot hold
+//!    (another program allowed the same CPUs has them) it takes last, anywhere, so that every
+//!    count holds and no CPU is shared.
 //!
 //! Every program keeps (rule 2) before any grows; then they grow one at a time: those that keep
 //! CPUs first, then those that keep none; in each group the one that still needs the most CPUs
@@ -174,6 +181,66 @@ impl Placer {
         decision: &Decision,
         sets: &mut Vec<CpuSet>,
     ) {
+        self.reset(topology, managed);
+        // Every set is cleared and written: those kept from the last placement keep their
+        // storage.
+        sets.resize(programs.len(), CpuSet::new());
+        self.assign(topology, programs, decision, 0..programs.len(), sets);
+    }
+
+    /// [`Placer::place`] with each program's allowed CPUs: `within[i]`, when `Some`, is the only
+    /// CPUs program `i` may be given (the CPUs its processes could use when it registered: a
+    /// batch system's binding, `taskset`); `None` (or a slice shorter than `programs`) allows
+    /// every managed CPU. The programs that have an allowed set are placed first (rule 6 of the
+    /// module docs), so that where their sets leave room every program gets its count, each
+    /// inside what it is allowed, and none shares a CPU. Without an allowed set this is
+    /// [`Placer::place`], CPU for CPU.
+    #[allow(clippy::too_many_arguments)]
+    pub fn place_within(
+        &mut self,
+        topology: &Topology,
+        managed: &CpuSet,
+        programs: &[Program],
+        within: &[Option<CpuSet>],
+        decision: &Decision,
+        sets: &mut Vec<CpuSet>,
+    ) {
+        let bound = |i: usize| within.get(i).and_then(Option::as_ref);
+        let mut first: Vec<(usize, usize)> =
+            (0..programs.len()).filter_map(|i| bound(i).map(|set| (set.len(), i))).collect();
+        if first.is_empty() {
+            return self.place(topology, managed, programs, decision, sets);
+        }
+        self.reset(topology, managed);
+        sets.resize(programs.len(), CpuSet::new());
+        if self.kept.len() < programs.len() {
+            self.kept.resize_with(programs.len(), Taken::default);
+        }
+        // The fewest allowed CPUs first: a program allowed a few leaves the rest to those
+        // allowed more.
+        first.sort_unstable();
+        for &(_, i) in &first {
+            let hidden = self.hide_outside(topology, bound(i).expect("bounded"));
+            self.keep(topology, programs, decision, std::iter::once(i));
+            self.unhide(topology, &hidden);
+        }
+        for &(_, i) in &first {
+            let hidden = self.hide_outside(topology, bound(i).expect("bounded"));
+            self.grow(topology, decision, std::iter::once(i));
+            self.unhide(topology, &hidden);
+        }
+        let rest = (0..programs.len()).filter(|&i| bound(i).is_none());
+        self.keep(topology, programs, decision, rest.clone());
+        self.grow(topology, decision, rest);
+        // What a program's allowed CPUs could not hold (others allowed them too took them) it
+        // takes from what is left, so that every count holds.
+        self.grow(topology, decision, first.iter().map(|&(_, i)| i));
+        self.write(topology, 0..programs.len(), sets);
+    }
+
+    /// Frees every managed CPU and takes every other one: the free map a full placement starts
+    /// from.
+    fn reset(&mut self, topology: &Topology, managed: &CpuSet) {
         let n = topology.num_cpus();
         // Every CPU is managed (the usual case): every position is free, with no walk over the
         // CPUs.
@@ -186,10 +253,30 @@ impl Placer {
             self.free.in_domain.resize(topology.domains().len(), 0);
             self.release(topology, managed);
         }
-        // Every set is cleared and written: those kept from the last placement keep their
-        // storage.
-        sets.resize(programs.len(), CpuSet::new());
-        self.assign(topology, programs, decision, 0..programs.len(), sets);
+    }
+
+    /// Marks the free CPUs outside `allowed` taken, so that what the placer keeps or grows next
+    /// is inside it (best fit too: the domains' counts follow); returns them, per word, for
+    /// [`Placer::unhide`].
+    fn hide_outside(&mut self, topology: &Topology, allowed: &CpuSet) -> Vec<u64> {
+        let inside = topology.position_words(allowed, &mut self.scratch).to_vec();
+        let hidden: Vec<u64> =
+            (0..self.free.map.len()).map(|k| self.free.map.word(k) & !inside.get(k).copied().unwrap_or(0)).collect();
+        for (k, &w) in hidden.iter().enumerate() {
+            if w != 0 {
+                self.free.set_bits(topology, k, w, false);
+            }
+        }
+        hidden
+    }
+
+    /// Frees again the CPUs [`Placer::hide_outside`] hid.
+    fn unhide(&mut self, topology: &Topology, hidden: &[u64]) {
+        for (k, &w) in hidden.iter().enumerate() {
+            if w != 0 {
+                self.free.set_bits(topology, k, w, true);
+            }
+        }
     }
 
     /// Places only the programs `changed` (indices into `programs` and `decision`, increasing),
@@ -372,9 +459,22 @@ impl Placer {
         if self.kept.len() < programs.len() {
             self.kept.resize_with(programs.len(), Taken::default);
         }
-        // Keep: each program holds on to as many of its previous CPUs as it still gets, lowest
-        // positions first so a shrinking program stays compact.
-        for i in which.clone() {
+        self.keep(topology, programs, decision, which.clone());
+        self.grow(topology, decision, which.clone());
+        self.write(topology, which, sets);
+    }
+
+    /// Keep: each program of `which` holds on to as many of its previous CPUs as it still gets
+    /// and are free, lowest positions first so a shrinking program stays compact.
+    #[inline(always)]
+    fn keep(
+        &mut self,
+        topology: &Topology,
+        programs: &[Program],
+        decision: &Decision,
+        which: impl Iterator<Item = usize>,
+    ) {
+        for i in which {
             let kept = &mut self.kept[i];
             kept.clear();
             let count = want(decision, i) as usize;
@@ -389,11 +489,15 @@ impl Placer {
                 self.free.take_word(topology, k, w & self.free.map.word(k), count - kept.len, kept);
             }
         }
+    }
 
-        // Grow: programs that keep CPUs grow around them first, then newcomers, the largest
-        // first (best fit packs big requests before small ones fragment the machine).
+    /// Grow: the programs of `which` that still need CPUs take them, those that keep CPUs around
+    /// them first, then newcomers, the largest first (best fit packs big requests before small
+    /// ones fragment the machine).
+    #[inline(always)]
+    fn grow(&mut self, topology: &Topology, decision: &Decision, which: impl Iterator<Item = usize>) {
         self.order.clear();
-        self.order.extend(which.clone().filter_map(|i| {
+        self.order.extend(which.filter_map(|i| {
             let (kept, want) = (self.kept[i].len, want(decision, i));
             // Kept CPUs are some of the wanted ones: the rest fits a `u32` too.
             (kept < want as usize).then(|| GrowKey::new(kept == 0, want - kept as u32, i))
@@ -430,8 +534,12 @@ impl Placer {
                 }
             }
         }
-        // Written into the sets' own storage: a placement allocates nothing once the sets have
-        // grown to the machine.
+    }
+
+    /// Writes the sets of the programs `which` from what they took, into the sets' own storage:
+    /// a placement allocates nothing once the sets have grown to the machine.
+    #[inline(always)]
+    fn write(&mut self, topology: &Topology, which: impl Iterator<Item = usize>, sets: &mut [CpuSet]) {
         for i in which {
             let set = &mut sets[i];
             set.clear();
@@ -943,5 +1051,143 @@ mod tests {
             Err(PlacementError::Unmanaged { cpu: 5, .. })
         ));
         assert!(matches!(validate(&managed, &decision(&[2, 1]), &[]), Err(PlacementError::Oversubscribed { .. })));
+    }
+
+    /// `place_within` on the whole machine, validated.
+    fn place_within(t: &Topology, progs: &[Program], within: &[Option<CpuSet>], counts: &[u32]) -> Vec<CpuSet> {
+        let mut sets = Vec::new();
+        let d = decision(counts);
+        Placer::new().place_within(t, t.cpus(), progs, within, &d, &mut sets);
+        validate(t.cpus(), &d, &sets).unwrap();
+        sets
+    }
+
+    fn set(list: &str) -> Option<CpuSet> {
+        Some(CpuSet::parse(list).unwrap())
+    }
+
+    #[test]
+    fn a_program_allowed_one_cpu_gets_it_and_the_other_moves() {
+        let t = Topology::flat(2);
+        let mut progs = vec![Program::new(1, "wide", 2), Program::new(2, "taskset", 1)];
+        // Either order of arrival, either CPU allowed: the bounded one gets its CPU.
+        for (allowed, other) in [("1", "0"), ("0", "1")] {
+            let sets = place_within(&t, &progs, &[None, set(allowed)], &[1, 1]);
+            assert_eq!((sets[0].to_string(), sets[1].to_string()), (other.into(), allowed.into()));
+        }
+        // The wide one ran on CPU 0, which the newcomer is allowed alone: the wide one moves.
+        progs[0].cpus = CpuSet::parse("0").unwrap();
+        let sets = place_within(&t, &progs, &[None, set("0")], &[1, 1]);
+        assert_eq!((sets[0].to_string(), sets[1].to_string()), ("1".into(), "0".into()));
+        // Without allowed sets, it keeps its CPU (rule 2).
+        let sets = place_within(&t, &progs, &[None, None], &[1, 1]);
+        assert_eq!(sets[0].to_string(), "0");
+    }
+
+    #[test]
+    fn an_allowed_set_keeps_best_fit_and_affinity_inside_it() {
+        let t = server();
+        // Allowed the second L3 of the first package ({2,3,10,11}): a pair fits one core there.
+        let mut progs = vec![Program::new(1, "a", 2), Program::new(2, "b", 4)];
+        let sets = place_within(&t, &progs, &[set("2-3,10-11"), None], &[2, 4]);
+        assert_eq!(sets[0].to_string(), "2,10", "best fit inside the allowed CPUs");
+        assert_eq!(sets[1].to_string(), "0-1,8-9", "the other best fits around it");
+        // It keeps what it had inside its set, and drops what it had outside.
+        progs[0].cpus = CpuSet::parse("3,5").unwrap();
+        let sets = place_within(&t, &progs, &[set("2-3,10-11"), None], &[2, 4]);
+        assert_eq!(sets[0].to_string(), "3,11", "kept 3, grew onto its SMT sibling");
+    }
+
+    #[test]
+    fn programs_allowed_the_same_cpu_still_get_disjoint_cpus() {
+        let t = Topology::flat(3);
+        let progs = vec![Program::new(1, "a", 1), Program::new(2, "b", 1), Program::new(3, "c", 1)];
+        // Two allowed CPU 1 alone, one allowed 1-2: the fewest allowed first; what no allowed
+        // CPU holds is taken last, from what is left.
+        let sets = place_within(&t, &progs, &[set("1"), set("1-2"), set("1")], &[1, 1, 1]);
+        assert_eq!(sets[0].to_string(), "1");
+        assert_eq!(sets[1].to_string(), "2");
+        assert_eq!(sets[2].to_string(), "0", "its allowed CPU is taken: the count holds elsewhere");
+    }
+
+    /// Random programs on a random machine: their previous sets, counts that fit the machine.
+    fn random_programs(
+        n: u32,
+        prev: &[u64],
+        counts: &[u32],
+        allowed: &[u64],
+    ) -> (Vec<Program>, Vec<u32>, Vec<Option<CpuSet>>) {
+        let k = prev.len().min(counts.len()).min(allowed.len());
+        let mut left = n;
+        let mut progs = Vec::new();
+        let (mut given, mut within) = (Vec::new(), Vec::new());
+        for i in 0..k {
+            let mut p = Program::new(i as u64 + 1, "p", 1);
+            p.cpus = (0..n.min(64)).filter(|c| prev[i] >> c & 1 == 1).collect();
+            progs.push(p);
+            let c = counts[i].min(left);
+            left -= c;
+            given.push(c);
+            let set: CpuSet = (0..n.min(64)).filter(|c| allowed[i] >> c & 1 == 1).collect();
+            within.push((allowed[i] & 1 << 63 == 0 && !set.is_empty()).then_some(set));
+        }
+        (progs, given, within)
+    }
+
+    proptest::proptest! {
+        /// With no allowed set, `place_within` is `place`, CPU for CPU.
+        #[test]
+        fn place_within_without_bounds_is_place(
+            (pk, nu, l3, co, smt) in (1u32..=2, 1u32..=2, 1u32..=2, 1u32..=4, 1u32..=2),
+            prev in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..6),
+            counts in proptest::collection::vec(0u32..=8, 6),
+        ) {
+            let t = shaped(pk, nu, l3, co, smt);
+            let (progs, counts, _) = random_programs(t.num_cpus() as u32, &prev, &counts, &[0; 6]);
+            let d = decision(&counts);
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            Placer::new().place(&t, t.cpus(), &progs, &d, &mut a);
+            Placer::new().place_within(&t, t.cpus(), &progs, &vec![None; progs.len()], &d, &mut b);
+            proptest::prop_assert_eq!(a, b);
+        }
+
+        /// With allowed sets, every placement is valid (counts hold, no CPU twice), and where the
+        /// allowed sets are disjoint and each holds its program's count, every program is placed
+        /// inside its own.
+        #[test]
+        fn allowed_sets_bound_placements_where_they_can(
+            (pk, nu, l3, co, smt) in (1u32..=2, 1u32..=2, 1u32..=2, 1u32..=4, 1u32..=2),
+            prev in proptest::collection::vec(proptest::prelude::any::<u64>(), 0..6),
+            counts in proptest::collection::vec(0u32..=8, 6),
+            allowed in proptest::collection::vec(proptest::prelude::any::<u64>(), 6),
+            disjoint in proptest::prelude::any::<bool>(),
+        ) {
+            let t = shaped(pk, nu, l3, co, smt);
+            let n = t.num_cpus() as u32;
+            let (progs, mut counts, mut within) = random_programs(n, &prev, &counts, &allowed);
+            if disjoint {
+                // Each bounded program allowed CPUs no earlier one is, and given at most those.
+                let mut seen = CpuSet::new();
+                for (i, w) in within.iter_mut().enumerate() {
+                    if let Some(set) = w {
+                        *set = set.difference(&seen);
+                        seen.union_with(set);
+                        if set.is_empty() {
+                            *w = None;
+                        } else {
+                            counts[i] = counts[i].min(set.len() as u32);
+                        }
+                    }
+                }
+            }
+            let sets = place_within(&t, &progs, &within, &counts);
+            if disjoint {
+                for (i, w) in within.iter().enumerate() {
+                    if let Some(allowed) = w {
+                        proptest::prop_assert!(sets[i].is_subset(allowed), "program {} got {} outside {}", i, sets[i], allowed);
+                    }
+                }
+            }
+        }
     }
 }
