@@ -16,10 +16,12 @@
 //! - a cooperative team folded onto `c` CPUs with `t` threads has about `(t - c) / t` of its
 //!   threads asleep at the barrier at any moment; one whose members sleep less than an eighth of
 //!   that waits somewhere else, in its own loops;
-//! - once the team has run unfolded (alone at start, or when CPUs came back), its median folded
-//!   barrier interval scaled by `c / t` against its median unfolded interval says whether it makes
-//!   more progress folded all the time or run whole for a share of the time (a gang): the
-//!   break-even is 1, [`SLOWER_TENTHS`] leaves the gang's switches a margin;
+//! - once the team has run unfolded (alone at start, or when CPUs came back), the CPU time its
+//!   threads take per barrier folded against unfolded says whether it makes more progress folded
+//!   all the time or run whole for a share of the time (a gang): the break-even is 1,
+//!   [`SLOWER_TENTHS`] leaves the gang's switches a margin. CPU time, not wall time: a thread
+//!   waiting for a CPU that another program holds, or stopped by the manager, spends none, so
+//!   the judgement does not depend on what else runs on the machine;
 //! - a barrier that stays pending far longer than either explains (no member reaches it: all
 //!   spin) is caught by a watcher thread;
 //! - a fine-grained team folded from its first barrier has no reference: it is *probed* once,
@@ -41,18 +43,17 @@ use cpumgr_client::monotonic_ns;
 
 use crate::runtime;
 
-/// Folded barriers between two judgements of a team, and the intervals a median is taken of (a
-/// migration or a cold cache right after the CPUs change makes a few intervals long, not the
-/// median).
-pub const WINDOW: usize = 16;
+/// Barriers between two judgements of a team: its threads read their CPU time at every
+/// `WINDOW`th barrier, and a *span* is the `WINDOW` barriers between two such reads.
+pub const WINDOW: u32 = 16;
 
-/// A folded team whose median barrier interval, scaled by its CPUs over its threads, exceeds its
-/// unfolded median by more than this factor (in tenths) is rigid.
+/// A folded team whose threads take more CPU time per barrier than unfolded by more than this
+/// factor (in tenths) is rigid.
 pub const SLOWER_TENTHS: u64 = 15;
 
-/// A folded team with no unfolded reference whose median barrier interval scaled by its CPUs
-/// over its threads is below this (ns) is probed: at such grains a hand-over may cost as much as
-/// the work, and only a reference can tell. Coarser teams lose little to folding and are left.
+/// A folded team with no unfolded reference whose threads take less CPU time than this (ns) per
+/// barrier is probed: at such grains a hand-over may cost as much as the work, and only a
+/// reference can tell. Coarser teams lose little to folding and are left.
 pub const PROBE_BELOW_NS: u64 = 50_000;
 
 /// How long an unfolded waiter spins before it sleeps (libgomp's own spin is of this order).
@@ -98,16 +99,20 @@ pub struct Team {
     /// Whether the barrier that just completed also runs libgomp's (set by its last arriver).
     also_real: AtomicBool,
     /// When the last barrier completed (or the region started), `CLOCK_MONOTONIC` ns, and the
-    /// allocation epoch then: an interval the manager re-decided within is not timed (it may hold
-    /// a stop).
+    /// allocation epoch then: an interval the manager re-decided within is not counted in the
+    /// sleep shares below (it may hold a stop).
     last_ns: AtomicU64,
     last_epoch: AtomicU64,
-    /// The latest unfolded intervals, ns.
-    reference: Window,
-    /// The lowest median of a full window of them (see [`Team::reference_ns`]).
+    /// The current span: the CPU time its members took so far (each adds its own at the span's
+    /// end, before it arrives), how many did, the CPUs it ran on (`u32::MAX` when they changed
+    /// within it: a cold cache or a migration is no measure of folding).
+    span_cpu: AtomicU64,
+    span_clocked: AtomicU32,
+    span_cpus: AtomicU32,
+    /// The lowest CPU time per thread per barrier of an unfolded span, ns (0: none yet).
     best: AtomicU64,
-    /// The latest folded intervals scaled by CPUs / threads, ns.
-    folded: Window,
+    /// The latest folded span's CPU time per thread per barrier, ns.
+    folded: AtomicU64,
     /// Nanoseconds members have slept at its barrier, in all.
     slept: AtomicU64,
     /// `slept` when the last barrier completed.
@@ -126,35 +131,12 @@ pub struct Team {
     probed: AtomicBool,
 }
 
-/// The latest [`WINDOW`] values of a series, written by one thread at a time (a barrier's last
-/// arriver) and read by any.
-#[derive(Debug, Default)]
-struct Window {
-    values: [AtomicU64; WINDOW],
-    count: AtomicU64,
-}
-
-impl Window {
-    /// Adds `v`; returns how many values were ever added.
-    fn push(&self, v: u64) -> u64 {
-        let n = self.count.load(Ordering::Relaxed);
-        self.values[n as usize % WINDOW].store(v, Ordering::Relaxed);
-        self.count.store(n + 1, Ordering::Relaxed);
-        n + 1
-    }
-
-    /// The median of the values held (0 before any).
-    fn median(&self) -> u64 {
-        let n = (self.count.load(Ordering::Relaxed) as usize).min(WINDOW);
-        let mut v: Vec<u64> = self.values[..n].iter().map(|x| x.load(Ordering::Relaxed)).collect();
-        v.sort_unstable();
-        v.get(n / 2).copied().unwrap_or(0)
-    }
-}
-
 thread_local! {
     /// The tracked team this thread is a member of, while it runs the region's body.
     static MEMBER: Cell<*const Team> = const { Cell::new(std::ptr::null()) };
+    /// This thread's CPU time at its last span end: the team (as `usize`), the barrier's
+    /// generation, ns.
+    static CLOCKED: Cell<(usize, u32, u64)> = const { Cell::new((0, 0, 0)) };
 }
 
 /// The open tracked team the watcher thread looks at (a `*const Team` as `usize`; 0: none).
@@ -218,9 +200,11 @@ impl Team {
             also_real: AtomicBool::new(false),
             last_ns: AtomicU64::new(now),
             last_epoch: AtomicU64::new(allocated().map_or(0, |a| a.1)),
-            reference: Window::default(),
+            span_cpu: AtomicU64::new(0),
+            span_clocked: AtomicU32::new(0),
+            span_cpus: AtomicU32::new(u32::MAX),
             best: AtomicU64::new(0),
-            folded: Window::default(),
+            folded: AtomicU64::new(0),
             slept: AtomicU64::new(0),
             spanned: AtomicU64::new(0),
             ideal: AtomicU64::new(0),
@@ -309,8 +293,11 @@ impl Team {
         if size > 1 {
             let generation = self.generation.load(Ordering::Acquire);
             let alloc = allocated();
+            if generation.is_multiple_of(WINDOW) {
+                self.clock(generation);
+            }
             if self.arrived.fetch_add(1, Ordering::AcqRel) + 1 == size {
-                self.complete(size, alloc);
+                self.complete(size, generation, alloc);
                 self.arrived.store(0, Ordering::Relaxed);
                 self.generation.store(generation.wrapping_add(1), Ordering::SeqCst);
                 if self.sleepers.load(Ordering::SeqCst) > 0 {
@@ -322,6 +309,18 @@ impl Team {
         }
         if size <= 1 || self.also_real.load(Ordering::Acquire) {
             real();
+        }
+    }
+
+    /// At a span's end: adds the calling thread's CPU time since the last span's end to the
+    /// span's, if it was a member then.
+    fn clock(&self, generation: u32) {
+        let cpu = thread_cpu_ns();
+        let me = self as *const Team as usize;
+        let (team, at, last) = CLOCKED.with(|c| c.replace((me, generation, cpu)));
+        if team == me && at.wrapping_add(WINDOW) == generation {
+            self.span_cpu.fetch_add(cpu.saturating_sub(last), Ordering::Relaxed);
+            self.span_clocked.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -353,9 +352,9 @@ impl Team {
         }
     }
 
-    /// The last arriver's bookkeeping: times the interval since the last barrier, judges the
-    /// team, and says whether members also run libgomp's barrier.
-    fn complete(&self, size: u32, alloc: Option<(u32, u64)>) {
+    /// The last arriver's bookkeeping at the barrier of `generation`: counts the members' sleep,
+    /// judges the team at a span's end, and says whether members also run libgomp's barrier.
+    fn complete(&self, size: u32, generation: u32, alloc: Option<(u32, u64)>) {
         self.also_real.store(TASKS.load(Ordering::SeqCst), Ordering::Release);
         let now = monotonic_ns();
         let took = now.saturating_sub(self.last_ns.swap(now, Ordering::Relaxed));
@@ -367,37 +366,36 @@ impl Team {
         if folded {
             self.ever_folded.store(true, Ordering::Relaxed);
         }
+        let span = self.span(size, generation, cpus);
         let verdict = self.verdict();
-        if !same || cpus == 0 || verdict == Verdict::Rigid {
+        if cpus == 0 || verdict == Verdict::Rigid {
             return;
         }
+        if folded && same && verdict != Verdict::Probing {
+            self.spanned.fetch_add(took * size as u64, Ordering::Relaxed);
+            self.ideal.fetch_add(took * (size - cpus) as u64, Ordering::Relaxed);
+            self.asleep.fetch_add(slept_in, Ordering::Relaxed);
+        }
+        let Some(per) = span else { return };
         if !folded {
-            if self.reference.push(took).is_multiple_of(WINDOW as u64) {
-                // The best window stands: contention from outside (or start-up page faults)
-                // only ever makes intervals longer.
-                let m = self.reference.median();
-                let best = self.best.load(Ordering::Relaxed);
-                self.best.store(if best == 0 { m } else { best.min(m) }, Ordering::Relaxed);
-                if verdict == Verdict::Probing {
-                    let (folded, reference) = (self.folded.median(), self.reference_ns());
-                    let v = if folded * 10 > SLOWER_TENTHS * reference { Verdict::Rigid } else { Verdict::Folding };
-                    self.judge(v, size, now, format_args!(", {} us folded per CPU", folded / 1000));
-                }
+            // The best span stands: contention from outside (or start-up page faults) only ever
+            // makes a thread's spin at a barrier longer.
+            let best = self.best.load(Ordering::Relaxed);
+            self.best.store(if best == 0 { per } else { best.min(per) }, Ordering::Relaxed);
+            if verdict == Verdict::Probing {
+                let (folded, reference) = (self.folded.load(Ordering::Relaxed), self.reference_ns());
+                let v = if folded * 10 > SLOWER_TENTHS * reference { Verdict::Rigid } else { Verdict::Folding };
+                self.judge(v, size, now, format_args!(", {} us folded", folded / 1000));
             }
             return;
         }
         if verdict == Verdict::Probing {
             return;
         }
-        self.spanned.fetch_add(took * size as u64, Ordering::Relaxed);
-        self.ideal.fetch_add(took * (size - cpus) as u64, Ordering::Relaxed);
-        self.asleep.fetch_add(slept_in, Ordering::Relaxed);
-        if !self.folded.push(took * cpus as u64 / size as u64).is_multiple_of(WINDOW as u64) {
-            return;
-        }
+        self.folded.store(per, Ordering::Relaxed);
         let (ideal, asleep) = (self.ideal.swap(0, Ordering::Relaxed), self.asleep.swap(0, Ordering::Relaxed));
         let spanned = self.spanned.swap(0, Ordering::Relaxed).max(1);
-        let (folded, reference) = (self.folded.median(), self.reference_ns());
+        let reference = self.reference_ns();
         if asleep * 8 < ideal {
             let share = |v: u64| v * 100 / spanned;
             self.judge(
@@ -406,15 +404,32 @@ impl Team {
                 now,
                 format_args!(", {}% asleep at barriers folded, {}% if it waited there", share(asleep), share(ideal)),
             );
-        } else if reference > 0 && folded * 10 > SLOWER_TENTHS * reference {
-            self.judge(Verdict::Rigid, size, now, format_args!(", {} us folded per CPU", folded / 1000));
-        } else if reference == 0 && folded < PROBE_BELOW_NS && !self.probed.swap(true, Ordering::Relaxed) {
-            self.judge(Verdict::Probing, size, now, format_args!(", {} us folded per CPU", folded / 1000));
+        } else if reference > 0 && per * 10 > SLOWER_TENTHS * reference {
+            self.judge(Verdict::Rigid, size, now, format_args!(", {} us folded", per / 1000));
+        } else if reference == 0 && per < PROBE_BELOW_NS && !self.probed.swap(true, Ordering::Relaxed) {
+            self.judge(Verdict::Probing, size, now, format_args!(", {} us folded", per / 1000));
         }
     }
 
-    /// The team's unfolded barrier interval: the lowest median of [`WINDOW`] unfolded intervals
-    /// seen, ns (0 before a window was full).
+    /// The span's bookkeeping at the barrier of `generation`, run on `cpus` CPUs: at a span's
+    /// end, the CPU time per thread per barrier of the span that ends, if every member took part
+    /// and its CPUs stayed the same throughout.
+    fn span(&self, size: u32, generation: u32, cpus: u32) -> Option<u64> {
+        let changed = self.span_cpus.load(Ordering::Relaxed) != cpus;
+        if !generation.is_multiple_of(WINDOW) {
+            if changed {
+                self.span_cpus.store(u32::MAX, Ordering::Relaxed);
+            }
+            return None;
+        }
+        let cpu = self.span_cpu.swap(0, Ordering::Relaxed);
+        let whole = self.span_clocked.swap(0, Ordering::Relaxed) == size;
+        self.span_cpus.store(cpus, Ordering::Relaxed);
+        (whole && !changed).then(|| cpu / (WINDOW as u64 * size as u64))
+    }
+
+    /// The team's unfolded CPU time per thread per barrier: the lowest of its unfolded spans,
+    /// ns (0 before one ended).
     fn reference_ns(&self) -> u64 {
         self.best.load(Ordering::Relaxed)
     }
@@ -428,7 +443,7 @@ impl Team {
             Verdict::Rigid | Verdict::Probing => client.begin_region_at(size, now),
         }
         runtime::log(format_args!(
-            "cpumgr-omp: team of {size} {} (a barrier every {} us unfolded{why})",
+            "cpumgr-omp: team of {size} {} ({} us per barrier unfolded{why})",
             match v {
                 Verdict::Folding => "folds",
                 Verdict::Rigid => "is rigid",
@@ -485,6 +500,14 @@ fn watch() {
             team.judge(Verdict::Rigid, size, now, format_args!(", one pending {} ms folded", pending / 1_000_000));
         }
     }
+}
+
+/// The calling thread's CPU time, ns.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: a valid clock id and a live timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
 fn futex_wait(word: &AtomicU32, expected: u32, timeout: Duration) {

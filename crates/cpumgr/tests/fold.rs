@@ -183,6 +183,41 @@ fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
     assert_eq!(whole_lines(&lines).filter(|l| l.contains("region team")).count(), 1, "one region all along:\n{lines}");
 }
 
+/// Programs the manager does not know take most of the folded team's CPU: its barriers come
+/// several times as far apart, but its threads spend no more CPU time per barrier, so it stays folded.
+#[test]
+fn a_folded_team_stays_folding_beside_unmanaged_programs_on_its_cpus() {
+    let Setup { _serial, _tmp, mut d, log } = setup("stencil");
+    let pid = long_stencil(&mut d, &log);
+    d.run("busy", BUSY);
+    wait_for("the team folded onto one CPU", || {
+        team_of(&d, "stencil") == Some(("folding".into(), 1)) && on_cpus(pid, 1)
+    });
+    let outsiders: Vec<_> = (0..4).map(|_| Outsider::start()).collect();
+    // Hundreds of the team's judgements (one per 16 barriers, ~400 us of work each).
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let lines = std::fs::read_to_string(&log).unwrap();
+    assert!(!lines.contains("is rigid"), "judged rigid for what others ran:\n{lines}");
+    assert_eq!(team_of(&d, "stencil").map(|t| t.0), Some("folding".into()), "{lines}");
+    drop(outsiders);
+}
+
+/// A busy shell the manager does not know, killed on drop.
+struct Outsider(std::process::Child);
+
+impl Outsider {
+    fn start() -> Outsider {
+        Outsider(Command::new("sh").args(["-c", BUSY]).spawn().unwrap())
+    }
+}
+
+impl Drop for Outsider {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_team_that_spins_in_its_own_loops_is_judged_rigid_when_folded() {
     let Setup { _serial, _tmp, mut d, log } = setup("pipeline");
