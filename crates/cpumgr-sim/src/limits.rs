@@ -82,7 +82,7 @@ mod tests {
         assert!(nanos(-1.0).is_err() && nanos(f64::NAN).is_err());
         assert_eq!(cpus(256), Ok(256));
         assert!(cpus(4_000_000_000).unwrap_err().contains("1 to 131072"));
-        // Fuzzing: a million-CPU machine's topology needs tens of gigabytes; it is refused here.
+        // A million-CPU machine's topology needs tens of gigabytes: it is refused here.
         assert!(cpus(1 << 20).is_err());
         assert!(cpus(0).is_err());
         assert_eq!(quantum(100.0), Ok(100_000_000));

@@ -43,8 +43,8 @@ impl<T, B> Slots<T, B> {
     /// Stores the record `make` builds in a free slot if there is one (dropping what the slot
     /// held), without listing it (an arrived job waiting for admission), and returns its slot.
     /// The record is built inside the arm that stores it: built by the caller before the choice
-    /// of slot, a large record (the engine's is over 300 bytes) was staged in one more copy on
-    /// the stack.
+    /// of slot, a large record (the engine's is over 300 bytes) would be staged in one more copy
+    /// on the stack.
     pub(crate) fn insert(&mut self, make: impl FnOnce() -> T) -> u32 {
         match self.free.pop() {
             Some(s) => {

@@ -372,8 +372,8 @@ fn an_admission_the_rotation_leaves_out_changes_nothing() {
 #[test]
 fn a_jump_counts_the_idle_cpus_of_a_job_that_waits_as_the_quanta_do() {
     // One job holds 2 of 4 CPUs; a second arrives at 10 s and queues behind the admission limit
-    // of 1: from then on the idle CPUs are fragmentation, in the jumps too (they were not, with
-    // the schedule's history kept across the arrival). Found by review with a fuzzer.
+    // of 1: from then on the idle CPUs are fragmentation, in the jumps too (a jump must not
+    // reuse the schedule's history from before the arrival).
     let jobs = vec![
         JobSpec::rigid("a", 0, 2, 30.05 * 2.0, SpeedupModel::LINEAR),
         JobSpec::rigid("b", 10 * S, 2, 5.05 * 2.0, SpeedupModel::LINEAR),
@@ -397,8 +397,8 @@ fn a_jump_counts_the_idle_cpus_of_a_job_that_waits_as_the_quanta_do() {
 fn a_stall_served_within_a_period_is_not_extrapolated() {
     // VTQ-DSS slices shorter than a 60 ms resume cost for some members: a job that both serves
     // a stall and progresses in a period does not repeat it linearly, so the engine ticks
-    // instead of jumping, and the run is the quantum-by-quantum one. Found by review with a
-    // fuzzer (makespan 141.36 s jumped, 139.21 s ticked).
+    // instead of jumping, and the run is the quantum-by-quantum one (an extrapolating jump ends
+    // it at 141.36 s instead of 139.21 s).
     let jobs = vec![
         JobSpec::malleable("a", 38_868_000_000, 4, 54.1551 * 4.0, SpeedupModel::LINEAR),
         JobSpec::malleable("b", 59_805_000_000, 3, 26.5031 * 3.0, SpeedupModel::LINEAR),
@@ -421,7 +421,7 @@ fn a_stall_served_within_a_period_is_not_extrapolated() {
 fn slices_shorter_than_the_resume_cost_end_at_the_horizon_at_once() {
     // Two whole-machine jobs alternate in gang rows of 100 ms, each resume costs 150 ms: neither
     // ever progresses. The schedule repeats, so the engine jumps to the horizon instead of
-    // ticking there (found by review: it ticked every quantum towards 4e9 s).
+    // ticking every quantum towards 4e9 s.
     let t = Topology::flat(4);
     let jobs: Vec<JobSpec> =
         (0..2).map(|k| JobSpec::rigid(format!("j{k}"), 0, 4, 40.0, SpeedupModel::LINEAR)).collect();

@@ -42,7 +42,7 @@ impl Engine<'_, '_> {
             // Its CPUs are free from now on (for the next placement of the changed programs).
             self.placer.release(self.topology, &self.programs[i].cpus);
         }
-        self.set_rate(i, 0.0, self.live.in_slot(slot).threads);
+        self.set_rate(i, 0, self.live.in_slot(slot).threads);
         self.dead.push(i);
         let (l, p) = (self.live.in_slot_mut(slot), &mut self.programs[i]);
         l.alive = false;

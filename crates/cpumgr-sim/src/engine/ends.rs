@@ -6,7 +6,6 @@ use std::cmp::Ordering;
 use cpumgr_core::trace::EventKind;
 use cpumgr_core::Nanos;
 
-use super::live::reports_in;
 use super::Engine;
 
 impl Engine<'_, '_> {
@@ -37,14 +36,13 @@ impl Engine<'_, '_> {
                 self.finish(i);
                 continue;
             }
-            l.remaining = l.spec.phases[l.phase].simulated_work();
-            l.reports = reports_in(&l.spec, l.phase);
+            l.start_phase();
             let request = l.spec.request_in(l.phase);
             // Only a trace reads whether the request changed.
             let traced = self.tally.trace && request.now != l.spec.request_in(ended).now;
-            let (share, threads) = (l.share, l.threads);
+            let (held, threads) = (l.held, l.threads);
             self.set_idle(i);
-            self.set_rate(i, share, threads);
+            self.set_rate(i, held, threads);
             self.live[i].set_done_at(now);
             self.push_end(i);
             self.programs[i].request = request;

@@ -161,7 +161,7 @@ impl Engine<'_, '_> {
             // Land strictly before the arrival: the tick at the arrival's time must see it.
             n = n.min((a - self.now).saturating_sub(1) / cycle);
         }
-        if n == Nanos::MAX && self.load.held <= 0.0 {
+        if n == Nanos::MAX && self.load.held == 0 {
             // Nothing runs and nothing will arrive: the starvation check ends the run.
             return;
         }

@@ -48,8 +48,8 @@ pub(super) struct Live {
     pub(super) rate: f64,
     pub(super) stall: f64,
     pub(super) done_at: Nanos,
-    /// CPUs held.
-    pub(super) share: f64,
+    /// CPUs held: its placed count while it runs, 0 while it does not.
+    pub(super) held: u32,
     pub(super) threads: f64,
     pub(super) team: Option<u32>,
     pub(super) first_run: Option<Nanos>,
@@ -95,7 +95,7 @@ impl Live {
             rate: 0.0,
             stall: 0.0,
             done_at: Nanos::MAX,
-            share: 0.0,
+            held: 0,
             threads: 0.0,
             team: None,
             first_run: None,
@@ -122,6 +122,13 @@ impl Live {
         (self.done, self.run_ns, self.busy, self.moves) = (s.done, s.run_ns, s.busy, s.moves);
     }
 
+    /// Starts its current phase: all of the phase's work is to do, and whether it reports
+    /// speedups follows the phase.
+    pub(super) fn start_phase(&mut self) {
+        self.remaining = self.spec.phases[self.phase].simulated_work();
+        self.reports = reports_in(&self.spec, self.phase);
+    }
+
     /// Records whether it runs this quantum. A job that stops drops the stall it has not served
     /// yet: the cache it was warming is gone when it runs again, which costs the resume anew
     /// ([`crate::CostModel::resume_ms`]), so a stall never outlasts the slice it was paid in (slices
@@ -135,12 +142,6 @@ impl Live {
 
     pub(super) fn snap(&self) -> Snap {
         Snap { done: self.done, run_ns: self.run_ns, busy: self.busy, moves: self.moves, stall: self.stall }
-    }
-
-    /// The CPUs it holds. `share` is always a placement's whole count of CPUs (or 0), so the
-    /// conversion is exact: no rounding call on the tick's path.
-    pub(super) fn held(&self) -> u32 {
-        self.share as u32
     }
 
     /// Whether it has never run and has work to do: nothing about it can change at a tick unless
@@ -168,7 +169,7 @@ impl Live {
         }
         let dt_ns = t - self.at;
         self.at = t;
-        if self.share <= 0.0 {
+        if self.held == 0 {
             return;
         }
         let dt = seconds.of(dt_ns);
@@ -184,7 +185,7 @@ impl Live {
         self.q_work += w;
         self.q_time += dt;
         self.run_ns += dt_ns;
-        self.busy += self.share * dt;
+        self.busy += f64::from(self.held) * dt;
     }
 
     pub(super) fn set_done_at(&mut self, now: Nanos) {
@@ -221,6 +222,6 @@ impl Seconds {
 
 /// Whether `spec` reports speedups in phase `phase`: it does, and the phase can use more than one
 /// CPU (a speedup on one CPU says nothing).
-pub(super) fn reports_in(spec: &JobSpec, phase: usize) -> bool {
+fn reports_in(spec: &JobSpec, phase: usize) -> bool {
     spec.reports_speedup && spec.phases[phase].request > 1
 }

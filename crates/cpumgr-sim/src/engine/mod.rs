@@ -140,13 +140,14 @@ impl Mode {
     }
 }
 
-/// What the running jobs hold, kept up to date as shares and rates change ([`Engine::set_rate`]).
+/// What the running jobs hold, kept up to date as the CPUs they hold and their rates change
+/// ([`Engine::set_rate`]).
 #[derive(Debug, Default)]
 struct Load {
-    /// CPUs held by running jobs (Σ share), kept up to date as shares change.
-    held: f64,
+    /// CPUs held by running jobs (the sum of their [`Live::held`]), kept up to date as it changes.
+    held: u32,
     /// Alive jobs that hold CPUs, and alive jobs that progress (rate above zero), kept up to date
-    /// as shares and rates change.
+    /// as the CPUs they hold and their rates change.
     served: usize,
     rated: usize,
     /// Alive jobs that held no CPU after the last tick.
@@ -196,8 +197,8 @@ struct Engine<'a, 'o> {
     changed_jobs: Vec<usize>,
     /// The last span converted to seconds (for [`Live::progress`]).
     seconds: Seconds,
-    /// What the running jobs hold and how many progress, kept up to date as shares and rates
-    /// change.
+    /// What the running jobs hold and how many progress, kept up to date as the CPUs they hold
+    /// and their rates change.
     load: Load,
     /// How jobs are kept up to date and what the fast-forward skips.
     mode: Mode,
@@ -321,7 +322,7 @@ impl Engine<'_, '_> {
             return;
         }
         let waited = self.waiting();
-        self.tally.account(t - self.now, self.load.held, waited);
+        self.tally.account(t - self.now, f64::from(self.load.held), waited);
         self.now = t;
     }
 

@@ -10,25 +10,25 @@ use super::{view_of, Engine, Mode, NS, STARVED_QUANTA};
 use crate::error::SimError;
 
 impl Engine<'_, '_> {
-    /// Sets job `i`'s rate for holding `share` CPUs with `threads` threads.
+    /// Sets job `i`'s rate for holding `held` CPUs with `threads` threads.
     /// A finished job's rate is zero. The counts of CPUs held and of jobs served and
     /// progressing follow. Always inlined (see [`Engine::push_end`]).
     #[inline(always)]
-    pub(super) fn set_rate(&mut self, i: usize, share: f64, threads: f64) {
+    pub(super) fn set_rate(&mut self, i: usize, held: u32, threads: f64) {
         let l = &mut self.live[i];
-        let (old_share, old_rate) = (l.share, l.rate);
-        l.share = share;
+        let (old_held, old_rate) = (l.held, l.rate);
+        l.held = held;
         l.threads = threads;
         l.rate = if l.phase < l.spec.phases.len() {
             let ph = &l.spec.phases[l.phase];
-            self.cfg.cost.rate(&ph.speedup, ph.request as f64, share, threads, l.spec.sync, false)
+            self.cfg.cost.rate(&ph.speedup, ph.request as f64, f64::from(held), threads, l.spec.sync, false)
         } else {
             0.0
         };
         let rate = l.rate;
-        self.live.beside_mut(i).held = if l.ran_last { share as u32 } else { 0 };
-        self.load.held += share - old_share;
-        self.load.served = self.load.served + usize::from(share > 0.0) - usize::from(old_share > 0.0);
+        self.live.beside_mut(i).held = if l.ran_last { held } else { 0 };
+        self.load.held = self.load.held + held - old_held;
+        self.load.served = self.load.served + usize::from(held > 0) - usize::from(old_held > 0);
         self.load.rated = self.load.rated + usize::from(rate > 0.0) - usize::from(old_rate > 0.0);
     }
 
@@ -45,8 +45,8 @@ impl Engine<'_, '_> {
             l.progress(self.now, &mut self.seconds);
             if self.mode.usage() {
                 p.cpu_time = (l.busy * NS) as Nanos;
-                if l.reports && l.q_time > 0.0 && l.share > 0.0 {
-                    p.speedup = SpeedupReport::new(l.held(), l.q_work / l.q_time);
+                if l.reports && l.q_time > 0.0 && l.held > 0 {
+                    p.speedup = SpeedupReport::new(l.held, l.q_work / l.q_time);
                 }
             }
             l.q_work = 0.0;
@@ -169,10 +169,10 @@ impl Engine<'_, '_> {
         changed.clear();
         let mut holds = true;
         for (i, (a, b)) in (kept..).zip(self.decision.allocations[kept..].iter().zip(self.live.besides_from(kept))) {
-            let want = a.granted();
-            if want != b.held {
+            let grant = a.granted();
+            if grant != b.held {
                 changed.push(i);
-                holds &= want == 0;
+                holds &= grant == 0;
             }
         }
         if holds {
@@ -330,7 +330,7 @@ impl Engine<'_, '_> {
             Kind::Moldable => l.team.unwrap_or(count),
             Kind::Malleable | Kind::Evolving => count,
         };
-        self.set_rate(i, count as f64, threads as f64);
+        self.set_rate(i, count, threads as f64);
         self.show(i);
         self.reschedule(i);
     }
@@ -345,7 +345,7 @@ impl Engine<'_, '_> {
         p.threads = match l.kind {
             Kind::Rigid(n) => Some(n),
             Kind::Moldable => l.team,
-            Kind::Malleable | Kind::Evolving => l.first_run.map(|_| l.held()),
+            Kind::Malleable | Kind::Evolving => l.first_run.map(|_| l.held),
         };
     }
 
