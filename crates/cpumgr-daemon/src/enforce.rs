@@ -4,16 +4,18 @@
 //! process group). [`release`] undoes both, and is what the manager runs for every program when it
 //! exits, and what `cpumgr run` runs as a supervisor when its manager disappears.
 
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 
-use cpumgr_core::{CpuSet, ProgramId};
+use cpumgr_core::CpuSet;
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
 
 use crate::affinity;
 use crate::cpuset::{self, Cpusets};
-use crate::procfs::{self, Sample, Stray, Target};
+use crate::entry::Entry;
+use crate::procfs::{self, Stray, Target};
 
 /// Which backend the manager asks for (`backend` setting).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -82,37 +84,114 @@ impl Backend {
         }
     }
 
-    /// Confines program `id` (leader `leader`, as last sampled) to `cpus`; false when the system
-    /// refused part of it.
-    pub fn confine(&mut self, id: ProgramId, leader: i32, sample: &Sample, cpus: &CpuSet) -> bool {
+    /// Confines program `e` (its processes as last sampled) to `cpus`; false when the system
+    /// refused part of it. The affinity of each of its processes the manager has not confined
+    /// before is read first, for [`Backend::release`] to give back ([`OwnMasks`]), and widens
+    /// the program's [`Entry::original`].
+    pub fn confine(&mut self, e: &mut Entry, cpus: &CpuSet) -> bool {
+        e.masks.record(&e.sample, &mut e.original);
         match self {
-            Backend::Affinity => pin(&sample.tids, cpus) == 0,
-            Backend::Cpuset(c) => match c.apply(id, leader, &sample.pids, cpus) {
+            Backend::Affinity => pin(&e.sample.tids, cpus) == 0,
+            Backend::Cpuset(c) => match c.apply(e.id, e.pid, &e.sample.pids, cpus) {
                 Ok(()) => true,
-                Err(e) => {
-                    tracing::warn!(id = id.0, "cpuset: {e}");
+                Err(err) => {
+                    tracing::warn!(id = e.id.0, "cpuset: {err}");
                     false
                 }
             },
         }
     }
 
-    /// Leaves program `id` as if no manager had touched it: out of any cgroup of the manager's,
-    /// continued, every thread's affinity back to `wide`. A program the manager never confined
-    /// (`confined` false: it only waited, stopped, or was still in its start-up grace) is only
-    /// continued, with `strays`, its processes outside its group at its last scan: it needs no
-    /// search for its threads, a walk of all of `/proc` that would be most of an unregistration's
-    /// cost under a churn of short registrations.
-    pub fn release(&mut self, id: ProgramId, target: Target, wide: &CpuSet, confined: bool, strays: &[Stray]) {
+    /// Leaves program `e` as if no manager had touched it: out of any cgroup of the manager's,
+    /// continued, each process's affinity back to its own ([`OwnMasks`]) and every other
+    /// thread's to [`Entry::original`]. A program the manager never confined (it only waited,
+    /// stopped, or was still in its start-up grace) is only continued, with its strays, its
+    /// processes outside its group at its last scan: it needs no search for its threads, a walk
+    /// of all of `/proc` that would be most of an unregistration's cost under a churn of short
+    /// registrations.
+    pub fn release(&mut self, e: &Entry) {
         if let Backend::Cpuset(c) = self {
-            c.release(id);
+            c.release(e.id);
         }
-        if confined {
-            release(target, wide, strays);
-        } else if let Err(e) = cont(target, strays) {
-            tracing::warn!(?target, "cannot continue: {e}");
+        let strays = e.strays();
+        if e.applied.is_some() {
+            release_each(e.target, &e.original, &e.masks, &strays);
+        } else if let Err(err) = cont(e.target, &strays) {
+            tracing::warn!(target = ?e.target, "cannot continue: {err}");
         }
     }
+}
+
+/// Each process's own affinity, read the first time the manager confines it, to give back when
+/// the program is released: a job step that Slurm binds task by task (rank 0 on CPU 0, rank 1 on
+/// CPU 1) gets each task's CPUs back, not one mask for all. A process that started after the
+/// program was first confined inherited its mask from a confined parent, so it has none of its
+/// own and gets the program's [`Entry::original`].
+#[derive(Debug, Default)]
+pub struct OwnMasks {
+    /// When the manager first confined the program, clock ticks after boot (the clock of a
+    /// process's start time in `/proc`).
+    since: Option<u64>,
+    /// Per pid, the process's start time and its own mask (`None`: it has none).
+    known: HashMap<i32, (u64, Option<CpuSet>)>,
+}
+
+impl OwnMasks {
+    /// Reads the masks of the processes of `sample` not seen before, at a confinement: every
+    /// process at the program's first, afterwards those that started before it (found late:
+    /// a first look at a program reads its leader alone). Each mask read is added to `original`.
+    pub fn record(&mut self, sample: &procfs::Sample, original: &mut CpuSet) {
+        let first = self.since.is_none();
+        let since = *self.since.get_or_insert_with(boot_ticks);
+        for &pid in &sample.pids {
+            if self.known.contains_key(&pid) {
+                continue;
+            }
+            let Some(start) = start_of(pid) else { continue };
+            let own = (first || start < since).then(|| affinity(pid).ok()).flatten();
+            if let Some(mask) = &own {
+                original.union_with(mask);
+            }
+            self.known.insert(pid, (start, own));
+        }
+        // A long-lived program that starts many short processes (a build) forgets those gone.
+        if !sample.leaders_only && self.known.len() > 2 * sample.pids.len() + 64 {
+            self.known.retain(|&pid, &mut (start, _)| sample.pids.contains(&pid) || Stray { pid, start }.alive());
+        }
+    }
+
+    /// The own mask of process `pid`, if it is still the process whose mask was read.
+    pub fn of(&self, pid: i32) -> Option<&CpuSet> {
+        let (start, own) = self.known.get(&pid)?;
+        own.as_ref().filter(|_| start_of(pid) == Some(*start))
+    }
+
+    /// Whether any process has a mask of its own.
+    pub fn is_empty(&self) -> bool {
+        self.known.values().all(|(_, own)| own.is_none())
+    }
+}
+
+/// When process `pid` started, clock ticks after boot.
+fn start_of(pid: i32) -> Option<u64> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    procfs::parse_stat(&text).map(|s| s.start)
+}
+
+/// Clock ticks since boot now (`CLOCK_BOOTTIME`, the clock of `/proc`'s start times).
+fn boot_ticks() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid timespec to write; CLOCK_BOOTTIME exists on every kernel this runs on.
+    unsafe { libc::clock_gettime(libc::CLOCK_BOOTTIME, &mut ts) };
+    let ns = ts.tv_sec as u128 * 1_000_000_000 + ts.tv_nsec as u128;
+    (ns * procfs::ticks_per_sec() as u128 / 1_000_000_000) as u64
+}
+
+/// The threads of process `pid` now.
+fn threads_of(pid: i32) -> Vec<i32> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|dir| dir.filter_map(|t| t.ok()?.file_name().to_str()?.parse().ok()).collect())
+        .unwrap_or_default()
 }
 
 /// Sets the CPU affinity of one thread ([`affinity::set`]). A thread that is gone is not an error.
@@ -174,6 +253,12 @@ pub fn cont(target: Target, strays: &[Stray]) -> io::Result<()> {
 /// its last scan (orphans whose launcher died). Safe to call on a program that is gone or was
 /// never touched.
 pub fn release(target: Target, wide: &CpuSet, known: &[Stray]) {
+    release_each(target, wide, &OwnMasks::default(), known);
+}
+
+/// [`release`], each process of `own` back to its own mask ([`OwnMasks`]) and every other thread
+/// to `wide`.
+pub fn release_each(target: Target, wide: &CpuSet, own: &OwnMasks, known: &[Stray]) {
     let mut s = procfs::scan(&[target]).remove(&target).unwrap_or_default();
     procfs::add_known(&mut s, known);
     if let Err(e) = cont(target, &s.strays) {
@@ -182,7 +267,17 @@ pub fn release(target: Target, wide: &CpuSet, known: &[Stray]) {
     for &pid in &s.pids {
         cpuset::escape(pid);
     }
-    let failed = pin(&s.tids, wide);
+    let mut failed = 0;
+    let mut done = HashSet::new();
+    if !own.is_empty() {
+        for (pid, mask) in s.pids.iter().filter_map(|&pid| Some((pid, own.of(pid)?))) {
+            let tids = threads_of(pid);
+            failed += pin(&tids, mask);
+            done.extend(tids);
+        }
+    }
+    let rest: Vec<i32> = s.tids.iter().copied().filter(|t| !done.contains(t)).collect();
+    failed += pin(&rest, wide);
     if failed > 0 {
         tracing::warn!(?target, failed, "cannot widen the affinity of some threads");
     }

@@ -9,6 +9,7 @@ use cpumgr_core::{CpuSet, Kind, Nanos, Program, ProgramId, Request, SpeedupRepor
 use cpumgr_proto::slot::{validate_request, validate_speedup, Clamp, Phase};
 use cpumgr_proto::Segment;
 
+use crate::enforce::OwnMasks;
 use crate::procfs::{Sample, Stray, Target};
 
 /// Samples of the runnable-thread count kept to estimate a team (a thread blocked for a moment
@@ -44,8 +45,13 @@ pub struct Entry {
     pub segment: Segment,
     /// A pidfd of the leader, readable when it exits.
     pub pidfd: OwnedFd,
-    /// The leader's affinity at registration: what every thread gets back on release.
+    /// The CPUs its processes could use when first seen: the leader's affinity at registration,
+    /// with each process's own mask read at its first confinement (the tasks of a job step that
+    /// Slurm binds one by one). Its outer bound ([`Entry::bound`]), and what a thread without a
+    /// mask of its own ([`Entry::masks`]) gets back on release.
     pub original: CpuSet,
+    /// Each process's own affinity, read at its first confinement and given back on release.
+    pub masks: OwnMasks,
     /// CPUs allocated this quantum.
     pub cpus: CpuSet,
     /// CPU count allocated this quantum.
@@ -115,6 +121,7 @@ impl Entry {
             segment,
             pidfd,
             original,
+            masks: OwnMasks::default(),
             cpus: CpuSet::new(),
             count: 0,
             running: false,
@@ -265,6 +272,29 @@ impl Entry {
         p.cpus.clone_from(&self.cpus);
         p.running = self.ran;
         p.threads = self.team(managed);
+    }
+
+    /// The CPUs of `offered` it may be given, when they are not all of them: the CPUs it is
+    /// allowed ([`Entry::original`]) bound it as long as they hold the CPUs it needs at once (a
+    /// rigid team whole, its minimum request); a program registered wider than the CPUs its
+    /// tasks are bound to (a step whose ranks Slurm bound to fewer CPUs than it granted) is
+    /// trusted to be that wide. `p` (this program as the policy sees it) is capped to match: its
+    /// request and its team at the bound's size, so that policies and the team guard never give
+    /// it more CPUs than it may use.
+    pub fn bound(&self, offered: &CpuSet, p: &mut Program) -> Option<CpuSet> {
+        if offered.is_subset(&self.original) {
+            return None;
+        }
+        let within = self.original.intersection(offered);
+        let cap = within.len() as u32;
+        let least = self.kind.rigid_procs().unwrap_or(self.request.min).max(1);
+        if cap < least {
+            return None;
+        }
+        let r = &mut p.request;
+        (r.now, r.min, r.max) = (r.now.min(cap), r.min.min(cap), r.max.min(cap));
+        p.threads = p.threads.map(|t| t.min(cap));
+        Some(within)
     }
 
     /// `running`, `stopped` or `waiting`, for `status`.

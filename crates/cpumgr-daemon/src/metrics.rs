@@ -253,6 +253,7 @@ mod tests {
                 team: String::new(),
                 cpu_ms: 1500,
                 speedup: None,
+                allowed: None,
             }],
         }
     }

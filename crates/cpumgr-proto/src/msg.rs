@@ -194,6 +194,10 @@ pub struct ProgramStatus {
     /// Its newest speedup report (speedup against one CPU), when its runtime sends them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speedup: Option<f64>,
+    /// The CPUs it is allowed (its processes' affinity when first seen: a batch system's binding,
+    /// `taskset`), when they are not every managed CPU: the outer bound of its CPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed: Option<CpuSet>,
 }
 
 /// A message that cannot be used.

@@ -160,6 +160,8 @@ pub struct State {
     own_ticks: u64,
     /// The managed CPUs offered to the policy: all of them, less those the outside keeps.
     offered: CpuSet,
+    /// Per program of the last step, the CPUs it may be given when not all ([`Entry::bound`]).
+    within: Vec<Option<CpuSet>>,
     /// Programs registered since the last step, whose arrival the policy hears of at the next.
     arrived: Vec<ProgramId>,
     /// The `/proc` files the last walk read, kept open for the next (lent to each [`Survey`]).
@@ -216,6 +218,7 @@ impl State {
             grace: s.grace,
             topology,
             offered: managed.clone(),
+            within: Vec::new(),
             managed,
             entries: BTreeMap::new(),
             by_pid: HashMap::new(),
@@ -327,7 +330,7 @@ impl State {
             }
         }
         self.exits.forget(e.pidfd.as_fd());
-        self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.strays());
+        self.backend.release(&e);
         tracing::info!(id = id.0, pid = e.pid, "program gone; CPUs {} reclaimed", e.cpus);
         self.policy.on_exit(id);
         self.worklist.remove(id);
@@ -379,7 +382,7 @@ impl State {
     /// Releases every program: continued, affinity widened back. The manager's last act.
     pub fn release_all(&mut self) {
         for e in self.entries.values_mut() {
-            self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.strays());
+            self.backend.release(e);
             e.held_strays.clear();
             e.stopped = false;
             e.applied = None;
@@ -390,22 +393,25 @@ impl State {
         }
     }
 
-    fn programs(&self) -> Vec<Program> {
+    fn programs(&mut self) -> Vec<Program> {
         let mut programs = Vec::new();
         self.programs_into(&mut programs);
         programs
     }
 
     /// The policy's programs into `programs`, reusing what it holds (a step's CPU sets are
-    /// copied into the ones the last step allocated).
-    fn programs_into(&self, programs: &mut Vec<Program>) {
+    /// copied into the ones the last step allocated), each bound by the CPUs it is allowed
+    /// ([`Entry::bound`], kept in [`State::within`] for the placer).
+    fn programs_into(&mut self, programs: &mut Vec<Program>) {
         let n = self.managed.len() as u32;
         programs.truncate(self.entries.len());
+        self.within.resize(self.entries.len(), None);
         for (i, e) in self.entries.values().enumerate() {
             match programs.get_mut(i) {
                 Some(p) => e.program_into(self.ticks_per_sec, n, p),
                 None => programs.push(e.program(self.ticks_per_sec, n)),
             }
+            self.within[i] = e.bound(&self.offered, &mut programs[i]);
         }
     }
 }

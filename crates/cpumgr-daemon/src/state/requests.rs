@@ -113,6 +113,10 @@ impl State {
             tracing::info!(pid, "registration: {c}");
         }
         let original = enforce::affinity(pid).map_err(|e| format!("cannot read the CPUs of process {pid}: {e}"))?;
+        let allowed = original.intersection(&self.managed).len() as u32;
+        if allowed < kind.rigid_procs().unwrap_or(request.min) {
+            tracing::info!(pid, cpus = %original, "allowed fewer CPUs than it needs at once: placed on any");
+        }
         let id = ProgramId(self.next_id);
         let segment = match adopted {
             Some(s) => {
@@ -276,6 +280,7 @@ impl State {
                     team: e.team_mode().into(),
                     cpu_ms: e.ticks_used * 1000 / self.ticks_per_sec.max(1),
                     speedup: e.speedup.map(|s| s.speedup),
+                    allowed: (!self.managed.is_subset(&e.original)).then(|| e.original.clone()),
                 })
                 .collect(),
         }

@@ -233,7 +233,7 @@ impl State {
             sets.resize(programs.len(), self.managed.clone());
             return;
         }
-        self.placer.place(&self.topology, &self.offered, programs, decision, sets);
+        self.placer.place_within(&self.topology, &self.offered, programs, &self.within, decision, sets);
         if let Err(e) = cpumgr_core::placer::validate(&self.offered, decision, sets) {
             tracing::error!("invalid placement from policy {}: {e}", self.policy_spec);
         }
@@ -273,7 +273,7 @@ impl State {
     fn release_held(&mut self) {
         for e in self.entries.values_mut() {
             if e.stopped || e.applied.is_some() {
-                self.backend.release(e.id, e.target, &e.original, e.applied.is_some(), &e.strays());
+                self.backend.release(e);
                 e.held_strays.clear();
                 e.stopped = false;
                 e.applied = None;
@@ -320,7 +320,7 @@ impl State {
                 e.cpus.clone()
             };
             // Every quantum, to catch threads started since the last one.
-            if !self.backend.confine(e.id, e.pid, &e.sample, &set) {
+            if !self.backend.confine(e, &set) {
                 tracing::warn!(id = e.id.0, "cannot confine some of its processes to {set}");
             }
             e.applied = Some(set);

@@ -361,6 +361,7 @@ mod tests {
             team: String::new(),
             cpu_ms: 1500 * id,
             speedup: (id == 1).then_some(1.75),
+            allowed: None,
         }
     }
 
