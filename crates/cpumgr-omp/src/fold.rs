@@ -4,8 +4,8 @@
 //! stays that size for the run. Instead, the adapter lets a running team *fold*: it keeps its
 //! threads, the manager pins them to fewer CPUs than threads, and at every barrier the compiler
 //! emits (`GOMP_barrier`, the ends of `omp for` and `sections`: see [`crate::gomp`]; clang's
-//! `__kmpc_barrier`: see [`crate::ompt`]) a thread of a folded team sleeps instead of spinning,
-//! so the thread it waits for gets the CPU at once. When CPUs come back the manager widens the
+//! `__kmpc_barrier`: see [`crate::ompt`]) a thread of a folded team yields its CPU to the member
+//! it waits for (or sleeps, when that member runs elsewhere) instead of spinning. When CPUs come back the manager widens the
 //! affinity, the threads spread out, and waiters spin briefly again as the runtimes' would.
 //!
 //! Folding keeps every semantics (the team keeps its size, so `omp_get_num_threads` and code
@@ -324,12 +324,17 @@ impl Team {
         }
     }
 
-    /// Waits for the barrier of `generation` to complete: at once asleep when folded, else after
-    /// a short spin (rechecking the allocation, which may fold the team meanwhile).
+    /// Waits for the barrier of `generation` to complete. Folded, it hands its CPU over: it
+    /// yields while each yield lets another member reach the barrier (a member that shares its
+    /// CPU runs at once, with no wake-up to pay), and sleeps once one does not (the members it
+    /// waits for run elsewhere). Unfolded, it spins a short while first, rechecking the
+    /// allocation, which may fold the team meanwhile. Time spent yielding or asleep is the
+    /// team's sleep at barriers.
     fn wait(&self, generation: u32, size: u32, alloc: Option<(u32, u64)>) {
         let mut is_folded = alloc.is_some_and(|(cpus, _)| cpus < size);
         let start = if is_folded { 0 } else { monotonic_ns() };
         let mut spins = 0u32;
+        let mut yielding = true;
         while self.generation.load(Ordering::Acquire) == generation {
             if !is_folded {
                 spins += 1;
@@ -341,6 +346,14 @@ impl Team {
                 if !is_folded && monotonic_ns().saturating_sub(start) < SPIN_NS {
                     continue;
                 }
+            }
+            if is_folded && yielding {
+                let arrived = self.arrived.load(Ordering::Acquire);
+                let from = monotonic_ns();
+                std::thread::yield_now();
+                self.slept.fetch_add(monotonic_ns().saturating_sub(from), Ordering::Relaxed);
+                yielding = self.arrived.load(Ordering::Acquire) != arrived;
+                continue;
             }
             self.sleepers.fetch_add(1, Ordering::SeqCst);
             if self.generation.load(Ordering::SeqCst) == generation {
