@@ -80,7 +80,7 @@ pub fn slot(data: &[u8]) {
     if let Some(raw) = s.raw_request() {
         let r = validate_request(raw, cpus, &mut clamps);
         assert!(r.max >= 1 && r.max <= cpus.max(1), "{raw:?} on {cpus} CPUs gave {r:?}");
-        assert!(r.min <= r.max && r.now <= r.max, "{raw:?} on {cpus} CPUs gave {r:?}");
+        assert!(r.min <= r.max && r.wanted <= r.max, "{raw:?} on {cpus} CPUs gave {r:?}");
     }
     if let Some(raw) = s.raw_speedup() {
         if let Some(r) = validate_speedup(raw, cpus, &mut clamps) {

@@ -60,10 +60,15 @@ def team(cap=0):
     return client().team(cap)
 
 
-def request(now, min=1, max=None):
-    """Asks for ``now`` CPUs (at least ``min``, at most ``max``: default the program's max)."""
+def request(wanted=None, min=1, max=None, *, now=None):
+    """Asks for ``wanted`` CPUs (at least ``min``, at most ``max``: default the program's max).
+    ``now=`` is read as ``wanted``, for callers that name it so."""
+    if wanted is None:
+        wanted = now
+    if wanted is None:
+        raise TypeError("request() needs the count of CPUs wanted")
     c = client()
-    c.request(now, min, c.max if max is None else max)
+    c.request(wanted, min, c.max if max is None else max)
 
 
 def idle():

@@ -6,12 +6,13 @@
 A workload is a preset spec (``"omp-multiprog:degree=4"``, see ``cpumgr sim --list-presets``) or
 the path of a workload file. A policy is a spec (``"equipartition"``, ``"pdpa:min_eff=0.7"``) or a
 Python object with ``decide(view)``: ``view`` is a dict with ``now`` and ``quantum`` (seconds),
-``cpus`` and ``programs`` (a list of dicts: ``id``, ``name``, ``wants``, ``now``, ``min``, ``max``,
-``weight``, ``arrival``, ``cpu_time``, ``speedup``, ``running``, ``threads``), and ``decide``
-returns one CPU count per program (0: it does not run this quantum). A Python policy is asked at
-every quantum (the fast-forward that skips repeating quanta of the built-in policies trusts them
-to decide the same on the same view, which Python code need not); the first exception it raises
-stops the run and is raised here. Runs of built-in policies let other Python threads run.
+``cpus`` and ``programs`` (a list of dicts: ``id``, ``name``, ``wants``, ``wanted`` (also under
+``now``), ``min``, ``max``, ``weight``, ``arrival``, ``cpu_time``, ``speedup``, ``running``,
+``threads``), and ``decide`` returns one CPU count per program (0: it does not run this quantum). A
+Python policy is asked at every quantum (the fast-forward that skips repeating quanta of the
+built-in policies trusts them to decide the same on the same view, which Python code need not); the
+first exception it raises stops the run and is raised here. Runs of built-in policies let other
+Python threads run.
 """
 
 import json

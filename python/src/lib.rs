@@ -89,9 +89,9 @@ impl PyClient {
         self.c().allocation().map(|a| (a.count, a.cpus.iter().collect(), a.epoch))
     }
 
-    /// Sets the request: CPUs wanted now, fewest, most.
-    fn request(&self, now: u32, min: u32, max: u32) {
-        self.c().set_request(now, min, max);
+    /// Sets the request: CPUs wanted at present, fewest, most.
+    fn request(&self, wanted: u32, min: u32, max: u32) {
+        self.c().set_request(wanted, min, max);
     }
 
     /// Gives every CPU back until the next request or section.
@@ -137,7 +137,8 @@ impl PyPolicy {
             d.set_item("id", p.id.0)?;
             d.set_item("name", p.name.as_str())?;
             d.set_item("wants", p.wants())?;
-            d.set_item("now", p.request.now)?;
+            d.set_item("wanted", p.request.wanted)?;
+            d.set_item("now", p.request.wanted)?;
             d.set_item("min", p.request.min)?;
             d.set_item("max", p.request.max)?;
             d.set_item("weight", p.weight)?;

@@ -47,8 +47,8 @@ void cpumgr_finalize(void);
 /* The mode in use. */
 int cpumgr_mode(void);
 
-/* Sets the request: CPUs wanted now, fewest, most. */
-void cpumgr_set_request(unsigned now, unsigned min, unsigned max);
+/* Sets the request: CPUs wanted at present, fewest, most. */
+void cpumgr_set_request(unsigned wanted, unsigned min, unsigned max);
 
 /* The allocation, read consistently: CPU count in *count, the CPU set as a bitmask of `words`
  * 64-bit words in cpus (bit c of word c/64 is CPU c), the publication's epoch in *epoch. Any

@@ -85,10 +85,10 @@ pub extern "C" fn cpumgr_mode() -> c_int {
     mode_code(runtime().client.mode())
 }
 
-/// Sets the request: CPUs wanted now, fewest, most.
+/// Sets the request: CPUs wanted at present, fewest, most.
 #[no_mangle]
-pub extern "C" fn cpumgr_set_request(now: c_uint, min: c_uint, max: c_uint) {
-    runtime().client.set_request(now, min, max);
+pub extern "C" fn cpumgr_set_request(wanted: c_uint, min: c_uint, max: c_uint) {
+    runtime().client.set_request(wanted, min, max);
 }
 
 /// The allocation: count, CPU bitmask, epoch (see `cpumgr.h`); 1 when a manager's was read (and

@@ -267,10 +267,10 @@ impl Client {
         self.slot().and_then(|s| s.preempt_to()).filter(|&n| n < team)
     }
 
-    /// Sets the request: CPUs wanted now, fewest, most.
-    pub fn set_request(&self, now: u32, min: u32, max: u32) {
+    /// Sets the request: CPUs wanted at present, fewest, most.
+    pub fn set_request(&self, wanted: u32, min: u32, max: u32) {
         if let Some(s) = self.slot() {
-            s.set_request(now, min, max);
+            s.set_request(wanted, min, max);
             self.ring();
         }
     }
@@ -329,7 +329,7 @@ fn connect(opts: &Options, max: u32) -> Result<(Managed, Option<Rejoin>), String
                     .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
                     .unwrap_or_else(|| "program".into())
             });
-            let reg = Registration { name, now: Some(max), min: opts.min, max: Some(max), ..Default::default() };
+            let reg = Registration { name, wanted: Some(max), min: opts.min, max: Some(max), ..Default::default() };
             match conn.call(&Request::Register(reg.clone())) {
                 Ok((Reply::Registered { id }, fds)) => {
                     let watch = conn.as_fd().try_clone_to_owned().map_err(|e| e.to_string())?;

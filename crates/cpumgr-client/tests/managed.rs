@@ -101,7 +101,7 @@ impl Setup {
     fn second_program(&self) -> Other {
         let child = Command::new("sleep").arg("60").spawn().unwrap();
         let reg =
-            Registration { pid: Some(child.id() as i32), name: "other".into(), now: Some(2), ..Default::default() };
+            Registration { pid: Some(child.id() as i32), name: "other".into(), wanted: Some(2), ..Default::default() };
         let id = match self.call(&Request::Register(reg)).0 {
             Reply::Registered { id } => id,
             r => panic!("{r:?}"),
@@ -263,7 +263,7 @@ fn idle_and_requests_reach_the_manager() {
     wait_for("a request of 1 to give one CPU", || s.client.team(0) == 1);
     s.client.idle();
     let raw = slot.slot().raw_request().unwrap();
-    assert_eq!((raw.now, raw.min), (0, 0));
+    assert_eq!((raw.wanted, raw.min), (0, 0));
     s.client.set_request(2, 1, 2);
     wait_for("a request of 2 to give both CPUs back", || s.client.team(0) == 2);
 }

@@ -54,11 +54,12 @@ impl Kind {
     }
 }
 
-/// How many CPUs a program wants: now, and the bounds it can work within.
+/// How many CPUs a program wants: at present, and the bounds it can work within.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Request {
-    /// CPUs wanted now (changes between serial and parallel phases).
-    pub now: u32,
+    /// CPUs wanted at present (changes between serial and parallel phases).
+    #[serde(alias = "now")]
+    pub wanted: u32,
     /// Fewest CPUs the program can run on.
     pub min: u32,
     /// Most CPUs the program can use.
@@ -66,9 +67,9 @@ pub struct Request {
 }
 
 impl Request {
-    /// A request for exactly `n` CPUs now, able to run on 1 to `n`.
+    /// A request for exactly `n` CPUs at present, able to run on 1 to `n`.
     pub fn upto(n: u32) -> Self {
-        Request { now: n, min: 1.min(n), max: n }
+        Request { wanted: n, min: 1.min(n), max: n }
     }
 }
 
@@ -151,12 +152,12 @@ impl Program {
         }
     }
 
-    /// The request a policy should work from: `now` clamped into `[min, max]`, and a rigid
+    /// The request a policy should work from: `wanted` clamped into `[min, max]`, and a rigid
     /// program's process count.
     pub fn wants(&self) -> u32 {
         match self.kind {
             Kind::Rigid(n) => n,
-            _ => self.request.now.clamp(self.request.min, self.request.max.max(self.request.min)),
+            _ => self.request.wanted.clamp(self.request.min, self.request.max.max(self.request.min)),
         }
     }
 }

@@ -33,8 +33,9 @@ pub enum EventKind {
     },
     /// A program changed its request.
     Request {
-        /// CPUs it wants now.
-        now: u32,
+        /// CPUs it wants at present.
+        #[serde(alias = "now")]
+        wanted: u32,
     },
     /// The scheduler's decision for a program this quantum.
     Allocate {

@@ -62,7 +62,7 @@ mod tests {
         let adopted = segment(sent).unwrap();
         assert!(same_file(original.fd(), adopted.fd()));
         original.slot().set_request(3, 1, 3);
-        assert_eq!(adopted.slot().raw_request().unwrap().now, 3, "the same memory");
+        assert_eq!(adopted.slot().raw_request().unwrap().wanted, 3, "the same memory");
         let f = File::from(original.fd().try_clone_to_owned().unwrap());
         assert!(f.set_len(16).is_err(), "sealed against shrinking");
         // Adopting it again finds the seals already there.

@@ -173,7 +173,7 @@ impl Entry {
         };
         let beat = slot.raw_heartbeat();
         if beat != 0 && slot.raw_phase() == Phase::Serial && now_ns.saturating_sub(beat) >= serial_after {
-            self.request.now = self.request.min.max(1).min(self.request.max);
+            self.request.wanted = self.request.min.max(1).min(self.request.max);
         }
         if let Some(raw) = slot.raw_speedup() {
             self.speedup = validate_speedup(raw, managed, &mut clamps);
@@ -292,7 +292,7 @@ impl Entry {
             return None;
         }
         let r = &mut p.request;
-        (r.now, r.min, r.max) = (r.now.min(cap), r.min.min(cap), r.max.min(cap));
+        (r.wanted, r.min, r.max) = (r.wanted.min(cap), r.min.min(cap), r.max.min(cap));
         p.threads = p.threads.map(|t| t.min(cap));
         Some(within)
     }

@@ -115,10 +115,10 @@ pub fn clean_name(name: &str) -> String {
 
 /// Rewrites `decision` (parallel to `programs`, whose owners are `uids`) so that no user holds
 /// more than its fair share of `cpus` while another user wants more than it holds: each user's
-/// entitlement is the max-min fair split of the CPUs by what its programs want; a user above it
+/// share is the max-min fair split of the CPUs by what its programs want; a user above it
 /// loses CPUs (its widest program first, the lightest and newest on ties; a rigid program or one
 /// that would fall below its minimum stops running whole); the CPUs taken go to users below their
-/// entitlement (the program holding least first, the heaviest and oldest on ties; a program that
+/// share (the program holding least first, the heaviest and oldest on ties; a program that
 /// did not run starts at its minimum, a rigid one whole). CPUs the policy left idle stay idle: the
 /// pass only moves CPUs between users, it does not second-guess the policy within a user's share.
 pub fn share_between_users(cpus: u32, programs: &[Program], uids: &[u32], decision: &mut Decision) {
@@ -133,12 +133,12 @@ pub fn share_between_users(cpus: u32, programs: &[Program], uids: &[u32], decisi
         u.programs.push(i);
     }
     let demands: Vec<u32> = users.values().map(|u| u.demand).collect();
-    for (u, ent) in users.values_mut().zip(water_fill(cpus, &demands)) {
-        u.entitled = ent;
+    for (u, share) in users.values_mut().zip(water_fill(cpus, &demands)) {
+        u.share = share;
     }
     let mut freed = 0;
     for u in users.values_mut() {
-        while u.used > u.entitled {
+        while u.used > u.share {
             let Some(i) = u.programs.iter().copied().filter(|&i| running(decision, i)).max_by(|&a, &b| {
                 let (x, y) = (&decision.allocations[a], &decision.allocations[b]);
                 x.count.cmp(&y.count).then(programs[b].weight.total_cmp(&programs[a].weight)).then(a.cmp(&b))
@@ -157,11 +157,11 @@ pub fn share_between_users(cpus: u32, programs: &[Program], uids: &[u32], decisi
         }
     }
     while freed > 0 {
-        // The user furthest below its entitlement that can still take a CPU, then its program.
+        // The user furthest below its share that can still take a CPU, then its program.
         let mut best: Option<(u32, usize, u32)> = None;
         for u in users.values() {
-            let room = u.entitled.saturating_sub(u.used).min(freed);
-            if room == 0 || best.is_some_and(|(r, ..)| r >= u.entitled - u.used) {
+            let room = u.share.saturating_sub(u.used).min(freed);
+            if room == 0 || best.is_some_and(|(r, ..)| r >= u.share - u.used) {
                 continue;
             }
             let grow = u
@@ -170,15 +170,15 @@ pub fn share_between_users(cpus: u32, programs: &[Program], uids: &[u32], decisi
                 .copied()
                 .filter_map(|i| step(&programs[i], &decision.allocations[i], room).map(|s| (i, s)))
                 .min_by(|&(a, _), &(b, _)| {
-                    let (x, y) = (held(decision, a), held(decision, b));
+                    let (x, y) = (decision.allocations[a].granted(), decision.allocations[b].granted());
                     x.cmp(&y).then(programs[b].weight.total_cmp(&programs[a].weight)).then(a.cmp(&b))
                 });
             if let Some((i, s)) = grow {
-                best = Some((u.entitled - u.used, i, s));
+                best = Some((u.share - u.used, i, s));
             }
         }
         let Some((_, i, s)) = best else { break };
-        let h = held(decision, i);
+        let h = decision.allocations[i].granted();
         let a = &mut decision.allocations[i];
         a.count = h + s;
         a.running = true;
@@ -195,22 +195,13 @@ pub fn share_between_users(cpus: u32, programs: &[Program], uids: &[u32], decisi
 #[derive(Default)]
 struct User {
     demand: u32,
-    entitled: u32,
+    share: u32,
     used: u32,
     programs: Vec<usize>,
 }
 
 fn running(d: &Decision, i: usize) -> bool {
     d.allocations[i].running && d.allocations[i].count > 0
-}
-
-/// CPUs program `i` holds this quantum (0 when it does not run).
-fn held(d: &Decision, i: usize) -> u32 {
-    if running(d, i) {
-        d.allocations[i].count
-    } else {
-        0
-    }
 }
 
 /// How many CPUs program `p` takes next when it grows with at most `room` free: one more when it
@@ -236,8 +227,8 @@ mod tests {
     use super::*;
     use cpumgr_core::{Kind, Request};
 
-    fn program(i: u64, now: u32) -> Program {
-        Program::new(i, format!("p{i}"), now)
+    fn program(i: u64, wanted: u32) -> Program {
+        Program::new(i, format!("p{i}"), wanted)
     }
 
     fn decide(cpus: u32, programs: &[Program], uids: &[u32], counts: &[u32]) -> Vec<u32> {
@@ -263,7 +254,7 @@ mod tests {
     #[test]
     fn a_user_who_wants_less_than_its_share_leaves_the_rest_to_the_others() {
         let ps = vec![program(1, 8), program(2, 8), program(3, 1)];
-        // User 2 wants 1: user 1 is entitled to 7 and keeps what the policy gave it.
+        // User 2 wants 1: user 1's share is 7 and keeps what the policy gave it.
         assert_eq!(decide(8, &ps, &[1, 1, 2], &[4, 3, 1]), vec![4, 3, 1]);
     }
 
@@ -279,9 +270,9 @@ mod tests {
     fn rigid_programs_stop_whole_and_start_whole() {
         let mut ps = vec![program(1, 2), program(2, 2), program(3, 2)];
         ps[0].kind = Kind::Rigid(2);
-        ps[0].request = Request { now: 2, min: 2, max: 2 };
+        ps[0].request = Request { wanted: 2, min: 2, max: 2 };
         ps[2].kind = Kind::Rigid(2);
-        ps[2].request = Request { now: 2, min: 2, max: 2 };
+        ps[2].request = Request { wanted: 2, min: 2, max: 2 };
         // 4 CPUs, user 1 holds all of them with its rigid 2 and a malleable 2; user 2's rigid 2
         // waits. Entitlements 2/2: user 1's malleable program is cut (its widest, newest on ties)...
         let got = decide(4, &ps, &[1, 1, 2], &[2, 2, 0]);

@@ -92,7 +92,7 @@ impl StarvationBound {
                 self.turns.get(&p.id).map_or_else(Turn::default, |&t| Turn { in_turn: t.in_turn && !boundary, ..t })
             })
             .collect();
-        let wants = |i: usize| programs[i].request.now > 0 && programs[i].wants() > 0;
+        let wants = |i: usize| programs[i].request.wanted > 0 && programs[i].wants() > 0;
         let gets = |d: &Decision, i: usize| d.allocations[i].granted() > 0;
         // Those in or owed the rest of a turn, then those that waited too long, longest first.
         // `waited` counted the quantum in course as waited: between boundaries it has not
@@ -383,7 +383,7 @@ mod tests {
     fn a_rigid_program_gets_its_processes_from_the_largest() {
         let mut ps = programs(3);
         ps[1].kind = Kind::Rigid(2);
-        ps[2].request.now = 0;
+        ps[2].request.wanted = 0;
         ps[2].request.min = 0;
         let mut bound = StarvationBound::default();
         let mut d = Decision::default();

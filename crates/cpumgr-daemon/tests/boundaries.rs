@@ -52,7 +52,7 @@ fn a_storm_of_requests_does_not_hold_back_the_walks_of_proc() {
             let conn = Conn::connect(&socket).unwrap();
             let mut sent = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                let req = Request::SetRequest { id: quiet_id, now: 1 + (sent % 2) as u32, min: None, max: None };
+                let req = Request::SetRequest { id: quiet_id, wanted: 1 + (sent % 2) as u32, min: None, max: None };
                 assert_eq!(conn.call(&req).unwrap().0, Reply::Ok);
                 sent += 1;
                 std::thread::sleep(Duration::from_millis(2));

@@ -216,7 +216,7 @@ fn a_killed_managers_watchdog_takes_programs_out_of_its_cgroups() {
     };
     // Registered raw: no supervisor watches these programs, only the manager's watchdog.
     for &pid in &pids {
-        let reg = cpumgr_proto::Registration { pid: Some(pid), now: Some(1), max: Some(1), ..Default::default() };
+        let reg = cpumgr_proto::Registration { pid: Some(pid), wanted: Some(1), max: Some(1), ..Default::default() };
         let (r, _) = conn.call(&cpumgr_proto::Request::Register(reg)).unwrap();
         assert!(matches!(r, cpumgr_proto::Reply::Registered { .. }), "{r:?}");
     }

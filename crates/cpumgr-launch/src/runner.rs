@@ -241,7 +241,7 @@ impl Managed {
         let reg = Registration {
             pid: Some(pid),
             name: job.name.clone(),
-            now: Some(job.request),
+            wanted: Some(job.request),
             rigid: job.procs,
             ..Registration::default()
         };

@@ -1,7 +1,7 @@
 //! Control-socket messages: one JSON object per socket message (the socket keeps message
 //! boundaries), at most [`MAX_MESSAGE`] bytes, every one carrying the protocol version `v`.
 //!
-//! A request names its operation in `op`: `{"v":1,"op":"set-request","id":3,"now":2}`. A reply
+//! A request names its operation in `op`: `{"v":1,"op":"set-request","id":3,"wanted":2}`. A reply
 //! names its kind in `reply`: `{"v":1,"reply":"ok"}`, `{"v":1,"reply":"error","message":"..."}`.
 //! A registration reply comes with the slot segment's descriptor attached (`SCM_RIGHTS`).
 
@@ -42,8 +42,9 @@ pub enum Request {
     SetRequest {
         /// The program.
         id: u64,
-        /// CPUs wanted now.
-        now: u32,
+        /// CPUs wanted at present (read under `now` too).
+        #[serde(alias = "now")]
+        wanted: u32,
         /// New minimum, if it changes.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         min: Option<u32>,
@@ -93,9 +94,9 @@ pub struct Registration {
     /// A human name.
     #[serde(default)]
     pub name: String,
-    /// CPUs wanted now; all managed CPUs when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub now: Option<u32>,
+    /// CPUs wanted at present (read under `now` too); all managed CPUs when absent.
+    #[serde(default, alias = "now", skip_serializing_if = "Option::is_none")]
+    pub wanted: Option<u32>,
     /// Fewest CPUs it can run on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min: Option<u32>,
@@ -174,7 +175,7 @@ pub struct ProgramStatus {
     pub pid: i32,
     /// Name.
     pub name: String,
-    /// CPUs it wants now.
+    /// CPUs it wants at present.
     pub request: u32,
     /// CPUs allocated.
     pub count: u32,
@@ -248,8 +249,8 @@ mod tests {
     #[test]
     fn requests_round_trip_with_their_version() {
         let reqs = [
-            Request::Register(Registration { pid: Some(12), name: "a".into(), now: Some(2), ..Default::default() }),
-            Request::SetRequest { id: 3, now: 1, min: None, max: Some(4) },
+            Request::Register(Registration { pid: Some(12), name: "a".into(), wanted: Some(2), ..Default::default() }),
+            Request::SetRequest { id: 3, wanted: 1, min: None, max: Some(4) },
             Request::Status,
             Request::OpenDoorbell { id: Some(4) },
             Request::SetPolicy { spec: "gang:fill=false".into() },
@@ -262,6 +263,18 @@ mod tests {
         }
         let text = String::from_utf8(encode(&Request::Unregister { id: 9 }).unwrap()).unwrap();
         assert_eq!(text, r#"{"v":1,"op":"unregister","id":9}"#);
+    }
+
+    #[test]
+    fn a_request_count_sent_as_now_is_read_as_wanted() {
+        let set = decode::<Request>(br#"{"v":1,"op":"set-request","id":3,"now":2}"#).unwrap();
+        assert_eq!(set, Request::SetRequest { id: 3, wanted: 2, min: None, max: None });
+        let reg = decode::<Request>(br#"{"v":1,"op":"register","name":"a","now":2}"#).unwrap();
+        assert_eq!(reg, Request::Register(Registration { name: "a".into(), wanted: Some(2), ..Default::default() }));
+        let e: Event = serde_json::from_str(r#"{"t":1,"program":2,"kind":"request","now":3}"#).unwrap();
+        assert_eq!(e.kind, cpumgr_core::trace::EventKind::Request { wanted: 3 });
+        let text = String::from_utf8(encode(&set).unwrap()).unwrap();
+        assert_eq!(text, r#"{"v":1,"op":"set-request","id":3,"wanted":2}"#);
     }
 
     #[test]
@@ -284,7 +297,7 @@ mod tests {
             event: Event {
                 t: 5,
                 program: Some(cpumgr_core::ProgramId(2)),
-                kind: cpumgr_core::trace::EventKind::Request { now: 3 },
+                kind: cpumgr_core::trace::EventKind::Request { wanted: 3 },
             },
         };
         assert_eq!(decode::<Reply>(&encode(&e).unwrap()).unwrap(), e);

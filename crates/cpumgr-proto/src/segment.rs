@@ -95,7 +95,7 @@ mod tests {
         manager.slot().publish(1, 2, true, &cpumgr_core::CpuSet::parse("0-1").unwrap());
         assert_eq!(program.slot().allocation().unwrap().count, 2);
         program.slot().set_request(3, 1, 3);
-        assert_eq!(manager.slot().raw_request().unwrap().now, 3);
+        assert_eq!(manager.slot().raw_request().unwrap().wanted, 3);
     }
 
     #[test]

@@ -101,8 +101,8 @@ pub struct ProgramFields {
     /// Seqlock of the request triple; 0 until the program first writes a request (the manager then
     /// uses the request given at registration).
     pub request_seq: AtomicU64,
-    /// CPUs wanted now.
-    pub request_now: AtomicU32,
+    /// CPUs wanted at present.
+    pub request_wanted: AtomicU32,
     /// Fewest CPUs the program can run on.
     pub request_min: AtomicU32,
     /// Most CPUs the program can use.
@@ -245,8 +245,8 @@ pub struct Allocation {
 /// A request as the program wrote it, before validation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RawRequest {
-    /// CPUs wanted now.
-    pub now: u32,
+    /// CPUs wanted at present.
+    pub wanted: u32,
     /// Fewest.
     pub min: u32,
     /// Most.
@@ -324,10 +324,10 @@ impl Slot {
     // ---- program side -------------------------------------------------------------------
 
     /// Writes the request triple (program).
-    pub fn set_request(&self, now: u32, min: u32, max: u32) {
+    pub fn set_request(&self, wanted: u32, min: u32, max: u32) {
         let p = &self.program;
         seq_write(&p.request_seq, || {
-            p.request_now.store(now, Ordering::Relaxed);
+            p.request_wanted.store(wanted, Ordering::Relaxed);
             p.request_min.store(min, Ordering::Relaxed);
             p.request_max.store(max, Ordering::Relaxed);
         });
@@ -433,7 +433,7 @@ impl Slot {
     pub fn raw_request(&self) -> Option<RawRequest> {
         let p = &self.program;
         seq_read(&p.request_seq, || RawRequest {
-            now: p.request_now.load(Ordering::Relaxed),
+            wanted: p.request_wanted.load(Ordering::Relaxed),
             min: p.request_min.load(Ordering::Relaxed),
             max: p.request_max.load(Ordering::Relaxed),
         })
@@ -481,7 +481,7 @@ impl Slot {
 pub enum Clamp {
     /// A count above the managed CPUs was lowered.
     Request {
-        /// The field (`now`, `min`, `max`).
+        /// The field (`wanted`, `min`, `max`).
         field: &'static str,
         /// What the program wrote.
         from: u32,
@@ -510,7 +510,7 @@ impl std::fmt::Display for Clamp {
 }
 
 /// Makes a raw request usable on `cpus` managed CPUs: every count at most `cpus`, `max` at least
-/// 1, `min` at most `max`, `now` at most `max` (0 is allowed: the program is idle). Returns the
+/// 1, `min` at most `max`, `wanted` at most `max` (0 is allowed: the program is idle). Returns the
 /// request and what was changed.
 pub fn validate_request(raw: RawRequest, cpus: u32, clamps: &mut Vec<Clamp>) -> Request {
     let cpus = cpus.max(1);
@@ -523,8 +523,8 @@ pub fn validate_request(raw: RawRequest, cpus: u32, clamps: &mut Vec<Clamp>) -> 
     };
     let max = clamp("max", raw.max, cpus, 1);
     let min = clamp("min", raw.min, max, 0);
-    let now = clamp("now", raw.now, max, 0);
-    Request { now, min, max }
+    let wanted = clamp("wanted", raw.wanted, max, 0);
+    Request { wanted, min, max }
 }
 
 /// Makes a raw speedup report usable on `cpus` managed CPUs: dropped when not finite, negative,
@@ -617,7 +617,7 @@ mod tests {
         let s = Slot::default();
         assert_eq!(s.raw_request(), None);
         s.set_request(2, 1, 4);
-        assert_eq!(s.raw_request(), Some(RawRequest { now: 2, min: 1, max: 4 }));
+        assert_eq!(s.raw_request(), Some(RawRequest { wanted: 2, min: 1, max: 4 }));
         s.program.request_seq.store(5, Ordering::Relaxed); // odd forever
         assert_eq!(s.raw_request(), None);
         s.report_speedup(2, 1.5);
@@ -627,12 +627,12 @@ mod tests {
     #[test]
     fn absurd_requests_are_clamped_and_logged() {
         let mut c = Vec::new();
-        let r = validate_request(RawRequest { now: 1_000_000_000, min: 7, max: 0 }, 4, &mut c);
-        assert_eq!(r, Request { now: 1, min: 1, max: 1 });
+        let r = validate_request(RawRequest { wanted: 1_000_000_000, min: 7, max: 0 }, 4, &mut c);
+        assert_eq!(r, Request { wanted: 1, min: 1, max: 1 });
         assert_eq!(c.len(), 3, "{c:?}");
         c.clear();
-        let r = validate_request(RawRequest { now: 0, min: 0, max: 3 }, 4, &mut c);
-        assert_eq!(r, Request { now: 0, min: 0, max: 3 });
+        let r = validate_request(RawRequest { wanted: 0, min: 0, max: 3 }, 4, &mut c);
+        assert_eq!(r, Request { wanted: 0, min: 0, max: 3 });
         assert!(c.is_empty());
     }
 
@@ -653,11 +653,11 @@ mod tests {
 
     proptest::proptest! {
         #[test]
-        fn validated_requests_are_always_usable(now: u32, min: u32, max: u32, cpus in 1u32..2048) {
+        fn validated_requests_are_always_usable(wanted: u32, min: u32, max: u32, cpus in 1u32..2048) {
             let mut c = Vec::new();
-            let r = validate_request(RawRequest { now, min, max }, cpus, &mut c);
+            let r = validate_request(RawRequest { wanted, min, max }, cpus, &mut c);
             proptest::prop_assert!(r.max >= 1 && r.max <= cpus);
-            proptest::prop_assert!(r.min <= r.max && r.now <= r.max);
+            proptest::prop_assert!(r.min <= r.max && r.wanted <= r.max);
         }
     }
 }

@@ -187,13 +187,13 @@ impl JobSpec {
 
     /// What the job asks for while in phase `phase`.
     pub fn request_in(&self, phase: usize) -> Request {
-        let now = match self.kind {
+        let wanted = match self.kind {
             Kind::Malleable | Kind::Evolving => {
                 self.phases.get(phase).map_or(self.request, |p| p.request.min(self.request))
             }
             Kind::Moldable | Kind::Rigid(_) => self.request,
         };
-        Request { now: now.max(self.min.min(now.max(1))), min: self.min.min(self.request), max: self.request }
+        Request { wanted: wanted.max(self.min.min(wanted.max(1))), min: self.min.min(self.request), max: self.request }
     }
 
     /// The threads the job runs with no manager (`os`): a rigid job's processes, a malleable or
@@ -202,7 +202,7 @@ impl JobSpec {
         match self.kind {
             Kind::Rigid(n) => n,
             Kind::Moldable => self.request,
-            Kind::Malleable | Kind::Evolving => self.request_in(phase).now,
+            Kind::Malleable | Kind::Evolving => self.request_in(phase).wanted,
         }
         .max(1)
     }
@@ -312,10 +312,10 @@ mod tests {
     fn requests_follow_the_kind() {
         let mut j = JobSpec::malleable("a", 0, 8, 1.0, SpeedupModel::LINEAR);
         j.phases = ltomcatv(8, 1, 1.0, 1.0, &SpeedupModel::LINEAR).into();
-        assert_eq!(j.request_in(0).now, 1, "a malleable job gives CPUs back in a serial phase");
-        assert_eq!(j.request_in(1).now, 8);
+        assert_eq!(j.request_in(0).wanted, 1, "a malleable job gives CPUs back in a serial phase");
+        assert_eq!(j.request_in(1).wanted, 8);
         j.kind = Kind::Moldable;
-        assert_eq!(j.request_in(0).now, 8, "a moldable job keeps its request");
+        assert_eq!(j.request_in(0).wanted, 8, "a moldable job keeps its request");
         let r = JobSpec::rigid("r", 0, 16, 1.0, SpeedupModel::LINEAR);
         assert_eq!(r.natural_threads(0), 16);
         assert!(r.check(8).is_err(), "16 processes on 8 CPUs is refused");

@@ -325,7 +325,7 @@ impl Sharing<'_> {
         self.tally.events += 1;
         self.want_tick();
         let j = self.jobs.get_mut(&id).expect("due job is in the system");
-        let before = j.spec.request_in(j.phase).now;
+        let before = j.spec.request_in(j.phase).wanted;
         j.phase += 1;
         while j.phase < j.spec.phases.len() && j.spec.phases[j.phase].work <= 0.0 {
             j.phase += 1;
@@ -335,12 +335,12 @@ impl Sharing<'_> {
             return;
         }
         j.remaining = j.spec.phases[j.phase].simulated_work();
-        let after = j.spec.request_in(j.phase).now;
+        let after = j.spec.request_in(j.phase).wanted;
         // Its threads stay as counted until the next tick; only its speedup model changed.
         self.settle(id);
         self.dirty.push(id);
         if after != before && self.tally.trace {
-            self.emit(id, EventKind::Request { now: after });
+            self.emit(id, EventKind::Request { wanted: after });
         }
     }
 

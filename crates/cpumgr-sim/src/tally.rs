@@ -125,7 +125,7 @@ impl<'o> Tally<'o> {
         self.next_id += 1;
         self.events += 1;
         if self.trace {
-            let kind = EventKind::Arrive { name: j.name.to_string(), request: j.request_in(0).now };
+            let kind = EventKind::Arrive { name: j.name.to_string(), request: j.request_in(0).wanted };
             self.emit(now, Some(id), kind);
         }
         id

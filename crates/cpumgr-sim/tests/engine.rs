@@ -580,7 +580,7 @@ fn the_trace_tells_the_story_in_time_order() {
     let requests: Vec<u32> = ev
         .iter()
         .filter_map(|e| match e.kind {
-            EventKind::Request { now } => Some(now),
+            EventKind::Request { wanted } => Some(wanted),
             _ => None,
         })
         .collect();

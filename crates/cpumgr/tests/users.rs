@@ -105,7 +105,7 @@ fn as_user() {
             None => call(&socket, Request::Status),
             Some(("unregister", id)) => call(&socket, Request::Unregister { id: id.parse().unwrap() }),
             Some(("set-request", id)) => {
-                call(&socket, Request::SetRequest { id: id.parse().unwrap(), now: 1, min: None, max: None })
+                call(&socket, Request::SetRequest { id: id.parse().unwrap(), wanted: 1, min: None, max: None })
             }
             Some(("open-slot", id)) => call(&socket, Request::OpenSlot { id: Some(id.parse().unwrap()) }),
             Some(("register", pid)) => {

@@ -104,20 +104,20 @@ mod tests {
         let mut fcfs = crate::policies::build("fcfs").unwrap();
         // 6 CPUs: p1 starts in a 1-CPU phase (it can use 4), p2 wants all 6 and waits.
         let mut progs = programs(&[4, 6]);
-        progs[0].request = Request { now: 1, min: 1, max: 4 };
+        progs[0].request = Request { wanted: 1, min: 1, max: 4 };
         assert_eq!(step(fcfs.as_mut(), 6, &progs), vec![1, 0]);
         // p1 asks for 4: it grows into the free CPUs, ahead of p2, which arrived after it.
-        progs[0].request.now = 4;
+        progs[0].request.wanted = 4;
         assert_eq!(step(fcfs.as_mut(), 6, &progs), vec![4, 0]);
         // Back to 1: the 3 CPUs go back (p2 still does not fit), and the hold follows.
-        progs[0].request.now = 1;
+        progs[0].request.wanted = 1;
         assert_eq!(step(fcfs.as_mut(), 6, &progs), vec![1, 0]);
         // p2 leaves, p3 (3) arrives and starts on 3 of the 5 free CPUs; p1 asks for 4 again and
         // gets the 2 left, never p3's: nobody holds a CPU twice.
         progs.truncate(1);
         progs.push(Program::new(3, "p3", 3));
         assert_eq!(step(fcfs.as_mut(), 6, &progs), vec![1, 3]);
-        progs[0].request.now = 4;
+        progs[0].request.wanted = 4;
         assert_eq!(step(fcfs.as_mut(), 6, &progs), vec![3, 3]);
         // p3 ends: p1 gets the rest of its request.
         progs.truncate(1);

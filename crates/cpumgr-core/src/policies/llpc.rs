@@ -176,15 +176,15 @@ mod tests {
         // 1 CPU for good.)
         let mut llpc = Llpc::default();
         let mut progs = programs(&[4]);
-        progs[0].request = crate::program::Request { now: 1, min: 1, max: 4 };
+        progs[0].request = crate::program::Request { wanted: 1, min: 1, max: 4 };
         assert_eq!(step(&mut llpc, 8, &progs), vec![1]);
         assert_eq!(step(&mut llpc, 8, &progs), vec![1]);
-        progs[0].request.now = 4;
+        progs[0].request.wanted = 4;
         assert_eq!(step(&mut llpc, 8, &progs), vec![4]);
         // Back to a serial phase and out again: the team is still there.
-        progs[0].request.now = 1;
+        progs[0].request.wanted = 1;
         assert_eq!(step(&mut llpc, 8, &progs), vec![1]);
-        progs[0].request.now = 4;
+        progs[0].request.wanted = 4;
         assert_eq!(step(&mut llpc, 8, &progs), vec![4]);
     }
 
@@ -196,9 +196,9 @@ mod tests {
         // CPUs again.
         let mut llpc = Llpc::default();
         let mut progs = programs(&[4, 7]);
-        progs[0].request = crate::program::Request { now: 1, min: 1, max: 4 };
+        progs[0].request = crate::program::Request { wanted: 1, min: 1, max: 4 };
         assert_eq!(step(&mut llpc, 8, &progs), vec![1, 7]);
-        progs[0].request.now = 4;
+        progs[0].request.wanted = 4;
         assert_eq!(step(&mut llpc, 8, &progs), vec![1, 7]);
         assert_eq!(step(&mut llpc, 8, &progs), vec![1, 7], "unchanged load, unchanged teams");
     }

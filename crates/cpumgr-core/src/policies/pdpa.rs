@@ -328,7 +328,7 @@ mod tests {
         let mut counts = Vec::new();
         for q in 0..12 {
             let request = if (6..8).contains(&q) { 1 } else { 32 };
-            progs[0].request = crate::program::Request { now: request, min: 1, max: 32 };
+            progs[0].request = crate::program::Request { wanted: request, min: 1, max: 32 };
             let view = View { now: q, quantum: 1, topology: &t, cpus: 64, programs: &progs };
             d.reset(1);
             pdpa.decide(&view, &mut d);

@@ -68,19 +68,19 @@ fn program() -> impl Strategy<Value = (u8, u32, u32, u32, u8, f64)> {
 fn build_programs(raw: &[(u8, u32, u32, u32, u8, f64)]) -> Vec<Program> {
     raw.iter()
         .enumerate()
-        .map(|(i, &(kind, now, min, extra, weight, eff))| {
-            let mut p = Program::new(i as u64 + 1, format!("p{i}"), now);
+        .map(|(i, &(kind, wanted, min, extra, weight, eff))| {
+            let mut p = Program::new(i as u64 + 1, format!("p{i}"), wanted);
             p.kind = match kind {
                 0 => Kind::Malleable,
                 1 => Kind::Moldable,
-                2 => Kind::Rigid(now),
+                2 => Kind::Rigid(wanted),
                 _ => Kind::Evolving,
             };
-            let min = min.min(now);
-            p.request = Request { now, min, max: now + extra };
+            let min = min.min(wanted);
+            p.request = Request { wanted, min, max: wanted + extra };
             p.weight = weight as f64;
             p.arrival = i as u64 * 1_000_000;
-            p.speedup = SpeedupReport::new(now, now as f64 * eff).filter(|_| eff < 0.9);
+            p.speedup = SpeedupReport::new(wanted, wanted as f64 * eff).filter(|_| eff < 0.9);
             p
         })
         .collect()

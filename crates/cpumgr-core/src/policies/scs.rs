@@ -100,7 +100,7 @@ mod tests {
     fn rigid(requests: &[u32]) -> Vec<Program> {
         let mut progs = crate::policies::testing::programs(requests);
         for p in &mut progs {
-            p.kind = Kind::Rigid(p.request.now);
+            p.kind = Kind::Rigid(p.request.wanted);
         }
         progs
     }

@@ -96,7 +96,7 @@ mod tests {
         let all = programs(&[1, 2, 3, 4, 5]);
         let mut s = Started::default();
         // Start every other one (ids 1, 3, 5), then the view loses ids 1 and 4.
-        s.admit(&view(&t, &all), |_, p| if p.id.0 % 2 == 1 { Waiting::Start(p.request.now) } else { Waiting::Skip });
+        s.admit(&view(&t, &all), |_, p| if p.id.0 % 2 == 1 { Waiting::Start(p.request.wanted) } else { Waiting::Skip });
         let left: Vec<Program> = all.iter().filter(|p| ![1, 4].contains(&p.id.0)).cloned().collect();
         let mut kept = Vec::new();
         s.keep(&view(&t, &left), |i, v| kept.push((left[i].id.0, *v)));

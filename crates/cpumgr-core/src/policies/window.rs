@@ -181,7 +181,7 @@ mod tests {
         for round in 0..3 {
             if round == 2 {
                 // A request changes: the rotations change with it.
-                progs[3].request.now = 4;
+                progs[3].request.wanted = 4;
                 progs[3].request.max = 4;
             }
             let view = View { now: 0, quantum: 1, topology: &t, cpus: 8, programs: &progs };

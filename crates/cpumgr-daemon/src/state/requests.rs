@@ -45,7 +45,7 @@ impl State {
                 self.remove(ProgramId(id), None);
                 Reply::Ok
             }),
-            Request::SetRequest { id, now, min, max } => self.set_request(peer, id, now, min, max),
+            Request::SetRequest { id, wanted, min, max } => self.set_request(peer, id, wanted, min, max),
             Request::Status => Ok(Reply::Status(self.status(peer))),
             Request::SetPolicy { spec } => self.set_policy(peer, &spec),
             Request::SetQuantum { ms } => self.set_quantum(peer, ms),
@@ -101,10 +101,10 @@ impl State {
         let n = self.managed.len() as u32;
         let (kind, raw) = match reg.rigid {
             Some(0) => return Err("rigid 0: a rigid program needs at least 1 CPU".into()),
-            Some(r) => (Kind::Rigid(r), RawRequest { now: r, min: r, max: r }),
+            Some(r) => (Kind::Rigid(r), RawRequest { wanted: r, min: r, max: r }),
             None => (
                 Kind::Malleable,
-                RawRequest { now: reg.now.unwrap_or(n), min: reg.min.unwrap_or(1), max: reg.max.unwrap_or(n) },
+                RawRequest { wanted: reg.wanted.unwrap_or(n), min: reg.min.unwrap_or(1), max: reg.max.unwrap_or(n) },
             ),
         };
         let mut clamps = Vec::new();
@@ -133,12 +133,12 @@ impl State {
         let name = if reg.name.is_empty() { format!("pid{pid}") } else { clean_name(&reg.name) };
         let arrival = self.now();
         let entry = Entry::new(id, pid, uid, name.clone(), kind, weight, arrival, request, segment, pidfd, original);
-        tracing::info!(id = id.0, pid, name = %name, request = request.now, "registered");
+        tracing::info!(id = id.0, pid, name = %name, request = request.wanted, "registered");
         self.entries.insert(id, entry);
         self.by_pid.insert(pid, id);
         self.roster += 1;
         *self.per_user.entry(uid).or_default() += 1;
-        self.emit(Some(id), EventKind::Arrive { name, request: request.now });
+        self.emit(Some(id), EventKind::Arrive { name, request: request.wanted });
         // The policy hears of it at the step this kick starts, with the view it then decides on:
         // a registration costs no view of every program (with 1024 registered, that was most of
         // a registration's cost).
@@ -186,7 +186,7 @@ impl State {
         &mut self,
         peer: &PeerCred,
         id: u64,
-        now: u32,
+        wanted: u32,
         min: Option<u32>,
         max: Option<u32>,
     ) -> Result<Reply, String> {
@@ -196,10 +196,10 @@ impl State {
         if e.kind.rigid_procs().is_some() {
             return Err(format!("program {id} is rigid; its request cannot change"));
         }
-        let raw = RawRequest { now, min: min.unwrap_or(e.base_request.min), max: max.unwrap_or(e.base_request.max) };
+        let raw = RawRequest { wanted, min: min.unwrap_or(e.base_request.min), max: max.unwrap_or(e.base_request.max) };
         e.base_request = validate_request(raw, n, &mut Vec::new());
-        let now = e.base_request.now;
-        self.emit(Some(ProgramId(id)), EventKind::Request { now });
+        let wanted = e.base_request.wanted;
+        self.emit(Some(ProgramId(id)), EventKind::Request { wanted });
         self.kick = true;
         Ok(Reply::Ok)
     }
@@ -272,7 +272,7 @@ impl State {
                     id: e.id.0,
                     pid: e.pid,
                     name: e.name.clone(),
-                    request: e.request.now,
+                    request: e.request.wanted,
                     count: e.count,
                     cpus: e.cpus.clone(),
                     state: e.state().into(),

@@ -289,7 +289,7 @@ impl State {
         let n = self.managed.len() as u32;
         // A program that gave every CPU back itself (request 0: its runtime is idle) is not
         // stopped: it could never ask again. It keeps the CPUs it last had until it does.
-        for e in self.entries.values_mut().filter(|e| !e.running && !e.stopped && e.request.now > 0) {
+        for e in self.entries.values_mut().filter(|e| !e.running && !e.stopped && e.request.wanted > 0) {
             // Only strays on the watchdog's board: if this manager dies, whatever it stopped is
             // continued.
             match enforce::stop(e.target, &e.boarded) {

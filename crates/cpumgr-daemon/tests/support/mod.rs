@@ -89,12 +89,12 @@ impl Live {
     }
 
     /// Registers process `pid` asking for `now` CPUs (at most `now`); its id and slot.
-    pub fn register(&self, pid: i32, now: u32) -> (u64, Segment) {
+    pub fn register(&self, pid: i32, wanted: u32) -> (u64, Segment) {
         let reg = Registration {
             pid: Some(pid),
             name: format!("p{pid}"),
-            now: Some(now),
-            max: Some(now),
+            wanted: Some(wanted),
+            max: Some(wanted),
             ..Default::default()
         };
         match self.conn.call(&Request::Register(reg)).unwrap() {

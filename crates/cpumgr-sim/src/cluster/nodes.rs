@@ -139,7 +139,7 @@ impl SharedNodes {
             };
             self.programs.push(Program {
                 kind,
-                request: Request { now: n, min: if matches!(kind, Kind::Rigid(_)) { n } else { 1 }, max: n },
+                request: Request { wanted: n, min: if matches!(kind, Kind::Rigid(_)) { n } else { 1 }, max: n },
                 weight: spec.weight,
                 arrival: spec.arrival,
                 threads: kind.rigid_procs().or((granted > 0).then_some(granted)),

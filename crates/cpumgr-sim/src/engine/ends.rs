@@ -39,7 +39,7 @@ impl Engine<'_, '_> {
             l.start_phase();
             let request = l.spec.request_in(l.phase);
             // Only a trace reads whether the request changed.
-            let traced = self.tally.trace && request.now != l.spec.request_in(ended).now;
+            let traced = self.tally.trace && request.wanted != l.spec.request_in(ended).wanted;
             let (held, threads) = (l.held, l.threads);
             self.set_idle(i);
             self.set_rate(i, held, threads);
@@ -48,7 +48,7 @@ impl Engine<'_, '_> {
             self.programs[i].request = request;
             if traced {
                 let id = self.programs[i].id;
-                self.emit(Some(id), EventKind::Request { now: request.now });
+                self.emit(Some(id), EventKind::Request { wanted: request.wanted });
             }
         }
     }

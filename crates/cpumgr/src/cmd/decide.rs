@@ -101,7 +101,7 @@ fn load_programs(path: &Path) -> anyhow::Result<(Vec<Program>, Vec<Vec<f64>>)> {
         }
         let mut p = Program::new(i as u64 + 1, e.name.clone(), e.request);
         p.kind = kind;
-        p.request = Request { now: e.request, min, max };
+        p.request = Request { wanted: e.request, min, max };
         p.weight = weight;
         programs.push(p);
         curves.push(e.speedup);

@@ -87,7 +87,7 @@ impl ProgramArgs {
         Registration {
             pid: Some(pid),
             name: self.name.clone().unwrap_or_else(|| default_name.chars().take(64).collect()),
-            now: self.request,
+            wanted: self.request,
             min: self.min,
             max: self.max,
             rigid: self.rigid,

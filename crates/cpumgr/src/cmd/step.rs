@@ -117,7 +117,7 @@ fn registration(args: &Args) -> Registration {
     if rigid {
         reg.rigid = Some(cpus);
     } else {
-        reg.now = Some(cpus);
+        reg.wanted = Some(cpus);
         reg.max = Some(cpus);
     }
     reg
@@ -169,9 +169,9 @@ mod tests {
     #[test]
     fn several_tasks_are_a_rigid_team_one_task_is_malleable_up_to_its_cpus() {
         let r = registration(&args(Kind::Auto, 2, 2));
-        assert_eq!((r.rigid, r.now, r.max), (Some(4), None, None));
+        assert_eq!((r.rigid, r.wanted, r.max), (Some(4), None, None));
         let r = registration(&args(Kind::Auto, 1, 2));
-        assert_eq!((r.rigid, r.now, r.max), (None, Some(2), Some(2)));
+        assert_eq!((r.rigid, r.wanted, r.max), (None, Some(2), Some(2)));
         let r = registration(&args(Kind::Rigid, 1, 3));
         assert_eq!(r.rigid, Some(3));
         let r = registration(&args(Kind::Malleable, 3, 1));
