@@ -162,6 +162,9 @@ pub struct State {
     offered: CpuSet,
     /// Per program of the last step, the CPUs it may be given when not all ([`Entry::bound`]).
     within: Vec<Option<CpuSet>>,
+    /// Whether programs are bound by their allowed CPUs: not on a modelled machine, whose CPUs
+    /// are not the ones the host's affinity masks name.
+    bound: bool,
     /// Programs registered since the last step, whose arrival the policy hears of at the next.
     arrived: Vec<ProgramId>,
     /// The `/proc` files the last walk read, kept open for the next (lent to each [`Survey`]).
@@ -219,6 +222,7 @@ impl State {
             topology,
             offered: managed.clone(),
             within: Vec::new(),
+            bound: !modelled,
             managed,
             entries: BTreeMap::new(),
             by_pid: HashMap::new(),
@@ -411,7 +415,7 @@ impl State {
                 Some(p) => e.program_into(self.ticks_per_sec, n, p),
                 None => programs.push(e.program(self.ticks_per_sec, n)),
             }
-            self.within[i] = e.bound(&self.offered, &mut programs[i]);
+            self.within[i] = if self.bound { e.bound(&self.offered, &mut programs[i]) } else { None };
         }
     }
 }

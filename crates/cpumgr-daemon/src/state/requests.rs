@@ -114,7 +114,7 @@ impl State {
         }
         let original = enforce::affinity(pid).map_err(|e| format!("cannot read the CPUs of process {pid}: {e}"))?;
         let allowed = original.intersection(&self.managed).len() as u32;
-        if allowed < kind.rigid_procs().unwrap_or(request.min) {
+        if self.bound && allowed < kind.rigid_procs().unwrap_or(request.min) {
             tracing::info!(pid, cpus = %original, "allowed fewer CPUs than it needs at once: placed on any");
         }
         let id = ProgramId(self.next_id);
@@ -280,7 +280,7 @@ impl State {
                     team: e.team_mode().into(),
                     cpu_ms: e.ticks_used * 1000 / self.ticks_per_sec.max(1),
                     speedup: e.speedup.map(|s| s.speedup),
-                    allowed: (!self.managed.is_subset(&e.original)).then(|| e.original.clone()),
+                    allowed: (self.bound && !self.managed.is_subset(&e.original)).then(|| e.original.clone()),
                 })
                 .collect(),
         }
