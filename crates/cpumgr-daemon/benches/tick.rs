@@ -24,7 +24,7 @@ use std::time::Duration;
 use cpumgr_core::sources::synthetic;
 use cpumgr_core::Topology;
 use cpumgr_daemon::limits::UserLimits;
-use cpumgr_daemon::procfs::{self, Target};
+use cpumgr_daemon::procfs::{self, Known, Target};
 use cpumgr_daemon::{Settings, State};
 use criterion::measurement::{Measurement, ValueFormatter, WallTime};
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -74,7 +74,8 @@ fn tick(c: &mut Criterion) {
         let targets: Vec<Target> = kids.pids().into_iter().map(Target::of).collect();
         g.bench_function(format!("the /proc walk alone, {n} programs"), |b| b.iter(|| procfs::scan(&targets)));
         let mut files = procfs::Files::for_manager();
-        let known: Vec<(Target, Vec<i32>)> = targets.iter().map(|t| (*t, vec![t.leader()])).collect();
+        let known: Vec<(Target, Known)> =
+            targets.iter().map(|t| (*t, Known { pids: vec![t.leader()], ..Known::default() })).collect();
         g.bench_function(format!("the /proc walk alone, {n} programs, files kept open"), |b| {
             b.iter(|| files.scan(&known))
         });

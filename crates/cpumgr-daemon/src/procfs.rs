@@ -68,15 +68,15 @@ pub struct Stat {
 /// Parses a `stat` line. The command name (field 2) may hold spaces and parentheses, so the
 /// fields are counted from the last `)`.
 pub fn parse_stat(text: &str) -> Option<Stat> {
-    let rest = &text[text.rfind(')')? + 1..];
-    let f: Vec<&str> = rest.split_ascii_whitespace().collect();
-    // f[0] is field 3 (state); field n is f[n - 3].
-    let state = f.first()?.chars().next()?;
-    let pgrp = f.get(2)?.parse().ok()?;
-    let utime: u64 = f.get(11)?.parse().ok()?;
-    let stime: u64 = f.get(12)?.parse().ok()?;
-    let threads = f.get(17)?.parse().ok()?;
-    let start = f.get(19)?.parse().ok()?;
+    let mut f = text[text.rfind(')')? + 1..].split_ascii_whitespace();
+    // The first is field 3 (state), the third field 5 (group).
+    let state = f.next()?.chars().next()?;
+    let pgrp = f.nth(1)?.parse().ok()?;
+    // Fields 14 and 15 (user and system time), 20 (threads) and 22 (start time).
+    let utime: u64 = f.nth(8)?.parse().ok()?;
+    let stime: u64 = f.next()?.parse().ok()?;
+    let threads = f.nth(4)?.parse().ok()?;
+    let start = f.nth(1)?.parse().ok()?;
     Some(Stat { state, pgrp, ticks: utime + stime, threads, start })
 }
 
@@ -119,24 +119,64 @@ impl Stray {
 
 /// Scans `/proc` for the processes of `targets`, once (a scan every quantum keeps [`Files`]).
 pub fn scan(targets: &[Target]) -> HashMap<Target, Sample> {
-    let targets: Vec<(Target, Vec<i32>)> = targets.iter().map(|t| (*t, Vec::new())).collect();
+    let targets: Vec<(Target, Known)> = targets.iter().map(|t| (*t, Known::default())).collect();
     Files::new(0, Duration::ZERO).scan(&targets)
 }
 
-/// How often the manager's scans list all of `/proc` to find a group's processes: those between follow
-/// each group's tree from its leader and the processes the last scan found, and so miss only
-/// what a parent outside the group moved into it, or an orphan whose parent started and left it
-/// between two scans, until the next listing.
+/// How often the manager's scans list all of `/proc` and read every process's children: between
+/// two listings a scan reads only the processes each program's last sample had (and follows the
+/// tree of a program first sampled from its leader alone), so a process a program started since
+/// is found at the next listing, within this long.
 pub const SWEEP: Duration = Duration::from_secs(1);
+
+/// What a program's last sample found: where the next scan starts between two listings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Known {
+    /// Its processes.
+    pub pids: Vec<i32>,
+    /// Those of them outside its group: read again only while each is the same process.
+    pub strays: Vec<Stray>,
+    /// Read its processes' children at the next scan, listing or not: a program sampled from
+    /// its leader alone (just registered), whose launcher is starting its processes now.
+    pub follow: bool,
+}
+
+impl Known {
+    /// What `s` found, to start the next scan from.
+    pub fn of(s: &Sample) -> Known {
+        Known { pids: s.pids.clone(), strays: s.strays.clone(), follow: s.leaders_only }
+    }
+}
+
+/// A `/proc` file a scan reads, by what it says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum ProcFile {
+    /// `/proc/PID/stat`.
+    Stat(i32),
+    /// `/proc/PID/task/TID/stat`.
+    TaskStat(i32, i32),
+    /// `/proc/PID/task/PID/children`: the children of its main thread.
+    Children(i32),
+}
+
+impl ProcFile {
+    fn path(self) -> String {
+        match self {
+            ProcFile::Stat(pid) => format!("/proc/{pid}/stat"),
+            ProcFile::TaskStat(pid, tid) => format!("/proc/{pid}/task/{tid}/stat"),
+            ProcFile::Children(pid) => format!("/proc/{pid}/task/{pid}/children"),
+        }
+    }
+}
 
 /// The `/proc` files a scan read, kept open for the next: reading an open `/proc` file again
 /// (`pread` at its start: the kernel writes it anew) is one system call where opening, reading
 /// and closing it is three, and an open file stays its process's (a read after the process is
 /// gone fails; a new process that reuses the pid is never read through it). What a scan did not
-/// read is closed after it: the processes gone, and the programs no longer scanned (those held
-/// stopped).
+/// read is closed after it: the processes gone, the programs no longer scanned (those held
+/// stopped), and the children files between listings.
 pub struct Files {
-    open: HashMap<String, (fs::File, u64)>,
+    open: HashMap<ProcFile, (fs::File, u64)>,
     /// Scans so far: each file is marked with the last one that read it.
     scans: u64,
     /// The most files kept open.
@@ -144,12 +184,14 @@ pub struct Files {
     /// When a scan last listed all of `/proc`, and how often one does.
     swept: Option<Instant>,
     sweep: Duration,
+    /// The buffer files are read into.
+    buf: Vec<u8>,
 }
 
 impl Files {
     /// Keeps at most `most` files open; lists all of `/proc` once a `sweep`.
     pub fn new(most: usize, sweep: Duration) -> Files {
-        Files { open: HashMap::new(), scans: 0, most, swept: None, sweep }
+        Files { open: HashMap::new(), scans: 0, most, swept: None, sweep, buf: Vec::new() }
     }
 
     /// Keeps open at most a quarter of the descriptors this process may have: the manager also
@@ -170,33 +212,44 @@ impl Files {
         self.open.is_empty()
     }
 
-    /// The text of `/proc` file `path`, through the open file when there is one.
-    fn read(&mut self, path: String) -> Option<String> {
+    /// Whether the next scan of group targets lists all of `/proc`.
+    fn lists_next(&self) -> bool {
+        self.swept.is_none_or(|t| t.elapsed() >= self.sweep)
+    }
+
+    /// The text of `/proc` file `f`, through the open file when there is one.
+    fn read(&mut self, f: ProcFile) -> Option<&str> {
         let scan = self.scans;
-        if let Some((file, seen)) = self.open.get_mut(&path) {
-            *seen = scan;
-            let text = read_whole(file);
-            if text.is_none() {
-                self.open.remove(&path);
+        let ok = match self.open.get_mut(&f) {
+            Some((file, seen)) => {
+                *seen = scan;
+                let ok = read_into(file, &mut self.buf);
+                if !ok {
+                    self.open.remove(&f);
+                }
+                ok
             }
-            return text;
-        }
-        let file = fs::File::open(&path).ok()?;
-        let text = read_whole(&file)?;
-        if self.open.len() < self.most {
-            self.open.insert(path, (file, scan));
-        }
-        Some(text)
+            None => {
+                let file = fs::File::open(f.path()).ok()?;
+                let ok = read_into(&file, &mut self.buf);
+                if ok && self.open.len() < self.most {
+                    self.open.insert(f, (file, scan));
+                }
+                ok
+            }
+        };
+        ok.then(|| std::str::from_utf8(&self.buf).ok()).flatten()
     }
 
     fn read_stat(&mut self, pid: i32) -> Option<Stat> {
-        self.read(format!("/proc/{pid}/stat")).and_then(|t| parse_stat(&t))
+        self.read(ProcFile::Stat(pid)).and_then(parse_stat)
     }
 
-    /// Scans `/proc` for the processes of `targets`, each with the pids its last sample had;
-    /// closes the files of earlier scans that this one did not read. Lists all of `/proc` once a
-    /// sweep; follows each group's tree in between.
-    pub fn scan(&mut self, targets: &[(Target, Vec<i32>)]) -> HashMap<Target, Sample> {
+    /// Scans `/proc` for the processes of `targets`, each with what its last sample found;
+    /// closes the files of earlier scans that this one did not read. Lists all of `/proc`, and
+    /// reads every process's children, once a sweep; in between reads the processes each
+    /// target had, and the children of those whose [`Known::follow`] says so.
+    pub fn scan(&mut self, targets: &[(Target, Known)]) -> HashMap<Target, Sample> {
         self.scans += 1;
         let out = self.walk(targets);
         let scan = self.scans;
@@ -204,7 +257,30 @@ impl Files {
         out
     }
 
-    fn walk(&mut self, targets: &[(Target, Vec<i32>)]) -> HashMap<Target, Sample> {
+    fn walk(&mut self, targets: &[(Target, Known)]) -> HashMap<Target, Sample> {
+        // Single processes alone need no listing of /proc (releasing one is then a few reads).
+        let listing = targets.iter().any(|(t, _)| matches!(t, Target::Group(_))) && self.lists_next();
+        let mut out = if listing {
+            self.swept = Some(Instant::now());
+            self.list(targets)
+        } else {
+            self.reread(targets)
+        };
+        let leaders: Vec<i32> = targets.iter().map(|(t, _)| t.leader()).collect();
+        for (target, known) in targets {
+            let Target::Group(g) = *target else { continue };
+            if listing || known.follow {
+                if let Some(s) = out.get_mut(target) {
+                    self.add_descendants(s, g, &leaders);
+                }
+            }
+        }
+        out
+    }
+
+    /// Every process of `targets`' groups, and each single target's process, from a listing of
+    /// all of `/proc`.
+    fn list(&mut self, targets: &[(Target, Known)]) -> HashMap<Target, Sample> {
         let mut out: HashMap<Target, Sample> = HashMap::new();
         let groups: HashMap<i32, Target> =
             targets.iter().filter_map(|(t, _)| if let Target::Group(g) = t { Some((*g, *t)) } else { None }).collect();
@@ -212,22 +288,9 @@ impl Files {
             .iter()
             .filter_map(|(t, _)| if let Target::Process(p) = t { Some((*p, *t)) } else { None })
             .collect();
-        // Single processes alone need no walk of all of /proc (releasing one is then a few reads).
-        let pids: Vec<i32> = if groups.is_empty() {
-            singles.keys().copied().collect()
-        } else if self.swept.is_some_and(|t| t.elapsed() < self.sweep) {
-            // Each target's leader and the processes it had: the trees below them follow.
-            let mut pids = Vec::new();
-            for (t, known) in targets {
-                pids.push(t.leader());
-                pids.extend(known.iter().filter(|&&p| p != t.leader()));
-            }
-            pids
-        } else {
-            self.swept = Some(Instant::now());
-            let Ok(dir) = fs::read_dir("/proc") else { return out };
-            dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())).collect()
-        };
+        let Ok(dir) = fs::read_dir("/proc") else { return out };
+        let pids: Vec<i32> =
+            dir.flatten().filter_map(|e| e.file_name().to_str().and_then(|s| s.parse::<i32>().ok())).collect();
         for pid in pids {
             // A process in no target's group is left after one system call, not a read of its
             // `stat`: most of a server's processes (daemons, containers, per-CPU kernel threads, whose
@@ -250,10 +313,30 @@ impl Files {
                 self.add_process(sample, pid, &stat);
             }
         }
-        let leaders: Vec<i32> = targets.iter().map(|(t, _)| t.leader()).collect();
-        for (target, s) in out.iter_mut() {
-            if let Target::Group(g) = target {
-                self.add_descendants(s, *g, &leaders);
+        out
+    }
+
+    /// Each target's leader and the processes its last sample had, those still its own: in its
+    /// group (or its process), or a stray that is still the same process. No `getpgid` first:
+    /// these are the programs' own processes, and their `stat` says their group.
+    fn reread(&mut self, targets: &[(Target, Known)]) -> HashMap<Target, Sample> {
+        let mut out = HashMap::with_capacity(targets.len());
+        for (target, known) in targets {
+            let mut s = Sample::default();
+            let leader = target.leader();
+            for pid in std::iter::once(leader).chain(known.pids.iter().copied().filter(|&p| p != leader)) {
+                let Some(stat) = self.read_stat(pid) else { continue };
+                if target.matches(pid, stat.pgrp) {
+                    self.add_process(&mut s, pid, &stat);
+                } else if let Some(stray) = known.strays.iter().find(|k| k.pid == pid && k.start == stat.start) {
+                    if stat.state != 'Z' {
+                        s.strays.push(*stray);
+                        self.add_process(&mut s, pid, &stat);
+                    }
+                }
+            }
+            if !s.pids.is_empty() {
+                out.insert(*target, s);
             }
         }
         out
@@ -272,8 +355,9 @@ impl Files {
         while i < s.pids.len() {
             let pid = s.pids[i];
             i += 1;
-            let Some(children) = self.read(format!("/proc/{pid}/task/{pid}/children")) else { continue };
-            for child in children.split_ascii_whitespace().filter_map(|c| c.parse::<i32>().ok()) {
+            let Some(children) = self.read(ProcFile::Children(pid)) else { continue };
+            let children: Vec<i32> = children.split_ascii_whitespace().filter_map(|c| c.parse().ok()).collect();
+            for child in children {
                 if s.pids.contains(&child) || leaders.contains(&child) {
                     continue;
                 }
@@ -307,7 +391,7 @@ impl Files {
         let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else { return };
         for t in tasks.flatten() {
             let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else { continue };
-            if let Some(stat) = self.read(format!("/proc/{pid}/task/{tid}/stat")).and_then(|t| parse_stat(&t)) {
+            if let Some(stat) = self.read(ProcFile::TaskStat(pid, tid)).and_then(parse_stat) {
                 add_thread(s, tid, stat.state);
             }
         }
@@ -364,18 +448,20 @@ pub fn scan_leaders(targets: &[Target]) -> HashMap<Target, Sample> {
 
 /// A `/proc` file's text, once.
 fn read_proc(path: &str) -> Option<String> {
-    read_whole(&fs::File::open(path).ok()?)
+    let mut buf = Vec::new();
+    read_into(&fs::File::open(path).ok()?, &mut buf).then(|| String::from_utf8(buf).ok()).flatten()
 }
 
-/// An open `/proc` file's text, from its start, in one `pread` when it fits in 1 KiB (a `stat`
-/// line does). The kernel writes such a file whole into a buffer large enough, so a read that
-/// does not fill the buffer is its end (`fs::read_to_string` pays a `statx` and reads of 32, 32,
-/// 64, 128, 256 bytes and one more for the end).
-fn read_whole(file: &fs::File) -> Option<String> {
-    let mut buf = vec![0u8; 1024];
+/// Reads an open `/proc` file whole into `buf` (which it resizes), from its start, in one `pread`
+/// when it fits in 1 KiB (a `stat` line does); false if the read failed. The kernel writes such a
+/// file whole into a buffer large enough, so a read that does not fill the buffer is its end
+/// (`fs::read_to_string` pays a `statx` and reads of 32, 32, 64, 128, 256 bytes and one more for
+/// the end).
+fn read_into(file: &fs::File, buf: &mut Vec<u8>) -> bool {
+    buf.resize(buf.len().max(1024), 0);
     let mut len = 0;
     loop {
-        let n = file.read_at(&mut buf[len..], len as u64).ok()?;
+        let Ok(n) = file.read_at(&mut buf[len..], len as u64) else { return false };
         len += n;
         if len < buf.len() {
             break;
@@ -383,7 +469,7 @@ fn read_whole(file: &fs::File) -> Option<String> {
         buf.resize(2 * len, 0);
     }
     buf.truncate(len);
-    String::from_utf8(buf).ok()
+    true
 }
 
 fn read_stat(pid: i32) -> Option<Stat> {
@@ -477,7 +563,8 @@ mod tests {
             std::process::Command::new("sh").args(["-c", "while :; do :; done"]).process_group(0).spawn().unwrap();
         let target = Target::Group(busy.id() as i32);
         let mut files = Files::new(16, SWEEP);
-        let ticks = |files: &mut Files| files.scan(&[(target, vec![])]).remove(&target).map_or(0, |s| s.ticks);
+        let ticks =
+            |files: &mut Files| files.scan(&[(target, Known::default())]).remove(&target).map_or(0, |s| s.ticks);
         let first = ticks(&mut files);
         let kept = files.len();
         let mut later = first;
@@ -492,15 +579,16 @@ mod tests {
         let _ = busy.wait();
         assert!(kept >= 2, "its stat and children files are kept: {kept}");
         assert!(later > first, "the busy process's CPU time, read again through its kept file, grew: {first} {later}");
-        assert_eq!(files.scan(&[(target, vec![])]).get(&target), None);
+        assert_eq!(files.scan(&[(target, Known::default())]).get(&target), None);
         assert!(files.is_empty(), "{} files left open for a process that is gone", files.len());
     }
 
-    /// Between two listings of `/proc`, a scan follows the group's tree: it finds a process the
-    /// group's leader forked since, not one a parent outside the group put into it; the next
-    /// listing finds that one too.
+    /// Between two listings of `/proc`, a scan reads again the processes the last sample had: a
+    /// process the group's leader forked since is found by a scan that follows the tree (a new
+    /// program's), or else by the next listing, which also finds one a parent outside the group
+    /// put into it.
     #[test]
-    fn between_listings_a_scan_follows_the_groups_tree() {
+    fn between_listings_a_scan_rereads_what_it_knew_and_a_listing_finds_the_rest() {
         use std::io::Write;
         use std::os::unix::process::CommandExt;
         use std::process::{Command, Stdio};
@@ -513,27 +601,68 @@ mod tests {
         let g = leader.id() as i32;
         let target = Target::Group(g);
         let mut files = Files::new(64, Duration::from_secs(3600));
-        let pids = |files: &mut Files, known: Vec<i32>| files.scan(&[(target, known)]).remove(&target).unwrap().pids;
-        assert_eq!(pids(&mut files, vec![]), vec![g], "the first scan lists /proc");
+        let sample = |files: &mut Files, known: &Known| files.scan(&[(target, known.clone())]).remove(&target).unwrap();
+        let first = sample(&mut files, &Known { follow: true, ..Known::default() });
+        assert_eq!(first.pids, vec![g], "the first scan lists /proc");
         // A process of the group whose parent is this test, not the leader.
         let mut joined = Command::new("sleep").arg("600").process_group(g).spawn().unwrap();
         writeln!(leader.stdin.as_mut().unwrap()).unwrap();
-        let mut found = Vec::new();
-        for _ in 0..2000 {
-            found = pids(&mut files, vec![g]);
-            if found.len() > 1 {
-                break;
-            }
+        let forked = (0..2000).any(|_| {
             std::thread::sleep(Duration::from_millis(1));
-        }
-        let swept = Files::new(64, Duration::ZERO).scan(&[(target, vec![g])]).remove(&target).unwrap().pids;
+            read_proc(&format!("/proc/{g}/task/{g}/children")).is_some_and(|c| !c.trim().is_empty())
+        });
+        let known = Known::of(&first);
+        let reread = sample(&mut files, &known).pids;
+        let followed = sample(&mut files, &Known { follow: true, ..known.clone() }).pids;
+        let listed = Files::new(64, Duration::ZERO).scan(&[(target, known)]).remove(&target).unwrap().pids;
         let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(g), nix::sys::signal::SIGKILL);
         let (_, _) = (leader.wait(), joined.wait());
         let joined = joined.id() as i32;
-        assert_eq!(found.len(), 2, "the leader and the child it forked: {found:?}");
-        assert!(!found.contains(&joined), "a tree walk found a process outside the tree: {found:?}");
-        assert_eq!(swept.len(), 3, "a listing finds all three: {swept:?}");
-        assert!(swept.contains(&joined), "{swept:?}");
+        assert!(forked, "the leader forked");
+        assert_eq!(reread, vec![g], "a scan between listings reads what it knew");
+        assert_eq!(followed.len(), 2, "a scan that follows the tree finds the forked child: {followed:?}");
+        assert!(!followed.contains(&joined), "a tree walk found a process outside the tree: {followed:?}");
+        assert_eq!(listed.len(), 3, "a listing finds all three: {listed:?}");
+        assert!(listed.contains(&joined), "{listed:?}");
+    }
+
+    /// A child a program starts between two listings is found within a sweep, by scans that
+    /// start each from the last sample, as the manager's do.
+    #[test]
+    fn a_child_started_between_listings_is_found_within_a_sweep() {
+        use std::io::Write;
+        use std::os::unix::process::CommandExt;
+        use std::process::{Command, Stdio};
+        let mut leader = Command::new("sh")
+            .args(["-c", "read x; setsid sleep 600 & wait"])
+            .process_group(0)
+            .stdin(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let g = leader.id() as i32;
+        let target = Target::Group(g);
+        let sweep = Duration::from_millis(300);
+        let mut files = Files::new(64, sweep);
+        let mut last = files.scan(&[(target, Known::default())]).remove(&target).unwrap();
+        writeln!(leader.stdin.as_mut().unwrap()).unwrap();
+        let started = Instant::now();
+        let mut scans = 0;
+        // Until it is found in its own session (it starts in the group, then calls `setsid`).
+        while last.strays.is_empty() && started.elapsed() < 20 * sweep {
+            std::thread::sleep(Duration::from_millis(5));
+            last = files.scan(&[(target, Known::of(&last))]).remove(&target).unwrap();
+            scans += 1;
+        }
+        // Between listings the stray is read again through what the last sample knew.
+        let again = files.scan(&[(target, Known::of(&last))]).remove(&target).unwrap();
+        for p in last.pids.iter().filter(|&&p| p != g) {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(*p), nix::sys::signal::SIGKILL);
+        }
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(g), nix::sys::signal::SIGKILL);
+        let _ = leader.wait();
+        assert_eq!(last.pids.len(), 2, "the leader and the stray it started, after {scans} scans: {last:?}");
+        assert_eq!(last.strays.len(), 1, "{last:?}");
+        assert_eq!(again.strays, last.strays, "a stray stays in the sample between listings");
     }
 
     #[test]

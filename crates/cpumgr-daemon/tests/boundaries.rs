@@ -175,3 +175,43 @@ fn a_boundary_walk_leaves_out_the_programs_held_stopped() {
     assert!(!stopped.contains(&walked[0].leader()), "walked a stopped program: {walked:?}");
     state.release_all();
 }
+
+/// Between two listings of `/proc` a boundary walk reads only what each program's last sample
+/// had; a process a running program starts in a session of its own (as MPI launchers' ranks do)
+/// is found by the next listing, within a sweep (`procfs::SWEEP`), and from then on its CPU time
+/// is the program's. The program's leader sleeps: its CPU time is the stray's alone.
+#[test]
+fn a_stray_started_between_listings_is_found_and_its_cpu_time_counted() {
+    use std::process::Stdio;
+
+    /// Kills the process whose pid the stray wrote, on drop.
+    struct KillPid(std::path::PathBuf);
+    impl Drop for KillPid {
+        fn drop(&mut self) {
+            if let Some(pid) = std::fs::read_to_string(&self.0).ok().and_then(|t| t.trim().parse::<i32>().ok()) {
+                let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+            }
+        }
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("stray.pid");
+    let _stray = KillPid(pidfile.clone());
+    let settings = Settings {
+        quantum: Duration::from_millis(50),
+        cpus: Some(CpuSet::parse("0-1").unwrap()),
+        ..Default::default()
+    };
+    let live = Live::start(&settings);
+    let script =
+        format!("read x; setsid timeout 120 sh -c 'echo $$ > {}; while :; do :; done' & wait", pidfile.display());
+    let mut leader =
+        Busy(Command::new("sh").args(["-c", &script]).process_group(0).stdin(Stdio::piped()).spawn().unwrap());
+    let (id, _slot) = live.register(leader.0.id() as i32, 1);
+    live.wait_status("the program running", |s| support::state_of(s, id).0 == "running");
+    let cpu_ms = |live: &Live| live.status().programs.iter().find(|p| p.id == id).map_or(0, |p| p.cpu_ms);
+    let idle = cpu_ms(&live);
+    writeln!(leader.0.stdin.as_mut().unwrap()).unwrap();
+    support::wait_for("the stray's pid", || pidfile.exists());
+    support::wait_for("the stray's CPU time counted as the program's", || cpu_ms(&live) >= idle + 100);
+}

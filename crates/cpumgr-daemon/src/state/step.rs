@@ -22,8 +22,8 @@ use crate::starvation::StarvationBound;
 /// The programs a scheduler step reads from `/proc` ([`State::survey`]), listed under the state
 /// lock and read without it.
 pub struct Survey {
-    /// Each program to read, with the processes its last sample had.
-    targets: Vec<(procfs::Target, Vec<i32>)>,
+    /// Each program to read, with what its last sample found.
+    targets: Vec<(procfs::Target, procfs::Known)>,
     boundary: Option<Instant>,
     files: procfs::Files,
 }
@@ -76,8 +76,9 @@ impl State {
         self.step(samples);
     }
 
-    /// What the next step needs read from `/proc`. The walk reads every process on the machine:
-    /// most of a step's cost (docs/LIVE.md), so only a step at a quantum `boundary` walks; a
+    /// What the next step needs read from `/proc`. The walk is most of a step's cost
+    /// (docs/LIVE.md), so only a step at a quantum `boundary` walks (each program from what its
+    /// last sample found; once a sweep, `procfs::SWEEP`, over every process on the machine); a
     /// kicked step between boundaries reuses the last walk's samples, so a released CPU reaches a
     /// waiting program in well under a millisecond, and samples only programs new since then,
     /// from their leaders alone (the next walk finds the rest of their groups). A program the
@@ -91,7 +92,11 @@ impl State {
             .entries
             .values()
             .filter(|e| e.ticks_start.is_none() || (at_boundary && !e.stopped))
-            .map(|e| (e.target, e.sample.pids.clone()))
+            .map(|e| {
+                let mut known = procfs::Known::of(&e.sample);
+                known.follow |= e.ticks_start.is_none();
+                (e.target, known)
+            })
             .collect();
         Survey { targets, boundary, files: std::mem::replace(&mut self.files, procfs::Files::new(0, Duration::ZERO)) }
     }
@@ -130,7 +135,7 @@ impl State {
         if self.policy.oversubscribes() {
             self.release_held();
         } else {
-            self.enforce(now);
+            self.enforce(now, at_boundary);
         }
         // The trace is readable while the manager runs, and complete up to the last quantum
         // if it is killed: whole lines, flushed once a quantum (no write when nothing happened).
@@ -283,8 +288,9 @@ impl State {
 
     /// Makes the published allocation true: stop who does not run, pin who runs (after the grace
     /// period for a cooperative program that shrinks), continue who runs and was stopped. Stopping
-    /// first and continuing last means two programs never share a CPU across the switch.
-    fn enforce(&mut self, now: Instant) {
+    /// first and continuing last means two programs never share a CPU across the switch. A step
+    /// between boundaries pins only the programs whose CPUs changed.
+    fn enforce(&mut self, now: Instant, at_boundary: bool) {
         let grace = self.grace.unwrap_or(self.quantum);
         let n = self.managed.len() as u32;
         // A program that gave every CPU back itself (request 0: its runtime is idle) is not
@@ -319,7 +325,11 @@ impl State {
                 e.shrink_since = None;
                 e.cpus.clone()
             };
-            // Every quantum, to catch threads started since the last one.
+            // At every boundary, to catch threads started since the last one; between boundaries
+            // only a change: the samples are the last boundary's, already confined to `set`.
+            if !at_boundary && e.applied.as_ref() == Some(&set) {
+                continue;
+            }
             if !self.backend.confine(e, &set) {
                 tracing::warn!(id = e.id.0, "cannot confine some of its processes to {set}");
             }
