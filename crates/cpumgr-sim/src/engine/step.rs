@@ -37,9 +37,9 @@ impl Engine<'_, '_> {
     /// quantum boundary with the snapshot fast-forward on, takes its snapshot. Its request is set
     /// on admission and at each phase change ([`Engine::complete_phases`]), its running flag and
     /// threads when its allocation changes ([`Engine::show`]).
-    pub(super) fn view_usage(&mut self, regular: bool) {
+    pub(super) fn view_usage(&mut self, boundary: bool) {
         self.refresh_active();
-        let snapshots = self.mode.snapshots() && regular;
+        let snapshots = self.mode.snapshots() && boundary;
         for &i in &self.active {
             let (p, l) = (&mut self.programs[i], &mut self.live[i]);
             l.progress(self.now, &mut self.seconds);
@@ -66,8 +66,8 @@ impl Engine<'_, '_> {
             return Err(SimError::Stopped { at: self.now as f64 / NS });
         }
         self.tally.events += 1;
-        let regular = self.now == self.next_tick;
-        if regular {
+        let boundary = self.now == self.next_tick;
+        if boundary {
             self.next_tick = self.now + self.quantum;
         }
         if wake {
@@ -81,7 +81,7 @@ impl Engine<'_, '_> {
         // The view, as the live manager builds it. When lazy, nothing the policy reads changes
         // between a job's own events, which write it.
         if !self.mode.lazy() {
-            self.view_usage(regular);
+            self.view_usage(boundary);
         }
         // A lazy run's policy may bring its last decision up to date for the programs admitted
         // since (those gone were taken out of it with them); the others it kept are then as
@@ -96,7 +96,7 @@ impl Engine<'_, '_> {
             self.decision.reset(n);
             // A wake-up between boundaries decides within the quantum, as the live manager's
             // kicked steps do.
-            self.policy.decide_at(regular, &view, &mut self.decision);
+            self.policy.decide_at(boundary, &view, &mut self.decision);
         }
         let kept = if updated { n - self.appended } else { 0 };
         // Kept in step with the list only when the policy may bring it up to date (a pass over
@@ -132,7 +132,7 @@ impl Engine<'_, '_> {
             }
         }
         if self.mode.snapshots() {
-            if !regular {
+            if !boundary {
                 // A wake-up's decision counts in the signature of the next quantum boundary, so
                 // that a repeating sequence of boundaries repeats what happens between them.
                 self.ff.wake_sig = self.ff.wake_sig.rotate_left(7).wrapping_add(sig);
@@ -144,7 +144,7 @@ impl Engine<'_, '_> {
                 let sig = if self.waiting() { sig ^ 0x2545_f491_4f6c_dd1d } else { sig };
                 self.fast_forward((sig, held_sig), next_arrival);
             }
-        } else if self.mode == (Mode::Lazy { skip_quiet: true }) && regular {
+        } else if self.mode == (Mode::Lazy { skip_quiet: true }) && boundary {
             // A lazy run's fast-forward.
             let quiet = !std::mem::take(&mut self.ff.admitted) && self.changed_jobs.is_empty();
             self.skip_quiet(quiet, next_arrival);
