@@ -108,12 +108,25 @@ impl StarvationBound {
         // CPU, so a search is over those, not over every program. Once no CPU is idle and none of
         // them could give one up, no later turn can be granted: with many programs waiting on few
         // CPUs, most of them are due at every boundary.
-        let candidates: Vec<usize> = (0..programs.len()).filter(|&j| !owed(&turns[j]) && gets(decision, j)).collect();
+        // They are kept in the order whole programs are stopped (those that have run longest
+        // first), and those that could shrink apart: none while every one runs at its minimum.
+        let mut candidates: Vec<usize> =
+            (0..programs.len()).filter(|&j| !owed(&turns[j]) && gets(decision, j)).collect();
+        candidates.sort_by_key(|&j| (std::cmp::Reverse(turns[j].ran), j));
+        let shrinkers: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|&j| programs[j].kind.rigid_procs().is_none() && decision.allocations[j].count > need(&programs[j]))
+            .collect();
         let spare = |d: &Decision, granted: &[bool], j: usize| !granted[j] && gets(d, j);
         let mut free = u64::from(cpus).saturating_sub(decision.total());
-        let mut spares = candidates.iter().filter(|&&j| spare(decision, &granted, j)).count();
+        // The candidates before `first` have nothing left to give, and never have again.
+        let mut first = 0;
         for i in due {
-            if free == 0 && spares == 0 {
+            while first < candidates.len() && !spare(decision, &granted, candidates[first]) {
+                first += 1;
+            }
+            if free == 0 && first == candidates.len() {
                 break;
             }
             let need = need(&programs[i]).min(cpus);
@@ -132,11 +145,11 @@ impl StarvationBound {
             };
             let waited = if owed(&turns[i]) { u32::MAX } else { turns[i].waited };
             let from = |j: usize| (!own || mine(j)) && turns[j].waited < waited;
-            if take(programs, &turns, &granted, &candidates, &mut free, need, from, decision) {
+            let whom = Candidates { stop: &candidates[first..], shrink: &shrinkers };
+            if take(programs, &turns, &granted, whom, &mut free, need, from, decision) {
                 decision.give(i, need);
                 granted[i] = true;
                 free -= u64::from(need);
-                spares = candidates.iter().filter(|&&j| spare(decision, &granted, j)).count();
             }
         }
         if !boundary {
@@ -169,18 +182,26 @@ fn need(p: &Program) -> u32 {
     p.kind.rigid_procs().unwrap_or(p.request.min.max(1))
 }
 
+/// The programs that ran at the start of a step, in no turn: those that may be stopped, in the
+/// order they are (those that have run longest first, then by index), and those of them that
+/// could shrink instead.
+#[derive(Clone, Copy)]
+struct Candidates<'a> {
+    stop: &'a [usize],
+    shrink: &'a [usize],
+}
+
 /// Frees `wanted` CPUs in `decision` for a program granted a turn: the `free` (idle) ones, then
 /// from programs above their minimum (the largest first), then whole programs (those that have
 /// run longest first), never from one in its own turn (`granted`, in a turn, or owed quanta),
-/// nor from one `from` excludes; only `candidates` (the programs that ran at the start, in no
-/// turn) can give any. On success `free` counts the idle CPUs after; when that cannot free
-/// enough, changes nothing and returns false.
+/// nor from one `from` excludes; only `candidates` can give any. On success `free` counts the
+/// idle CPUs after; when that cannot free enough, changes nothing and returns false.
 #[allow(clippy::too_many_arguments)]
 fn take(
     programs: &[Program],
     turns: &[Turn],
     granted: &[bool],
-    candidates: &[usize],
+    candidates: Candidates,
     free: &mut u64,
     wanted: u32,
     from: impl Fn(usize) -> bool,
@@ -199,6 +220,7 @@ fn take(
     while freed < u64::from(wanted) {
         // A program that can shrink, the largest above its minimum first.
         let shrink = candidates
+            .shrink
             .iter()
             .copied()
             .filter(|&i| {
@@ -213,11 +235,7 @@ fn take(
             freed += 1;
             continue;
         }
-        let whole = candidates
-            .iter()
-            .copied()
-            .filter(|&i| spare(decision, i))
-            .max_by_key(|&i| (turns[i].ran, std::cmp::Reverse(i)));
+        let whole = candidates.stop.iter().copied().find(|&i| spare(decision, i));
         let Some(i) = whole else {
             for (i, a) in undo.into_iter().rev() {
                 decision.allocations[i] = a;
