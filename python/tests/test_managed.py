@@ -91,3 +91,30 @@ def test_finalize_unregisters_even_while_the_program_holds_its_client(daemon, cp
     finally:
         p.kill()
         p.wait()
+
+
+REQUESTER = r"""
+import sys
+import time
+import cpumgr
+
+cpumgr.init(name=sys.argv[1], max=2)
+cpumgr.request(**{sys.argv[1]: 1})
+time.sleep(60)
+"""
+
+
+def test_a_request_named_wanted_or_now_reaches_the_manager(daemon, cpumgr_bin):
+    procs = [subprocess.Popen([sys.executable, "-c", REQUESTER, key], env=daemon,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             for key in ("wanted", "now")]
+    try:
+        def requests():
+            status = json.loads(subprocess.run([str(cpumgr_bin), "status", "--json"], env=daemon,
+                                               capture_output=True, check=True, text=True).stdout)
+            return {p["name"]: p["request"] for p in status["programs"]}
+        wait_for("both programs to ask for 1 CPU", lambda: requests() == {"wanted": 1, "now": 1})
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()

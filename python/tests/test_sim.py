@@ -43,6 +43,22 @@ def test_a_python_policy_runs_in_the_simulator_like_its_rust_twin():
     assert sorted(j["turnaround"] for j in mine) == pytest.approx(sorted(j["turnaround"] for j in theirs))
 
 
+def test_a_python_policy_sees_each_request_as_wanted_and_under_now():
+    class Recording(EqualSplit):
+        def __init__(self):
+            super().__init__()
+            self.programs = []
+
+        def decide(self, view):
+            self.programs.extend(view["programs"])
+            return super().decide(view)
+
+    policy = Recording()
+    cpumgr.sim.run("omp-multiprog:degree=4", policy=policy)
+    assert policy.programs
+    assert all(p["wanted"] == p["now"] and 1 <= p["wanted"] <= p["max"] for p in policy.programs)
+
+
 def test_a_python_policy_sees_the_cpu_time_its_programs_received():
     class Watching(EqualSplit):
         def __init__(self):
