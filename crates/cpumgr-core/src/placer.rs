@@ -318,7 +318,7 @@ impl Placer {
         let mut wanted = std::mem::take(&mut self.wanted);
         let mut words_wanted = 0;
         for &i in changed.iter() {
-            if want(decision, i) == 0 || programs[i].cpus.is_empty() {
+            if grant(decision, i) == 0 || programs[i].cpus.is_empty() {
                 continue;
             }
             if wanted.len() != self.free.map.len() || words_wanted == 0 {
@@ -334,7 +334,7 @@ impl Placer {
         if words_wanted > 0 {
             self.record_owners(topology, programs, decision, changed, &mut wanted, words_wanted);
             for &i in changed.iter() {
-                if want(decision, i) == 0 || programs[i].cpus.is_empty() {
+                if grant(decision, i) == 0 || programs[i].cpus.is_empty() {
                     continue;
                 }
                 // Each holder looked at once for a run of neighbours.
@@ -410,7 +410,7 @@ impl Placer {
         let mut scratch = std::mem::take(&mut self.scratch);
         let mut next_changed = changed.iter().copied().peekable();
         for (h, p) in programs.iter().enumerate() {
-            if next_changed.next_if_eq(&h).is_some() || want(decision, h) == 0 {
+            if next_changed.next_if_eq(&h).is_some() || grant(decision, h) == 0 {
                 continue;
             }
             for (k, &w) in topology.position_words(&p.cpus, &mut scratch).iter().enumerate() {
@@ -477,7 +477,7 @@ impl Placer {
         for i in which {
             let kept = &mut self.kept[i];
             kept.clear();
-            let count = want(decision, i) as usize;
+            let count = grant(decision, i) as usize;
             let prog = &programs[i];
             if count == 0 || prog.cpus.is_empty() {
                 continue;
@@ -498,9 +498,9 @@ impl Placer {
     fn grow(&mut self, topology: &Topology, decision: &Decision, which: impl Iterator<Item = usize>) {
         self.order.clear();
         self.order.extend(which.filter_map(|i| {
-            let (kept, want) = (self.kept[i].len, want(decision, i));
-            // Kept CPUs are some of the wanted ones: the rest fits a `u32` too.
-            (kept < want as usize).then(|| GrowKey::new(kept == 0, want - kept as u32, i))
+            let (kept, grant) = (self.kept[i].len, grant(decision, i));
+            // Kept CPUs are some of the granted ones: the rest fits a `u32` too.
+            (kept < grant as usize).then(|| GrowKey::new(kept == 0, grant - kept as u32, i))
         }));
         // The keys are distinct (the index is their last part): an unstable sort gives the one
         // order.
@@ -703,7 +703,7 @@ impl FreeCpus {
 }
 
 /// The CPUs program `i` gets ([`crate::Allocation::granted`]).
-fn want(decision: &Decision, i: usize) -> u32 {
+fn grant(decision: &Decision, i: usize) -> u32 {
     decision.allocations[i].granted()
 }
 

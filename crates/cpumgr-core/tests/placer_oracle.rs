@@ -35,7 +35,7 @@ use cpumgr_core::{Allocation, CpuSet, Decision, Level, Placer, Program, Topology
 const NEAREST_FIRST: [Level; 5] = [Level::Core, Level::L3, Level::Numa, Level::Package, Level::Machine];
 
 /// The CPUs program `i` gets: its count if it runs, none if it is stopped.
-fn want(d: &Decision, i: usize) -> usize {
+fn grant(d: &Decision, i: usize) -> usize {
     d.allocations[i].granted() as usize
 }
 
@@ -53,7 +53,7 @@ fn oracle(t: &Topology, managed: &CpuSet, programs: &[Program], d: &Decision) ->
         let mut previous: Vec<usize> = prog.cpus.iter().filter_map(|cpu| t.position(cpu)).map(|p| p as usize).collect();
         previous.sort_unstable();
         for p in previous {
-            if got[i].len() < want(d, i) && free[p] {
+            if got[i].len() < grant(d, i) && free[p] {
                 free[p] = false;
                 got[i].push(p);
             }
@@ -62,21 +62,21 @@ fn oracle(t: &Topology, managed: &CpuSet, programs: &[Program], d: &Decision) ->
 
     // Grow: the programs that keep CPUs, then those that keep none; each group by the CPUs still
     // needed, most first; then in program order.
-    let mut order: Vec<usize> = (0..programs.len()).filter(|&i| got[i].len() < want(d, i)).collect();
-    order.sort_by_key(|&i| (got[i].is_empty(), Reverse(want(d, i) - got[i].len()), i));
+    let mut order: Vec<usize> = (0..programs.len()).filter(|&i| got[i].len() < grant(d, i)).collect();
+    order.sort_by_key(|&i| (got[i].is_empty(), Reverse(grant(d, i) - got[i].len()), i));
     for i in order {
         // Whole free blocks first, the block at positions `k·block..(k+1)·block` for the lowest k,
         // while a whole block is still needed.
         let block = d.allocations[i].block.max(1) as usize;
         if block > 1 {
             for start in (0..n / block).map(|k| k * block) {
-                if want(d, i) - got[i].len() >= block && free[start..start + block].iter().all(|&f| f) {
+                if grant(d, i) - got[i].len() >= block && free[start..start + block].iter().all(|&f| f) {
                     free[start..start + block].fill(false);
                     got[i].extend(start..start + block);
                 }
             }
         }
-        let need = want(d, i) - got[i].len();
+        let need = grant(d, i) - got[i].len();
         if need == 0 {
             continue;
         }
@@ -86,7 +86,7 @@ fn oracle(t: &Topology, managed: &CpuSet, programs: &[Program], d: &Decision) ->
         let Some(anchor) = got[i].first().copied().or_else(|| best_fit(t, &free, need)) else { continue };
         for level in NEAREST_FIRST {
             let dom = t.level(level).find(|d| (d.first..d.end).contains(&(anchor as u32))).unwrap();
-            let room = want(d, i) - got[i].len();
+            let room = grant(d, i) - got[i].len();
             let near: Vec<usize> = (dom.first as usize..dom.end as usize).filter(|&p| free[p]).take(room).collect();
             for &p in &near {
                 free[p] = false;
@@ -339,7 +339,7 @@ proptest! {
                 }
                 d.allocations[i] = Allocation { count: c, running, block: raw.3 };
             }
-            let counts: Vec<usize> = (0..progs.len()).map(|i| want(&d, i)).collect();
+            let counts: Vec<usize> = (0..progs.len()).map(|i| grant(&d, i)).collect();
             let expected = oracle(&t, &managed, &progs, &d);
 
             let mut changed: Vec<usize> = (0..progs.len()).filter(|&i| counts[i] != held[i]).collect();
