@@ -103,7 +103,7 @@ impl StarvationBound {
             .filter(|&i| wants(i) && !gets(decision, i) && (owed(&turns[i]) || waited_out(&turns[i])))
             .collect();
         due.sort_by_key(|&i| (!owed(&turns[i]), std::cmp::Reverse(turns[i].waited), i));
-        let mut granted = vec![false; programs.len()];
+        let mut given_turn = vec![false; programs.len()];
         // CPUs are taken only from programs that run now and are not in a turn: at most one per
         // CPU, so a search is over those, not over every program. Once no CPU is idle and none of
         // them could give one up, no later turn can be granted: with many programs waiting on few
@@ -118,12 +118,12 @@ impl StarvationBound {
             .copied()
             .filter(|&j| programs[j].kind.rigid_procs().is_none() && decision.allocations[j].count > need(&programs[j]))
             .collect();
-        let spare = |d: &Decision, granted: &[bool], j: usize| !granted[j] && gets(d, j);
+        let spare = |d: &Decision, given_turn: &[bool], j: usize| !given_turn[j] && gets(d, j);
         let mut free = u64::from(cpus).saturating_sub(decision.total());
         // The candidates before `first` have nothing left to give, and never have again.
         let mut first = 0;
         for i in due {
-            while first < candidates.len() && !spare(decision, &granted, candidates[first]) {
+            while first < candidates.len() && !spare(decision, &given_turn, candidates[first]) {
                 first += 1;
             }
             if free == 0 && first == candidates.len() {
@@ -146,15 +146,15 @@ impl StarvationBound {
             let waited = if owed(&turns[i]) { u32::MAX } else { turns[i].waited };
             let from = |j: usize| (!own || mine(j)) && turns[j].waited < waited;
             let whom = Candidates { stop: &candidates[first..], shrink: &shrinkers };
-            if take(programs, &turns, &granted, whom, &mut free, need, from, decision) {
+            if take(programs, &turns, &given_turn, whom, &mut free, need, from, decision) {
                 decision.give(i, need);
-                granted[i] = true;
+                given_turn[i] = true;
                 free -= u64::from(need);
             }
         }
         if !boundary {
             // A turn granted now lasts to the boundary, where it is counted.
-            for (i, p) in programs.iter().enumerate().filter(|&(i, _)| granted[i]) {
+            for (i, p) in programs.iter().enumerate().filter(|&(i, _)| given_turn[i]) {
                 self.turns.insert(p.id, Turn { in_turn: true, ..turns[i] });
             }
             return;
@@ -163,10 +163,10 @@ impl StarvationBound {
         for (i, p) in programs.iter().enumerate() {
             let mut t = turns[i];
             if gets(decision, i) {
-                t.in_turn = granted[i] || t.owed > 0;
+                t.in_turn = given_turn[i] || t.owed > 0;
                 t.waited = 0;
                 t.ran = t.ran.saturating_add(1);
-                t.owed = if granted[i] && t.owed == 0 { after - 1 } else { t.owed.saturating_sub(1) };
+                t.owed = if given_turn[i] && t.owed == 0 { after - 1 } else { t.owed.saturating_sub(1) };
             } else {
                 t = Turn { waited: if wants(i) { t.waited.saturating_add(1) } else { 0 }, ..Turn::default() };
             }
@@ -191,25 +191,25 @@ struct Candidates<'a> {
     shrink: &'a [usize],
 }
 
-/// Frees `wanted` CPUs in `decision` for a program granted a turn: the `free` (idle) ones, then
+/// Frees `count` CPUs in `decision` for a program granted a turn: the `free` (idle) ones, then
 /// from programs above their minimum (the largest first), then whole programs (those that have
-/// run longest first), never from one in its own turn (`granted`, in a turn, or owed quanta),
+/// run longest first), never from one in its own turn (`given_turn`, in a turn, or owed quanta),
 /// nor from one `from` excludes; only `candidates` can give any. On success `free` counts the
 /// idle CPUs after; when that cannot free enough, changes nothing and returns false.
 #[allow(clippy::too_many_arguments)]
 fn take(
     programs: &[Program],
     turns: &[Turn],
-    granted: &[bool],
+    given_turn: &[bool],
     candidates: Candidates,
     free: &mut u64,
-    wanted: u32,
+    count: u32,
     from: impl Fn(usize) -> bool,
     decision: &mut Decision,
 ) -> bool {
     let spare = |d: &Decision, i: usize| {
         from(i)
-            && !granted[i]
+            && !given_turn[i]
             && turns[i].owed == 0
             && !turns[i].in_turn
             && d.allocations[i].running
@@ -217,7 +217,7 @@ fn take(
     };
     let mut undo = Vec::new();
     let mut freed = *free;
-    while freed < u64::from(wanted) {
+    while freed < u64::from(count) {
         // A program that can shrink, the largest above its minimum first.
         let shrink = candidates
             .shrink
