@@ -51,7 +51,7 @@ fn keep(client: Weak<Managed>, mut watch: OwnedFd, socket: PathBuf, reg: Registr
         if !wait_for_hang_up(&client, &watch) {
             return;
         }
-        let (mut delay, mut told) = (RETRY, false);
+        let (mut delay, mut noted) = (RETRY, false);
         loop {
             std::thread::sleep(delay);
             let Some(m) = client.upgrade() else { return };
@@ -65,9 +65,9 @@ fn keep(client: Weak<Managed>, mut watch: OwnedFd, socket: PathBuf, reg: Registr
                     break;
                 }
                 Ok(Err(refusal)) => {
-                    if !told {
+                    if !noted {
                         note(&refusal);
-                        told = true;
+                        noted = true;
                     }
                     delay = (delay * 2).min(MAX_BACKOFF);
                 }
