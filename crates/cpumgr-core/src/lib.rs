@@ -18,7 +18,6 @@ pub mod sources;
 pub mod topology;
 pub mod trace;
 
-
 pub use cpuset::CpuSet;
 pub use placer::Placer;
 pub use policy::{Allocation, Decision, Policy, Rotation, SimHints, View};
