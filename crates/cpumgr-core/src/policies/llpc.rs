@@ -123,9 +123,9 @@ impl Llpc {
             } else {
                 created(p)
             };
-            let now = running(p, *team);
-            load = load + now as u64 - before as u64;
-            counts.push(now);
+            let after = running(p, *team);
+            load = load + after as u64 - before as u64;
+            counts.push(after);
         }
         // Never hand out more than the machine: the latest programs wait while it is full.
         let mut left = view.cpus;
