@@ -9,7 +9,7 @@ use cpumgr_core::{CpuSet, Kind, Nanos, Program, ProgramId, Request, SpeedupRepor
 use cpumgr_proto::slot::{validate_request, validate_speedup, Clamp, Phase};
 use cpumgr_proto::Segment;
 
-use crate::enforce::OwnMasks;
+use crate::own_masks::OwnMasks;
 use crate::procfs::{Sample, Stray, Target};
 
 /// Samples of the runnable-thread count kept to estimate a team (a thread blocked for a moment

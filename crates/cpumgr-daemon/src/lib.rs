@@ -21,6 +21,7 @@ pub mod exits;
 pub mod limits;
 pub mod metrics;
 pub mod outside;
+pub mod own_masks;
 pub mod pidfd;
 pub mod procfs;
 pub mod ratelimit;
