@@ -4,29 +4,13 @@
 
 mod common;
 
-use std::io::Write;
 use std::process::{Command, Stdio};
 
 use common::*;
 use cpumgr_core::CpuSet;
 
-/// Whether `taskset` runs here and CPUs 0 and 1 are this test's; says why not on stderr, past
-/// the harness's capture.
-fn can_run(test: &str) -> bool {
-    let taskset = Command::new("taskset").arg("-V").stdout(Stdio::null()).status().is_ok_and(|s| s.success());
-    let cpus = CpuSet::parse("0-1").unwrap().is_subset(&inherited());
-    if !taskset || !cpus {
-        let need = if taskset { "CPUs 0 and 1" } else { "taskset (util-linux)" };
-        let _ = writeln!(std::io::stderr(), "skipped: {test}: needs {need}");
-    }
-    taskset && cpus
-}
-
 #[test]
 fn a_program_run_under_taskset_is_only_given_its_cpu_and_gets_it_back_from_its_supervisor() {
-    if !can_run("a_program_run_under_taskset_is_only_given_its_cpu_and_gets_it_back_from_its_supervisor") {
-        return;
-    }
     let one = CpuSet::parse("1").unwrap();
     let mut d = Daemon::start_with("equipartition", &["--backend", "affinity"]);
     // Registered first, the bound one would be placed first, on CPU 0, were its binding not
