@@ -9,6 +9,11 @@
 //! `cpuset.mems` set before a process can join; it is copied from the parent). Either needs write
 //! access to the tree (root, or a delegated subtree); without it the manager uses affinity.
 //!
+//! Only processes whose cgroup holds the manager's own are moved ([`crate::cgroup_owner`]): a
+//! program with a process in a cpuset cgroup someone else made (a Slurm step's, a container's)
+//! is never moved, and is left to affinity ([`Cpusets::apply`] says so), which the kernel
+//! intersects with that cgroup's CPUs.
+//!
 //! Nothing is left behind: releasing a program moves every process of its cgroup back to the
 //! cgroup its leader came from and removes the program's cgroup; the manager's own directory goes
 //! when the manager stops. A manager killed outright leaves its directory: its programs'
@@ -23,8 +28,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use cpumgr_core::{CpuSet, ProgramId};
 
-/// Prefix of every directory a manager creates in a cpuset hierarchy.
-const PREFIX: &str = "cpumgr-";
+use crate::cgroup_owner::{self, Owner, PREFIX};
 
 /// Which cgroup hierarchy holds the cpuset controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +151,8 @@ pub struct Cpusets {
     /// `cpuset.mems` for the programs' cgroups (v1 requires it).
     mems: String,
     programs: HashMap<ProgramId, Group>,
+    /// Programs left to affinity, each with the foreign cgroup one of its processes lives in.
+    foreign: HashMap<ProgramId, PathBuf>,
 }
 
 impl Cpusets {
@@ -193,7 +199,7 @@ impl Cpusets {
             Ok(mems)
         };
         match setup() {
-            Ok(mems) => Ok(Cpusets { hierarchy: h, dir, mems, programs: HashMap::new() }),
+            Ok(mems) => Ok(Cpusets { hierarchy: h, dir, mems, programs: HashMap::new(), foreign: HashMap::new() }),
             Err(e) => {
                 let _ = fs::remove_dir(&dir);
                 Err(e)
@@ -214,20 +220,57 @@ impl Cpusets {
         &self.dir
     }
 
+    /// The manager's own cgroup, which its directory is in.
+    fn own(&self) -> &Path {
+        self.dir.parent().unwrap_or(&self.dir)
+    }
+
+    /// The cgroup of process `pid` when someone else made it ([`Owner::Foreign`]).
+    fn foreign_cgroup(&self, pid: i32) -> Option<PathBuf> {
+        let dir = self.hierarchy.dir_of(pid)?;
+        (!cgroup_owner::owner(&dir, self.own()).may_move()).then_some(dir)
+    }
+
+    /// Whether program `id` is left to affinity: a process of it lives in a cgroup someone else
+    /// made.
+    pub fn is_foreign(&self, id: ProgramId) -> bool {
+        self.foreign.contains_key(&id)
+    }
+
     /// Confines program `id` (leader `leader`, processes `pids`) to `cpus`: its cgroup is created
     /// on first use, its CPU set written when it changes, and processes not yet inside moved in.
-    pub fn apply(&mut self, id: ProgramId, leader: i32, pids: &[i32], cpus: &CpuSet) -> io::Result<()> {
+    /// False, with nothing moved, when a process of it lives in a cgroup someone else made: the
+    /// caller confines it by affinity (a program already inside is first moved back home). The
+    /// choice is logged once per program.
+    pub fn apply(&mut self, id: ProgramId, leader: i32, pids: &[i32], cpus: &CpuSet) -> io::Result<bool> {
+        if self.foreign.contains_key(&id) {
+            return Ok(false);
+        }
+        let attached = self.programs.get(&id).map(|g| &g.attached);
+        let new = pids.iter().copied().filter(|p| !attached.is_some_and(|a| a.contains(p)));
+        if let Some(cgroup) = new.clone().find_map(|p| self.foreign_cgroup(p)) {
+            tracing::info!(id = id.0, cgroup = %cgroup.display(), "confined by affinity: a process of it lives in a cpuset cgroup the manager did not make, and stays there");
+            self.release(id);
+            self.foreign.insert(id, cgroup);
+            return Ok(false);
+        }
         let g = match self.programs.entry(id) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
-                let home = self
-                    .hierarchy
-                    .dir_of(leader)
-                    .ok_or_else(|| io::Error::other(format!("no cgroup for process {leader}")))?;
+                let dir_of = self.hierarchy.dir_of(leader);
+                let dir_of = dir_of.ok_or_else(|| io::Error::other(format!("no cgroup for process {leader}")))?;
+                let own = self.dir.parent().unwrap_or(&self.dir);
+                // A process in a manager's tree (one a dead manager left) goes home to the
+                // manager's own cgroup, not to a directory that is going away.
+                let home = match cgroup_owner::owner(&dir_of, own) {
+                    Owner::Manager => own.to_path_buf(),
+                    _ => dir_of,
+                };
                 let dir = self.dir.join(format!("prog-{}", id.0));
                 fs::create_dir(&dir)
                     .or_else(|e| if e.kind() == io::ErrorKind::AlreadyExists { Ok(()) } else { Err(e) })?;
                 fs::write(dir.join("cpuset.mems"), &self.mems)?;
+                tracing::info!(id = id.0, cgroup = %dir.display(), "confined by its cgroup in the manager's cpuset tree");
                 v.insert(Group { dir, home, cpus: None, attached: HashSet::new() })
             }
         };
@@ -241,12 +284,13 @@ impl Cpusets {
                 g.attached.insert(pid);
             }
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Moves every process of program `id`'s cgroup back where its leader came from and removes
-    /// the cgroup. Nothing to do for a program that never had one.
+    /// the cgroup. Nothing to do for a program that never had one (or was left to affinity).
     pub fn release(&mut self, id: ProgramId) {
+        self.foreign.remove(&id);
         if let Some(g) = self.programs.remove(&id) {
             if let Err(e) = empty_and_remove(&g.dir, &g.home) {
                 tracing::warn!(id = id.0, dir = %g.dir.display(), "cannot empty and remove a program's cgroup: {e}");
@@ -275,8 +319,7 @@ fn remove_stale(own: &Path) {
     let Ok(entries) = fs::read_dir(own) else { return };
     for e in entries.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        let Some(pid) = name.strip_prefix(PREFIX).and_then(|r| r.split('-').next()).and_then(|p| p.parse::<i32>().ok())
-        else {
+        let Some(pid) = cgroup_owner::manager_pid(&name) else {
             continue;
         };
         if Path::new(&format!("/proc/{pid}")).exists() {
@@ -296,8 +339,9 @@ pub fn escape(pid: i32) -> bool {
     for flavour in [Flavour::V2, Flavour::V1] {
         let Some(h) = Hierarchy::find(flavour) else { continue };
         let Some(dir) = h.dir_of(pid) else { continue };
-        let Some(top) =
-            dir.ancestors().find(|d| d.file_name().is_some_and(|n| n.to_string_lossy().starts_with(PREFIX)))
+        let Some(top) = dir
+            .ancestors()
+            .find(|d| d.file_name().is_some_and(|n| cgroup_owner::manager_pid(&n.to_string_lossy()).is_some()))
         else {
             continue;
         };

@@ -1,6 +1,7 @@
 //! Making decisions true on real processes: confining a program to its CPUs through a
 //! [`Backend`] (the cgroup cpuset tree when the manager may write it, else CPU affinity of every
-//! thread, `sched_setaffinity`), and stopping or continuing a program (`SIGSTOP`/`SIGCONT` to its
+//! thread, `sched_setaffinity`; affinity too for a program in a cgroup someone else made, which
+//! the cpuset tree never takes it out of: [`crate::cgroup_owner`]), and stopping or continuing a program (`SIGSTOP`/`SIGCONT` to its
 //! process group). [`release`] undoes both, and is what the manager runs for every program when it
 //! exits, and what `cpumgr run` runs as a supervisor when its manager disappears.
 
@@ -85,6 +86,15 @@ impl Backend {
         }
     }
 
+    /// How program `id` is confined when it is: `cpuset`, or `affinity` (the affinity backend, or
+    /// a program in a cgroup someone else made), as `status` reports it.
+    pub fn confined_by(&self, id: cpumgr_core::ProgramId) -> &'static str {
+        match self {
+            Backend::Cpuset(c) if !c.is_foreign(id) => "cpuset",
+            _ => "affinity",
+        }
+    }
+
     /// Confines program `e` (its processes as last sampled) to `cpus`; false when the system
     /// refused part of it. The affinity of each of its processes the manager has not confined
     /// before is read first, for [`Backend::release`] to give back ([`OwnMasks`]), and widens
@@ -94,7 +104,8 @@ impl Backend {
         match self {
             Backend::Affinity => pin(&e.sample.tids, cpus) == 0,
             Backend::Cpuset(c) => match c.apply(e.id, e.pid, &e.sample.pids, cpus) {
-                Ok(()) => true,
+                Ok(true) => true,
+                Ok(false) => pin(&e.sample.tids, cpus) == 0,
                 Err(err) => {
                     tracing::warn!(id = e.id.0, "cpuset: {err}");
                     false

@@ -13,6 +13,7 @@
 
 pub mod adopt;
 pub mod affinity;
+pub mod cgroup_owner;
 pub mod chaos;
 pub mod cpuset;
 pub mod enforce;

@@ -254,6 +254,7 @@ mod tests {
                 cpu_ms: 1500,
                 speedup: None,
                 allowed: None,
+                confined_by: None,
             }],
         }
     }

@@ -199,6 +199,11 @@ pub struct ProgramStatus {
     /// `taskset`), when they are not every managed CPU: the outer bound of its CPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed: Option<CpuSet>,
+    /// How its CPUs are enforced once they are: `cpuset` (a cgroup of the manager's tree) or
+    /// `affinity` (the affinity backend, or a program in a cgroup someone else made, such as a
+    /// Slurm step's, which it is never moved out of); absent before the manager confines it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confined_by: Option<String>,
 }
 
 /// A message that cannot be used.

@@ -281,6 +281,7 @@ impl State {
                     cpu_ms: e.ticks_used * 1000 / self.ticks_per_sec.max(1),
                     speedup: e.speedup.map(|s| s.speedup),
                     allowed: (self.bound && !self.managed.is_subset(&e.original)).then(|| e.original.clone()),
+                    confined_by: e.applied.as_ref().map(|_| self.backend.confined_by(e.id).into()),
                 })
                 .collect(),
         }

@@ -362,6 +362,7 @@ mod tests {
             cpu_ms: 1500 * id,
             speedup: (id == 1).then_some(1.75),
             allowed: None,
+            confined_by: None,
         }
     }
 
