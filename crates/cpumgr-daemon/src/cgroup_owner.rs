@@ -95,7 +95,9 @@ mod tests {
     fn only_cpumgr_pid_n_names_a_managers_directory() {
         assert_eq!(manager_pid("cpumgr-123-0"), Some(123));
         assert_eq!(manager_pid("cpumgr-123-17"), Some(123));
-        for other in ["cpumgr-123", "cpumgr-123-watchdog-test", "cpumgr-test-foreign-1", "cpumgr--0", "cpumgr-1-", "x-1-0"] {
+        for other in
+            ["cpumgr-123", "cpumgr-123-watchdog-test", "cpumgr-test-foreign-1", "cpumgr--0", "cpumgr-1-", "x-1-0"]
+        {
             assert_eq!(manager_pid(other), None, "{other}");
         }
     }

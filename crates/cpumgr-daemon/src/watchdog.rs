@@ -220,6 +220,7 @@ fn fork_watchdog(
 /// # Safety
 /// Only in the child of `fork`, with `pipe` the read end and `board` the shared mapping.
 unsafe fn watch(pipe: RawFd, escape: RawFd, board: *mut AtomicU64, capacity: usize) -> ! {
+    let manager = libc::getppid();
     // Keep only the pipe (moved to 3) and the escape (moved to 4, -1 without); close the rest.
     let escape = if escape >= 0 { libc::fcntl(escape, libc::F_DUPFD, 10) } else { -1 };
     if pipe != 3 {
@@ -271,13 +272,13 @@ unsafe fn watch(pipe: RawFd, escape: RawFd, board: *mut AtomicU64, capacity: usi
             libc::kill(-pid, libc::SIGCONT);
             each_number(b"/proc\0", |p| {
                 if group_of(p) == Some(pid) {
-                    leave_cpuset(escape, p);
+                    leave_cpuset(escape, manager, p);
                     widen(p, &mask)
                 }
             });
         } else {
             libc::kill(pid, libc::SIGCONT);
-            leave_cpuset(escape, pid);
+            leave_cpuset(escape, manager, pid);
             widen(pid, &mask);
         }
     }
@@ -388,9 +389,10 @@ fn stat_field(pid: i32, index: usize) -> Option<i64> {
 }
 
 /// Moves process `pid` to the cgroup whose `cgroup.procs` is open as `escape` (-1: nothing to do),
-/// out of the dead manager's cpuset cgroups.
-fn leave_cpuset(escape: RawFd, pid: i32) {
-    if escape < 0 {
+/// out of the cpuset cgroups of the dead manager `manager`; a process in any other cgroup (one
+/// someone else made, [`crate::cgroup_owner`]) stays there.
+fn leave_cpuset(escape: RawFd, manager: i32, pid: i32) {
+    if escape < 0 || !in_tree_of(pid, manager) {
         return;
     }
     let mut path = [0u8; 64];
@@ -398,6 +400,33 @@ fn leave_cpuset(escape: RawFd, pid: i32) {
     let n = proc_path(&mut path, pid, b"");
     // SAFETY: a write of a stack buffer to a descriptor this process owns.
     unsafe { libc::write(escape, path[6..n - 1].as_ptr().cast(), n - 7) };
+}
+
+/// Whether process `pid` is in a cgroup of manager `manager`'s tree: `/cpumgr-MANAGER-` in its
+/// `/proc/PID/cgroup`.
+fn in_tree_of(pid: i32, manager: i32) -> bool {
+    let mut needle = [0u8; 64];
+    let n = proc_path(&mut needle, manager, b"-");
+    // `proc_path` writes "/proc/MANAGER-": the needle is "/cpumgr-" and "MANAGER-".
+    let mut want = [0u8; 64];
+    want[..8].copy_from_slice(b"/cpumgr-");
+    let digits = &needle[6..n - 1];
+    want[8..8 + digits.len()].copy_from_slice(digits);
+    let want = &want[..8 + digits.len()];
+    let mut path = [0u8; 64];
+    proc_path(&mut path, pid, b"/cgroup");
+    let mut buf = [0u8; 4096];
+    // SAFETY: system calls on a NUL-terminated path and a stack buffer.
+    let len = unsafe {
+        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return false;
+        }
+        let len = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        libc::close(fd);
+        len
+    };
+    len > 0 && buf[..len as usize].windows(want.len()).any(|w| w == want)
 }
 
 /// Sets every thread of `pid` to `mask`.

@@ -1,6 +1,8 @@
 //! The cpuset backend on real processes: each program's processes in a cgroup of the manager's
 //! whose `cpuset.cpus` is its allocation, children born inside, and nothing left in a cgroup the
-//! manager created after a program leaves, after the manager stops, or after it dies outright.
+//! manager created after a program leaves, after the manager stops, or after it dies outright. A
+//! program in a cpuset cgroup someone else made (as Slurm makes a step's) stays there, confined
+//! by affinity.
 //! Ignored where the build found no writable cpuset hierarchy; skipped, saying why, where the
 //! tree then cannot be written after all (permission bits and delegation can mislead the probe).
 
@@ -163,11 +165,11 @@ fn mounted(cg: &str) -> PathBuf {
 const MANAGER_SOCKET: &str = "CPUMGR_TEST_MANAGER_SOCKET";
 const MANAGER_CGROUP: &str = "CPUMGR_TEST_MANAGER_CGROUP";
 
-/// Not a test: the manager process of the next test, run as this test binary in a child process
+/// Not a test: the manager process of [`ManagerProcess`], run as this test binary in a child process
 /// (so that it can be SIGKILLed), moved into the cgroup named in [`MANAGER_CGROUP`] and serving
 /// the socket named in [`MANAGER_SOCKET`] until killed.
 #[test]
-#[ignore = "not a test: the manager process a_killed_managers_watchdog_takes_programs_out_of_its_cgroups starts"]
+#[ignore = "not a test: the manager process the tests of a killed manager start"]
 fn manager_process() {
     let (Some(socket), Some(cgroup)) = (std::env::var_os(MANAGER_SOCKET), std::env::var_os(MANAGER_CGROUP)) else {
         return;
@@ -200,27 +202,12 @@ fn a_killed_managers_watchdog_takes_programs_out_of_its_cgroups() {
     for f in ["cpuset.mems", "cpuset.cpus"] {
         std::fs::write(private.join(f), std::fs::read_to_string(own.join(f)).unwrap().trim()).unwrap();
     }
-    let dir = tempfile::tempdir().unwrap();
-    let socket = dir.path().join("cpumgr.sock");
-    let mut manager = Command::new(std::env::current_exe().unwrap())
-        .args(["manager_process", "--exact", "--ignored", "--nocapture"])
-        .env(MANAGER_SOCKET, &socket)
-        .env(MANAGER_CGROUP, &private)
-        .spawn()
-        .unwrap();
-    let conn = loop {
-        if let Ok(c) = cpumgr_proto::Conn::connect(&socket) {
-            break c;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    };
+    let mut manager = ManagerProcess::start(&private);
     // Registered raw: no supervisor watches these programs, only the manager's watchdog.
     for &pid in &pids {
-        let reg = cpumgr_proto::Registration { pid: Some(pid), wanted: Some(1), max: Some(1), ..Default::default() };
-        let (r, _) = conn.call(&cpumgr_proto::Request::Register(reg)).unwrap();
-        assert!(matches!(r, cpumgr_proto::Reply::Registered { .. }), "{r:?}");
+        manager.register(pid);
     }
-    let tree = format!("/cpumgr-{}-", manager.id());
+    let tree = format!("/cpumgr-{}-", manager.child.id());
     support::wait_for("both confined to one CPU each", || {
         pids.iter().all(|&p| cgroup_of(p).contains(&tree) && affinity(p).len() == 1)
     });
@@ -230,8 +217,7 @@ fn a_killed_managers_watchdog_takes_programs_out_of_its_cgroups() {
         .find(|e| e.file_name().to_string_lossy().starts_with(&tree[1..]))
         .unwrap()
         .path();
-    manager.kill().unwrap();
-    manager.wait().unwrap();
+    manager.kill();
     // The watchdog moves them up to the manager's own cgroup, and widens them.
     let own_cg = cgroup_of(std::process::id() as i32);
     let private_cg = format!("{}/{}", own_cg.trim_end_matches('/'), private.file_name().unwrap().to_string_lossy());
@@ -251,4 +237,196 @@ fn a_killed_managers_watchdog_takes_programs_out_of_its_cgroups() {
     let empty = || std::fs::read_to_string(private.join("cgroup.procs")).is_ok_and(|p| p.trim().is_empty());
     support::wait_for("the watchdog gone", empty);
     std::fs::remove_dir(&private).unwrap();
+}
+
+/// A manager in a child process ([`manager_process`]), to be killed outright, and a connection.
+struct ManagerProcess {
+    child: std::process::Child,
+    conn: cpumgr_proto::Conn,
+    _dir: tempfile::TempDir,
+}
+
+impl ManagerProcess {
+    /// Starts one in the cgroup at `cgroup` (a directory of the mounted hierarchy).
+    fn start(cgroup: &std::path::Path) -> ManagerProcess {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("cpumgr.sock");
+        let child = Command::new(std::env::current_exe().unwrap())
+            .args(["manager_process", "--exact", "--ignored", "--nocapture"])
+            .env(MANAGER_SOCKET, &socket)
+            .env(MANAGER_CGROUP, cgroup)
+            .spawn()
+            .unwrap();
+        let conn = loop {
+            if let Ok(c) = cpumgr_proto::Conn::connect(&socket) {
+                break c;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        ManagerProcess { child, conn, _dir: dir }
+    }
+
+    /// Registers process `pid` wanting one CPU, raw: no supervisor watches it, only the
+    /// manager's watchdog.
+    fn register(&self, pid: i32) {
+        let reg = cpumgr_proto::Registration { pid: Some(pid), wanted: Some(1), max: Some(1), ..Default::default() };
+        let (r, _) = self.conn.call(&cpumgr_proto::Request::Register(reg)).unwrap();
+        assert!(matches!(r, cpumgr_proto::Reply::Registered { .. }), "{r:?}");
+    }
+
+    /// `kill -9`, and reaped.
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for ManagerProcess {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// A cpuset cgroup directory this test made, removed on drop (also when the test panics): its
+/// processes, and those of the directories below it, moved up to `up` first.
+struct CgroupGuard {
+    dir: PathBuf,
+    up: PathBuf,
+}
+
+impl CgroupGuard {
+    /// Makes `<up>/<name>` with CPUs `cpus` and `up`'s memory nodes, as Slurm makes a step's.
+    fn make(up: &std::path::Path, name: &str, cpus: &str) -> CgroupGuard {
+        let g = CgroupGuard { dir: up.join(name), up: up.to_path_buf() };
+        std::fs::create_dir(&g.dir).unwrap();
+        let mems = ["cpuset.effective_mems", "cpuset.mems.effective", "cpuset.mems"]
+            .iter()
+            .find_map(|f| std::fs::read_to_string(up.join(f)).ok().filter(|m| !m.trim().is_empty()))
+            .expect("the memory nodes of this test's cgroup");
+        std::fs::write(g.dir.join("cpuset.mems"), mems.trim()).unwrap();
+        std::fs::write(g.dir.join("cpuset.cpus"), cpus).unwrap();
+        g
+    }
+
+    /// Moves process `pid` in.
+    fn enter(&self, pid: i32) {
+        std::fs::write(self.dir.join("cgroup.procs"), pid.to_string()).unwrap();
+    }
+}
+
+impl Drop for CgroupGuard {
+    fn drop(&mut self) {
+        fn remove(dir: &std::path::Path, up: &std::path::Path) {
+            for d in std::fs::read_dir(dir).into_iter().flatten().flatten().filter(|e| e.path().is_dir()) {
+                remove(&d.path(), up);
+            }
+            for _ in 0..500 {
+                let procs = std::fs::read_to_string(dir.join("cgroup.procs")).unwrap_or_default();
+                for pid in procs.lines() {
+                    let _ = std::fs::write(up.join("cgroup.procs"), pid);
+                }
+                match std::fs::remove_dir(dir) {
+                    Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                        std::thread::sleep(std::time::Duration::from_millis(10))
+                    }
+                    _ => return,
+                }
+            }
+        }
+        remove(&self.dir, &self.up);
+    }
+}
+
+/// This test process's own cpuset cgroup, as a directory of the mounted hierarchy.
+fn own_cgroup_dir() -> PathBuf {
+    let probe = Cpusets::open().unwrap();
+    probe.dir().parent().unwrap().to_path_buf()
+}
+
+#[test]
+#[cfg_attr(not(has_cpusets), ignore = "needs a writable cpuset cgroup (root, or a delegated v2 subtree)")]
+fn a_program_in_a_cgroup_someone_else_made_stays_there_confined_by_affinity() {
+    let test = "a_program_in_a_cgroup_someone_else_made_stays_there_confined_by_affinity";
+    if !writable(test) {
+        return;
+    }
+    // As Slurm makes a step's cgroup: beside the manager's tree, with CPUs 0-1 (the name starts
+    // as a manager's does, which must not fool `escape` or a manager cleaning up).
+    let own = own_cgroup_dir();
+    let name = format!("cpumgr-test-foreign-{}", std::process::id());
+    let foreign = CgroupGuard::make(&own, &name, "0-1");
+    let own_cg = cgroup_of(std::process::id() as i32);
+    let foreign_cg = format!("{}/{name}", own_cg.trim_end_matches('/'));
+    let kids = Sleepers::spawn(2);
+    let (f_pid, r_pid) = (kids.pids()[0], kids.pids()[1]);
+    foreign.enter(f_pid);
+    assert_eq!(cgroup_of(f_pid), foreign_cg);
+    let (home, f_wide, r_wide) = (cgroup_of(r_pid), affinity(f_pid), affinity(r_pid));
+    let as_they_were = |when: &str| {
+        assert_eq!(cgroup_of(f_pid), foreign_cg, "{when}: the foreign program is where it was");
+        assert_eq!(affinity(f_pid), f_wide, "{when}");
+        assert_eq!(cgroup_of(r_pid), home, "{when}: the other program is back home");
+        assert_eq!(affinity(r_pid), r_wide, "{when}");
+    };
+
+    // A manager on the cpuset backend: one CPU each; the foreign program pinned, never moved.
+    let settings = Settings {
+        policy: "equipartition".into(),
+        cpus: Some(CpuSet::parse("0-1").unwrap()),
+        backend: Choice::Cpuset,
+        ..Default::default()
+    };
+    let live = Live::start(&settings);
+    let (f, _sf) = live.register(f_pid, 2);
+    let (r, _sr) = live.register(r_pid, 1);
+    let tree = format!("/cpumgr-{}-", std::process::id());
+    let of = |s: &cpumgr_proto::msg::StatusReport, id: u64| s.programs.iter().find(|p| p.id == id).unwrap().clone();
+    let s = live.wait_status("both confined to one CPU each", |s| {
+        s.programs.iter().all(|p| p.count == 1 && p.confined_by.is_some())
+            && affinity(f_pid) == of(s, f).cpus
+            && affinity(r_pid) == of(s, r).cpus
+            && cgroup_of(r_pid).ends_with(&format!("/prog-{r}"))
+    });
+    assert_eq!(of(&s, f).confined_by.as_deref(), Some("affinity"), "{s:?}");
+    assert_eq!(of(&s, r).confined_by.as_deref(), Some("cpuset"), "{s:?}");
+    assert_eq!(cgroup_of(f_pid), foreign_cg, "the foreign program never leaves its cgroup");
+    assert!(cgroup_of(r_pid).contains(&tree), "{}", cgroup_of(r_pid));
+    // Its allocation follows by affinity: alone, it gets both CPUs, still where it was.
+    live.conn.call(&cpumgr_proto::Request::Unregister { id: r }).unwrap();
+    live.wait_status("the foreign program alone on both CPUs", |s| {
+        s.programs.len() == 1 && of(s, f).count == 2 && affinity(f_pid) == of(s, f).cpus
+    });
+    assert_eq!(cgroup_of(f_pid), foreign_cg);
+    assert_eq!((cgroup_of(r_pid), affinity(r_pid)), (home.clone(), r_wide.clone()), "released home");
+    drop(live);
+    as_they_were("after the manager stopped");
+
+    // A manager killed outright: its watchdog leaves both as they were.
+    let mut manager = ManagerProcess::start(&own);
+    let dead_tree = CgroupGuard { dir: own.join(format!("cpumgr-{}-0", manager.child.id())), up: own.clone() };
+    manager.register(f_pid);
+    manager.register(r_pid);
+    let tree = format!("/cpumgr-{}-", manager.child.id());
+    support::wait_for("one CPU each, the foreign program pinned and the other in the tree", || {
+        affinity(f_pid).len() == 1 && affinity(r_pid).len() == 1 && cgroup_of(r_pid).contains(&tree)
+    });
+    assert_eq!(cgroup_of(f_pid), foreign_cg);
+    manager.kill();
+    let released = || {
+        cgroup_of(f_pid) == foreign_cg
+            && affinity(f_pid) == f_wide
+            && cgroup_of(r_pid) == home
+            && affinity(r_pid) == r_wide
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !released() {
+        let now = [(cgroup_of(f_pid), affinity(f_pid)), (cgroup_of(r_pid), affinity(r_pid))];
+        assert!(std::time::Instant::now() < deadline, "not released by the watchdog: {now:?}");
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    as_they_were("after the manager was killed");
+    drop(dead_tree);
+    drop(kids);
+    drop(foreign);
+    assert!(!own.join(&name).exists(), "the test's cgroup is removed");
 }
