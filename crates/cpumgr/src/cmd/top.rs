@@ -3,7 +3,10 @@
 //! A header with the policy, quantum, backend and quanta decided; the managed CPUs drawn along the
 //! machine's topology (one line per package, cores bracketed), each CPU coloured by the program
 //! that owns it; a table of programs (id, name, pid, request, allocation, CPU set, state, CPU time,
-//! speedup when the runtime reports one). Keys: `q` quit, `s` cycle the sort column, `p` switch to
+//! speedup when the runtime reports one), with a second line under the CPU set and state of a
+//! program that has a bound: the CPUs it is allowed when not all (`in 0-3`: a batch system's
+//! binding), and `affinity` when a cpuset backend confines it by affinity (its cgroup is someone
+//! else's, a Slurm step's say). Keys: `q` quit, `s` cycle the sort column, `p` switch to
 //! the next policy of the catalog (`set-policy`), `+`/`-` double or halve the quantum. Fits 80×24,
 //! so it works over SSH. `--once` prints one frame as plain text, for scripts.
 
@@ -18,8 +21,8 @@ use ratatui::backend::TestBackend;
 use ratatui::crossterm::event::{self, Event, KeyCode, KeyEventKind};
 use ratatui::layout::{Constraint, Layout};
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Paragraph, Row, Table, Wrap};
+use ratatui::text::{Line, Span, Text};
+use ratatui::widgets::{Block, Cell, Paragraph, Row, Table, Wrap};
 use ratatui::{Frame, Terminal};
 
 use super::control::{call, duration, socket_path};
@@ -190,22 +193,38 @@ fn team_cell(p: &ProgramStatus) -> String {
     }
 }
 
+/// A program's bounds, for the second line of its row: the CPUs it is allowed when not all
+/// (`in 0-3`), and `affinity` when the manager's backend is a cpuset one but confines it by
+/// affinity. `None` when it has neither (its row is one line).
+fn bounds(p: &ProgramStatus, backend: &str) -> Option<(String, String)> {
+    let allowed = p.allowed.as_ref().map(|a| format!("in {a}"));
+    let by = p.confined_by.as_deref().filter(|by| !backend.starts_with(by)).map(str::to_string);
+    (allowed.is_some() || by.is_some()).then(|| (allowed.unwrap_or_default(), by.unwrap_or_default()))
+}
+
 fn program_table(v: &View) -> Table<'static> {
     let mut programs = v.status.programs.clone();
     v.sort.order(&mut programs);
     let rows = programs.into_iter().map(|p| {
+        let (mut cpus, mut state) = (Text::from(p.cpus.to_string()), Text::from(p.state.clone()));
+        let bound = bounds(&p, &v.status.backend);
+        if let Some((allowed, by)) = &bound {
+            cpus.push_line(allowed.clone());
+            state.push_line(by.clone());
+        }
         Row::new(vec![
-            p.id.to_string(),
-            p.name.clone(),
-            p.pid.to_string(),
-            p.request.to_string(),
-            p.count.to_string(),
-            p.cpus.to_string(),
-            p.state.clone(),
-            team_cell(&p),
-            format!("{:.1}s", p.cpu_ms as f64 / 1000.0),
-            p.speedup.map_or("-".into(), |s| format!("{s:.2}")),
+            Cell::from(p.id.to_string()),
+            Cell::from(p.name.clone()),
+            Cell::from(p.pid.to_string()),
+            Cell::from(p.request.to_string()),
+            Cell::from(p.count.to_string()),
+            Cell::from(cpus),
+            Cell::from(state),
+            Cell::from(team_cell(&p)),
+            Cell::from(format!("{:.1}s", p.cpu_ms as f64 / 1000.0)),
+            Cell::from(p.speedup.map_or("-".into(), |s| format!("{s:.2}"))),
         ])
+        .height(if bound.is_some() { 2 } else { 1 })
         .style(Style::new().fg(colour(p.id)))
     });
     let widths = [
@@ -215,8 +234,8 @@ fn program_table(v: &View) -> Table<'static> {
         Constraint::Length(3),
         Constraint::Length(5),
         Constraint::Length(9),
-        Constraint::Length(7),
-        Constraint::Length(11),
+        Constraint::Length(8),
+        Constraint::Length(10),
         Constraint::Length(8),
         Constraint::Length(5),
     ];
@@ -434,6 +453,31 @@ mod tests {
         assert_eq!(bg(2), colour(1));
         assert_eq!(bg(5), colour(2));
         assert_eq!(bg(7), Color::Reset);
+    }
+
+    #[test]
+    fn a_bound_program_shows_its_allowed_cpus_and_how_it_is_confined_below_its_row() {
+        let mut v = view();
+        v.status.backend = "cpuset-v1".into();
+        v.status.programs[0].allowed = Some(CpuSet::parse("0-3").unwrap());
+        v.status.programs[0].confined_by = Some("affinity".into());
+        v.status.programs[1].confined_by = Some("cpuset".into());
+        let text = plain(render(&v).backend().buffer());
+        let lines: Vec<&str> = text.lines().collect();
+        let row = lines.iter().position(|l| l.contains("stencil")).unwrap();
+        let under = lines[row + 1];
+        assert!(under.contains("in 0-3") && under.contains("affinity"), "{text}");
+        assert!(under.find("in 0-3") == lines[row].find("0-3"), "under its CPU set:\n{text}");
+        // A program confined as the backend says, with every CPU allowed, keeps one line.
+        let blas = lines.iter().position(|l| l.contains("blas")).unwrap();
+        assert!(lines[blas + 1].contains("idle"), "{text}");
+        assert!(lines.iter().all(|l| l.chars().count() <= 80), "{text}");
+        // Under the affinity backend, `affinity` goes without saying; the allowed CPUs still show.
+        v.status.backend = "affinity".into();
+        let text = plain(render(&v).backend().buffer());
+        let lines: Vec<&str> = text.lines().collect();
+        let row = lines.iter().position(|l| l.contains("stencil")).unwrap();
+        assert!(lines[row + 1].contains("in 0-3") && !lines[row + 1].contains("affinity"), "{text}");
     }
 
     #[test]
