@@ -583,6 +583,18 @@ mod tests {
         assert!(files.is_empty(), "{} files left open for a process that is gone", files.len());
     }
 
+    /// A shell leading a process group of its own that runs `then` once a line is written to its
+    /// standard input.
+    fn leader_on_cue(then: &str) -> std::process::Child {
+        use std::os::unix::process::CommandExt;
+        std::process::Command::new("sh")
+            .args(["-c", &format!("read x; {then}")])
+            .process_group(0)
+            .stdin(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     /// Between two listings of `/proc`, a scan reads again the processes the last sample had: a
     /// process the group's leader forked since is found by a scan that follows the tree (a new
     /// program's), or else by the next listing, which also finds one a parent outside the group
@@ -591,13 +603,8 @@ mod tests {
     fn between_listings_a_scan_rereads_what_it_knew_and_a_listing_finds_the_rest() {
         use std::io::Write;
         use std::os::unix::process::CommandExt;
-        use std::process::{Command, Stdio};
-        let mut leader = Command::new("sh")
-            .args(["-c", "read x; sleep 600 & wait"])
-            .process_group(0)
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
+        use std::process::Command;
+        let mut leader = leader_on_cue("sleep 600 & wait");
         let g = leader.id() as i32;
         let target = Target::Group(g);
         let mut files = Files::new(64, Duration::from_secs(3600));
@@ -631,14 +638,7 @@ mod tests {
     #[test]
     fn a_child_started_between_listings_is_found_within_a_sweep() {
         use std::io::Write;
-        use std::os::unix::process::CommandExt;
-        use std::process::{Command, Stdio};
-        let mut leader = Command::new("sh")
-            .args(["-c", "read x; setsid sleep 600 & wait"])
-            .process_group(0)
-            .stdin(Stdio::piped())
-            .spawn()
-            .unwrap();
+        let mut leader = leader_on_cue("setsid sleep 600 & wait");
         let g = leader.id() as i32;
         let target = Target::Group(g);
         let sweep = Duration::from_millis(300);
