@@ -1,10 +1,12 @@
 //! What `/proc` says about the programs: which processes and threads each one has now, how many
 //! of its threads are runnable (a spinning team is all runnable), and how much CPU time it used.
 //!
-//! One scan per quantum walks `/proc` once and keeps only the processes of registered programs
-//! (a process of another group costs one `getpgid`), reading their threads' states from
-//! `/proc/PID/task/TID/stat`. The manager's scans keep the files they read open ([`Files`]), so
-//! that a quantum's read of a process it read before is one system call.
+//! The manager scans at every quantum boundary. Once a sweep ([`SWEEP`]) a scan lists all of
+//! `/proc` and keeps only the processes of registered programs (a process of another group costs
+//! one `getpgid`), and follows each program's tree through its processes' children; between two
+//! listings it reads again only the processes each program's last sample had ([`Known`]).
+//! Threads' states come from `/proc/PID/task/TID/stat`. The manager's scans keep the files they
+//! read open ([`Files`]), so that a quantum's read of a process it read before is one system call.
 
 use std::collections::HashMap;
 use std::fs;
