@@ -13,15 +13,15 @@
 //! barriers: one that waits in its own loops (point-to-point flags, hand-written spin barriers)
 //! burns a time slice at every hand-over, and at very fine grains the hand-overs cost more than
 //! the work. So a folded team is judged by what it does, every [`WINDOW`] barriers:
-//! - a cooperative team folded onto `c` CPUs with `t` threads has about `(t - c) / t` of its
-//!   threads asleep at the barrier at any moment; one whose members sleep less than an eighth of
-//!   that waits somewhere else, in its own loops;
+//! - a cooperative team folded onto `c` CPUs with `t` threads keeps `c` members busy while the
+//!   other `t - c` wait at the barrier: `(t - c) / c` of waiting for each unit of its CPU time;
+//!   one whose members wait less than an eighth of that waits somewhere else, in its own loops;
 //! - once the team has run unfolded (alone at start, or when CPUs came back), the CPU time its
 //!   threads take per barrier folded against unfolded says whether it makes more progress folded
 //!   all the time or run whole for a share of the time (a gang): the break-even is 1,
-//!   [`SLOWER_TENTHS`] leaves the gang's switches a margin. CPU time, not wall time: a thread
-//!   waiting for a CPU that another program holds, or stopped by the manager, spends none, so
-//!   the judgement does not depend on what else runs on the machine;
+//!   [`SLOWER_TENTHS`] leaves the gang's switches a margin. Both measures count CPU time, not
+//!   wall time: a thread waiting for a CPU that another program holds, or stopped by the
+//!   manager, spends none, so the judgement does not depend on what else runs on the machine;
 //! - a barrier that stays pending far longer than either explains (no member reaches it: all
 //!   spin) is caught by a watcher thread;
 //! - a fine-grained team folded from its first barrier has no reference: it is *probed* once,
@@ -98,11 +98,6 @@ pub struct Team {
     sleepers: AtomicU32,
     /// Whether the barrier that just completed also runs libgomp's (set by its last arriver).
     also_real: AtomicBool,
-    /// When the last barrier completed (or the region started), `CLOCK_MONOTONIC` ns, and the
-    /// allocation epoch then: an interval the manager re-decided within is not counted in the
-    /// sleep shares below (it may hold a stop).
-    last_ns: AtomicU64,
-    last_epoch: AtomicU64,
     /// The current span: the CPU time its members took so far (each adds its own at the span's
     /// end, before it arrives), how many did, the CPUs it ran on (`u32::MAX` when they changed
     /// within it: a cold cache or a migration is no measure of folding).
@@ -113,16 +108,10 @@ pub struct Team {
     best: AtomicU64,
     /// The latest folded span's CPU time per thread per barrier, ns.
     folded: AtomicU64,
-    /// Nanoseconds members have slept at its barrier, in all.
+    /// Nanoseconds members have waited at its barrier (yielding or asleep), in all, and when the
+    /// current span began.
     slept: AtomicU64,
-    /// `slept` when the last barrier completed.
-    slept_mark: AtomicU64,
-    /// Since the last judgement, over folded intervals only: the thread-time they spanned
-    /// (interval × threads), the sleep a team waiting only at barriers would have had in them
-    /// (interval × (threads - CPUs)), and the sleep members had.
-    spanned: AtomicU64,
-    ideal: AtomicU64,
-    asleep: AtomicU64,
+    span_slept: AtomicU64,
     /// Whether it ran folded at any barrier (its timing then says nothing of its speedup).
     ever_folded: AtomicBool,
     /// A [`Verdict`].
@@ -182,15 +171,21 @@ pub fn ended(key: u64, took_ns: u64) {
     record(key, |h| h.took_ns = Some(took_ns));
 }
 
-/// CPUs the allocation pins the program to and the allocation's epoch; `None` unmanaged.
-fn allocated() -> Option<(u32, u64)> {
-    runtime::client().allocation().map(|a| (a.cpus.len() as u32, a.epoch))
+/// CPUs the allocation pins the program to; `None` unmanaged.
+fn allocated() -> Option<u32> {
+    runtime::client().allocation().map(|a| a.cpus.len() as u32)
+}
+
+/// What one span of a team took: its members' CPU time and their waits at its barriers, ns.
+#[derive(Debug, Clone, Copy)]
+struct Span {
+    cpu: u64,
+    slept: u64,
 }
 
 impl Team {
     /// A team about to start, with the verdict its region key had.
     pub fn new(key: u64, verdict: Verdict) -> Team {
-        let now = monotonic_ns();
         Team {
             key,
             size: AtomicU32::new(0),
@@ -198,18 +193,13 @@ impl Team {
             generation: AtomicU32::new(0),
             sleepers: AtomicU32::new(0),
             also_real: AtomicBool::new(false),
-            last_ns: AtomicU64::new(now),
-            last_epoch: AtomicU64::new(allocated().map_or(0, |a| a.1)),
             span_cpu: AtomicU64::new(0),
             span_clocked: AtomicU32::new(0),
             span_cpus: AtomicU32::new(u32::MAX),
             best: AtomicU64::new(0),
             folded: AtomicU64::new(0),
             slept: AtomicU64::new(0),
-            spanned: AtomicU64::new(0),
-            ideal: AtomicU64::new(0),
-            slept_mark: AtomicU64::new(0),
-            asleep: AtomicU64::new(0),
+            span_slept: AtomicU64::new(0),
             ever_folded: AtomicBool::new(false),
             verdict: AtomicU8::new(verdict as u8),
             probed: AtomicBool::new(false),
@@ -330,8 +320,8 @@ impl Team {
     /// waits for run elsewhere). Unfolded, it spins a short while first, rechecking the
     /// allocation, which may fold the team meanwhile. Time spent yielding or asleep is the
     /// team's sleep at barriers.
-    fn wait(&self, generation: u32, size: u32, alloc: Option<(u32, u64)>) {
-        let mut is_folded = alloc.is_some_and(|(cpus, _)| cpus < size);
+    fn wait(&self, generation: u32, size: u32, alloc: Option<u32>) {
+        let mut is_folded = alloc.is_some_and(|cpus| cpus < size);
         let start = if is_folded { 0 } else { monotonic_ns() };
         let mut spins = 0u32;
         let mut yielding = true;
@@ -365,31 +355,20 @@ impl Team {
         }
     }
 
-    /// The last arriver's bookkeeping at the barrier of `generation`: counts the members' sleep,
-    /// judges the team at a span's end, and says whether members also run libgomp's barrier.
-    fn complete(&self, size: u32, generation: u32, alloc: Option<(u32, u64)>) {
+    /// The last arriver's bookkeeping at the barrier of `generation`: judges the team at a
+    /// span's end, and says whether members also run libgomp's barrier.
+    fn complete(&self, size: u32, generation: u32, alloc: Option<u32>) {
         self.also_real.store(TASKS.load(Ordering::SeqCst), Ordering::Release);
-        let now = monotonic_ns();
-        let took = now.saturating_sub(self.last_ns.swap(now, Ordering::Relaxed));
-        let Some((cpus, epoch)) = alloc else { return };
-        let same = self.last_epoch.swap(epoch, Ordering::Relaxed) == epoch;
-        let slept = self.slept.load(Ordering::Relaxed);
-        let slept_in = slept.saturating_sub(self.slept_mark.swap(slept, Ordering::Relaxed));
+        let Some(cpus) = alloc else { return };
         let folded = cpus < size;
         if folded {
             self.ever_folded.store(true, Ordering::Relaxed);
         }
         let span = self.span(size, generation, cpus);
         let verdict = self.verdict();
-        if cpus == 0 || verdict == Verdict::Rigid {
-            return;
-        }
-        if folded && same && verdict != Verdict::Probing {
-            self.spanned.fetch_add(took * size as u64, Ordering::Relaxed);
-            self.ideal.fetch_add(took * (size - cpus) as u64, Ordering::Relaxed);
-            self.asleep.fetch_add(slept_in, Ordering::Relaxed);
-        }
-        let Some(per) = span else { return };
+        let Some(span) = span.filter(|_| cpus > 0 && verdict != Verdict::Rigid) else { return };
+        let per = span.cpu / (WINDOW as u64 * size as u64);
+        let now = monotonic_ns();
         if !folded {
             // The best span stands: contention from outside (or start-up page faults) only ever
             // makes a thread's spin at a barrier longer.
@@ -406,16 +385,22 @@ impl Team {
             return;
         }
         self.folded.store(per, Ordering::Relaxed);
-        let (ideal, asleep) = (self.ideal.swap(0, Ordering::Relaxed), self.asleep.swap(0, Ordering::Relaxed));
-        let spanned = self.spanned.swap(0, Ordering::Relaxed).max(1);
+        // Folded onto `cpus` CPUs, a team that waits only at barriers keeps them busy with
+        // `cpus` members while the other `size - cpus` wait there: for each nanosecond of CPU
+        // time, `(size - cpus) / cpus` of waiting, whatever else shares the CPUs.
+        let expected = span.cpu * (size - cpus) as u64 / cpus as u64;
         let reference = self.reference_ns();
-        if asleep * 8 < ideal {
-            let share = |v: u64| v * 100 / spanned;
+        if span.slept * 8 < expected {
+            let share = |v: u64| v * 100 / span.cpu.max(1);
             self.judge(
                 Verdict::Rigid,
                 size,
                 now,
-                format_args!(", {}% asleep at barriers folded, {}% if it waited there", share(asleep), share(ideal)),
+                format_args!(
+                    ", waiting at barriers folded {}% of its CPU time, {}% if it waited only there",
+                    share(span.slept),
+                    share(expected)
+                ),
             );
         } else if reference > 0 && per * 10 > SLOWER_TENTHS * reference {
             self.judge(Verdict::Rigid, size, now, format_args!(", {} us folded", per / 1000));
@@ -425,9 +410,9 @@ impl Team {
     }
 
     /// The span's bookkeeping at the barrier of `generation`, run on `cpus` CPUs: at a span's
-    /// end, the CPU time per thread per barrier of the span that ends, if every member took part
-    /// and its CPUs stayed the same throughout.
-    fn span(&self, size: u32, generation: u32, cpus: u32) -> Option<u64> {
+    /// end, what the span that ends took, if every member took part and its CPUs stayed the same
+    /// throughout.
+    fn span(&self, size: u32, generation: u32, cpus: u32) -> Option<Span> {
         let changed = self.span_cpus.load(Ordering::Relaxed) != cpus;
         if !generation.is_multiple_of(WINDOW) {
             if changed {
@@ -437,8 +422,10 @@ impl Team {
         }
         let cpu = self.span_cpu.swap(0, Ordering::Relaxed);
         let whole = self.span_clocked.swap(0, Ordering::Relaxed) == size;
+        let slept = self.slept.load(Ordering::Relaxed);
+        let slept = slept.saturating_sub(self.span_slept.swap(slept, Ordering::Relaxed));
         self.span_cpus.store(cpus, Ordering::Relaxed);
-        (whole && !changed).then(|| cpu / (WINDOW as u64 * size as u64))
+        (whole && !changed).then_some(Span { cpu, slept })
     }
 
     /// The team's unfolded CPU time per thread per barrier: the lowest of its unfolded spans,
@@ -474,7 +461,7 @@ pub fn leave() {
 
 /// Whether a team of `size` threads is folded now (its allocation pins it to fewer CPUs).
 pub fn folded(size: u32) -> bool {
-    allocated().is_some_and(|(cpus, _)| cpus < size)
+    allocated().is_some_and(|cpus| cpus < size)
 }
 
 /// The watcher: a folding team whose current barrier has stayed pending far longer than folding
@@ -498,7 +485,7 @@ fn watch() {
         let team = unsafe { &*(*open as *const Team) };
         let size = team.size.load(Ordering::Relaxed);
         let generation = team.generation.load(Ordering::Relaxed);
-        let folded = allocated().filter(|&(c, _)| c > 0 && c < size);
+        let folded = allocated().filter(|&c| c > 0 && c < size);
         if seen != (*open, generation) || team.verdict() != Verdict::Folding || folded.is_none() {
             seen = (*open, generation);
             pending = 0;
@@ -507,7 +494,7 @@ fn watch() {
         if tick < 2 * WATCH_EVERY.as_nanos() as u64 {
             pending += tick;
         }
-        let cpus = folded.map_or(1, |(c, _)| c) as u64;
+        let cpus = folded.unwrap_or(1) as u64;
         let limit = (8 * team.reference_ns() * size as u64 / cpus).max(50_000_000);
         if pending > limit {
             team.judge(Verdict::Rigid, size, now, format_args!(", one pending {} ms folded", pending / 1_000_000));
