@@ -227,12 +227,13 @@ impl Cluster {
             .unwrap()
     }
 
-    /// Starts the node's manager (affinity backend: a cpuset cgroup of its own would take the
-    /// steps' processes out of Slurm's).
+    /// Starts the node's manager with the backend a site gets by default (`auto`: the cpuset
+    /// tree where it can be written, as here as root): a step in a cgroup Slurm made must stay
+    /// there, confined by affinity ([`Cluster::check_inside_slurm`]).
     fn start_manager(&mut self) {
         let q = format!("{}ms", QUANTUM.as_millis());
         let child = Command::new(BIN)
-            .args(["daemon", "--backend", "affinity", "--quantum", &q, "--socket"])
+            .args(["daemon", "--backend", "auto", "--quantum", &q, "--socket"])
             .arg(&self.socket)
             .stderr(std::fs::File::create(self.dir.path().join("cpumgr.log")).unwrap())
             .spawn()
@@ -309,6 +310,39 @@ impl Cluster {
             },
             || format!("{:?} {:?}\n{}", allowed(a), allowed(b), self.logs()),
         );
+    }
+
+    /// Checks that the steps whose task 0 is in `pids`, confined on disjoint CPUs, are where
+    /// Slurm put them: under `task/cgroup` in the step's cgroup (`/slurm_HOST/...`), confined by
+    /// affinity; under `task/affinity` alone (no cgroup of Slurm's) a cpuset backend may take
+    /// them into the manager's tree.
+    fn check_inside_slurm(&self, pids: &[i32]) {
+        let s = self.status().expect("the manager answers");
+        for &pid in pids {
+            let p = s.programs.iter().find(|p| p.pid == pid).expect("the step is registered");
+            let (cg, by) = (cpuset_cgroup(pid), p.confined_by.as_deref());
+            match self.confinement {
+                Confinement::CgroupV1 => {
+                    assert!(self.in_slurms_place(pid), "{} left Slurm's cgroup for {cg}", p.name);
+                    assert_eq!(by, Some("affinity"), "{} in {cg}: {s:?}", p.name);
+                }
+                Confinement::Affinity if s.backend.starts_with("cpuset") => {
+                    assert!(cg.contains("/cpumgr-"), "{} in {cg}", p.name);
+                    assert_eq!(by, Some("cpuset"), "{}: {s:?}", p.name);
+                }
+                Confinement::Affinity => assert_eq!(by, Some("affinity"), "{}: {s:?}", p.name),
+            }
+        }
+    }
+
+    /// Whether `pid` is in the cpuset cgroup Slurm gave it: its step's under `task/cgroup`, one
+    /// outside any manager's tree under `task/affinity`.
+    fn in_slurms_place(&self, pid: i32) -> bool {
+        let cg = cpuset_cgroup(pid);
+        match self.confinement {
+            Confinement::CgroupV1 => cg.starts_with(&format!("/slurm_{}/", self.host)),
+            Confinement::Affinity => !cg.contains("/cpumgr-"),
+        }
     }
 
     /// Waits for job `i`'s `srun` to end; its exit code.
@@ -421,6 +455,7 @@ fn two_jobs_share_the_node(mut c: Cluster) {
     }
     let (pa, pb) = (steps[0].1, steps[1].1);
     c.wait_disjoint(pa, pb);
+    c.check_inside_slurm(&[pa, pb]);
 
     // scancel of job a hands its CPUs to job b within a quantum of its end.
     let of_a = |(_, pid): &&(String, i32)| cmdline(*pid).contains("exit 0");
@@ -454,14 +489,15 @@ fn two_jobs_share_the_node(mut c: Cluster) {
     );
     assert_eq!(c.steps(2), steps);
     c.wait_disjoint(px, py);
+    c.check_inside_slurm(&[px, py]);
     let mut manager = c.manager.take().unwrap();
     manager.kill().unwrap();
     manager.wait().unwrap();
     for p in [px, py] {
         wait_for_or(
-            "a step to be widened back after its manager was killed",
-            || widened(p, &all) && !stopped(p),
-            || c.logs(),
+            "a step to be widened back, where Slurm put it, after its manager was killed",
+            || widened(p, &all) && !stopped(p) && c.in_slurms_place(p),
+            || format!("{}\n{}", cpuset_cgroup(p), c.logs()),
         );
     }
     std::fs::write(&stop, "").unwrap();
@@ -477,6 +513,21 @@ fn two_jobs_share_the_node(mut c: Cluster) {
     assert!(err.contains("no cpumgr manager answers on") && err.contains("failing the step"), "{err}");
     // The supervisors end with their steps.
     wait_for_or("every step supervisor to end", || !supervisors_of(&c.socket), || c.logs());
+}
+
+/// The cpuset cgroup of `pid` as `/proc/PID/cgroup` names it (the v1 `cpuset` line, else the
+/// unified one); empty when it is gone.
+fn cpuset_cgroup(pid: i32) -> String {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+    let line = |v1: bool| {
+        text.lines().find_map(|l| {
+            let mut f = l.splitn(3, ':');
+            let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
+            let mine = if v1 { controllers.split(',').any(|c| c == "cpuset") } else { controllers.is_empty() };
+            mine.then(|| path.to_string())
+        })
+    };
+    line(true).or_else(|| line(false)).unwrap_or_default()
 }
 
 /// The command line of `pid`, its arguments joined by spaces.
