@@ -194,7 +194,7 @@ impl Policy for PyPolicy {
     fn decide(&mut self, view: &View, out: &mut Decision) {
         let mut error = self.error.lock().unwrap_or_else(|e| e.into_inner());
         if error.is_some() {
-            // The run stops at its next tick ([`Jobs`]); the error is raised from `simulate`.
+            // The run stops at its next step ([`Jobs`]); the error is raised from `simulate`.
             return;
         }
         match Python::with_gil(|py| self.counts(py, view)) {

@@ -247,7 +247,7 @@ impl Iterator for Jobs {
 }
 
 /// The names `prefix1`, `prefix2`, …, as `format!("{prefix}{n}")` writes them, each made from the
-/// last by adding one to its decimal text: a generated job's name costs a step per digit carried
+/// last by adding one to its decimal text: a generated job's name costs an increment per digit carried
 /// (one on average) and a copy into the [`Name`], not a division per digit and a UTF-8 check of
 /// the result (which cost ~180 of the generator's ~570 instructions a job).
 #[derive(Debug, Clone)]

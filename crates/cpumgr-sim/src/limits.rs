@@ -20,13 +20,13 @@ pub const MAX_SECONDS: f64 = 1e9;
 pub const MAX_NANOS: Nanos = 1_000_000_000 * 1_000_000_000;
 
 /// Simulated time past which a run stops with [`crate::SimError::Horizon`]: four times
-/// [`MAX_SECONDS`], well inside the 584 years a `u64` of nanoseconds holds, so every tick and
+/// [`MAX_SECONDS`], well inside the 584 years a `u64` of nanoseconds holds, so every step and
 /// fast-forward jump before it is free of overflow.
 pub const HORIZON: Nanos = 4 * 1_000_000_000 * 1_000_000_000;
 
 /// `ns` nanoseconds in seconds, as `ns as f64 / 1e9` gives them, for every time the simulator
 /// holds: times and spans of time stay within a quantum of [`HORIZON`] (the engines stop at the
-/// first step past it), far below 2^63, where a signed conversion gives the same double as an
+/// first event past it), far below 2^63, where a signed conversion gives the same double as an
 /// unsigned one. The signed one is the conversion used because it is one instruction
 /// (`cvtsi2sd`) on the baseline x86-64 target, where an unsigned one is a sequence of about ten:
 /// this runs for every job's record and every span of time accounted.

@@ -1,5 +1,5 @@
 //! The engine's per-program lists: in id order, appended at the end, with finished programs
-//! removed from anywhere, a few at a tick.
+//! removed from anywhere, a few at a step.
 //!
 //! Removing entries from a `Vec` moves every entry after the first removed one. The program
 //! list's records are 128 bytes, and in a run with a backlog the programs that finish are the

@@ -223,7 +223,8 @@ pub struct RunSummary {
     pub cpus: u32,
     /// Jobs finished.
     pub jobs: u64,
-    /// Events processed (arrivals, phase changes, completions, quantum ticks, wake-ups).
+    /// Events processed (arrivals, phase changes, completions, and the scheduler's steps at
+    /// boundaries and wake-ups).
     pub events: u64,
     /// First arrival to last end, seconds.
     pub makespan: f64,

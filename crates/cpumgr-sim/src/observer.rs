@@ -17,7 +17,7 @@ pub trait Observer {
     /// One finished job.
     fn job(&mut self, _record: &JobRecord) {}
 
-    /// Whether the run should stop now (asked at every scheduler tick): a caller whose policy
+    /// Whether the run should stop now (asked at every scheduler step): a caller whose policy
     /// failed, or whose user gave up, ends the run with [`crate::SimError::Stopped`] instead of letting
     /// it go on.
     fn stop(&self) -> bool {

@@ -6,7 +6,7 @@
 //! holds `t · s` CPUs, `s = min(1, C / T)`, and progresses at the cost model's rate for that share
 //! ([`CostModel::rate`]). Shares are recomputed at the first quantum boundary after something
 //! changed `T` (an admission, a phase change, a completion), exactly as the quantum-by-quantum
-//! engine does; between those ticks nothing can change, so no tick runs there.
+//! engine does; between those steps nothing can change, so no step runs there.
 //!
 //! The rate of a phase with linear speedup whose threads do not exceed its usable parallelism is
 //! `t · φ(s)`, with `φ` the same for every job of the same synchronisation intensity. Such jobs
@@ -20,8 +20,8 @@
 //! The policy is not consulted: by its contract an oversubscribing policy leaves every program
 //! its natural threads, which is what this module applies. The results are those of the
 //! quantum-by-quantum engine up to floating-point rounding; the events counted are arrivals,
-//! phase ends and the ticks that run (quanta in which nothing can change are skipped and counted
-//! in [`RunSummary::skipped_quanta`]; with [`SimConfig::fast_forward`] off every quantum ticks).
+//! phase ends and the steps that run (quanta in which nothing can change are skipped and counted
+//! in [`RunSummary::skipped_quanta`]; with [`SimConfig::fast_forward`] off every quantum steps).
 
 use std::cmp::Reverse;
 use std::collections::{BTreeSet, BinaryHeap, HashMap, VecDeque};
@@ -83,7 +83,7 @@ struct Job {
     spec: JobSpec,
     arrival: Nanos,
     phase: usize,
-    /// Threads counted at the last tick (0 before its first).
+    /// Threads counted at the last step (0 before its first).
     threads: u32,
     clock: Clock,
     /// Work left in its phase when its clock was last read.
@@ -135,9 +135,9 @@ struct Sharing<'o> {
     quantum: Nanos,
     tally: Tally<'o>,
     now: Nanos,
-    /// The next tick, if something changed since the last.
-    tick: Option<Nanos>,
-    last_tick: Option<Nanos>,
+    /// The next step, if something changed since the last.
+    next_step: Option<Nanos>,
+    last_step: Option<Nanos>,
     queue: VecDeque<(ProgramId, Checked)>,
     jobs: JobTable,
     /// Jobs whose threads may differ from those counted (admitted or changed phase).
@@ -149,9 +149,9 @@ struct Sharing<'o> {
     own: BTreeSet<u64>,
     own_ends: BinaryHeap<Reverse<(Nanos, u64)>>,
     groups: Vec<Group>,
-    /// Threads of the jobs in the system, as counted at the last tick less those that ended.
+    /// Threads of the jobs in the system, as counted at the last step less those that ended.
     threads: u64,
-    /// Each thread's share of a CPU, `min(1, C / T)` at the last tick.
+    /// Each thread's share of a CPU, `min(1, C / T)` at the last step.
     share: f64,
     over: bool,
     /// `∫ share dt` up to `busy_at`.
@@ -189,8 +189,8 @@ pub(crate) fn run(
         quantum,
         tally: Tally::new(cpus, obs),
         now: 0,
-        tick: None,
-        last_tick: None,
+        next_step: None,
+        last_step: None,
         queue: VecDeque::new(),
         jobs: JobTable::default(),
         dirty: Vec::new(),
@@ -207,15 +207,15 @@ pub(crate) fn run(
     loop {
         let next_arrival = pending.next_arrival(e.now)?;
         if e.jobs.is_empty() && e.queue.is_empty() {
-            // An empty machine: nothing happens until the next arrival's tick.
-            e.tick = None;
-            e.last_tick = None;
+            // An empty machine: nothing happens until the next arrival's step.
+            e.next_step = None;
+            e.last_step = None;
             if next_arrival.is_none() {
                 break;
             }
         }
         let due = e.next_end().map_or(Nanos::MAX, |(t, _)| t);
-        let t = due.min(next_arrival.unwrap_or(Nanos::MAX)).min(e.tick.unwrap_or(Nanos::MAX));
+        let t = due.min(next_arrival.unwrap_or(Nanos::MAX)).min(e.next_step.unwrap_or(Nanos::MAX));
         if t == Nanos::MAX {
             return Err(SimError::Starved { at: e.now as f64 / NS, jobs: e.jobs.len() });
         }
@@ -225,14 +225,14 @@ pub(crate) fn run(
         while let Some(mut j) = pending.due(e.now)? {
             let id = e.tally.arrive(&mut j.spec, e.now);
             e.queue.push_back((id, j));
-            e.want_tick();
+            e.want_step();
         }
-        if e.tick == Some(e.now) {
-            e.run_tick();
+        if e.next_step == Some(e.now) {
+            e.step();
             let empty = e.jobs.is_empty() && e.queue.is_empty();
             if !cfg.fast_forward && !empty {
-                // Quantum by quantum: every tick runs (and finds nothing new between events).
-                e.tick = Some(e.now + quantum);
+                // Quantum by quantum: every step runs (and finds nothing new between events).
+                e.next_step = Some(e.now + quantum);
             }
         }
     }
@@ -244,15 +244,15 @@ impl Sharing<'_> {
         self.tally.emit(self.now, Some(ProgramId(id)), kind);
     }
 
-    /// Asks for a tick at the first quantum boundary at or after now that is after the last
-    /// tick.
-    fn want_tick(&mut self) {
+    /// Asks for a step at the first quantum boundary at or after now that is after the last
+    /// step.
+    fn want_step(&mut self) {
         let q = self.quantum;
         let mut t = self.now.div_ceil(q) * q;
-        if self.last_tick == Some(t) {
+        if self.last_step == Some(t) {
             t += q;
         }
-        self.tick.get_or_insert(t);
+        self.next_step.get_or_insert(t);
     }
 
     fn busy_clock_at(&self, t: Nanos) -> f64 {
@@ -323,7 +323,7 @@ impl Sharing<'_> {
     /// Job `id`'s phase ended now: the next phase, or out of the system.
     fn end_phase(&mut self, id: u64) {
         self.tally.events += 1;
-        self.want_tick();
+        self.want_step();
         let j = self.jobs.get_mut(&id).expect("due job is in the system");
         let before = j.spec.request_in(j.phase).wanted;
         j.phase += 1;
@@ -336,7 +336,7 @@ impl Sharing<'_> {
         }
         j.remaining = j.spec.phases[j.phase].simulated_work();
         let after = j.spec.request_in(j.phase).wanted;
-        // Its threads stay as counted until the next tick; only its speedup model changed.
+        // Its threads stay as counted until the next step; only its speedup model changed.
         self.settle(id);
         self.dirty.push(id);
         if after != before && self.tally.trace {
@@ -413,15 +413,15 @@ impl Sharing<'_> {
         }
     }
 
-    /// One tick: admit, count the changed jobs' threads, and re-rate if the shares changed.
-    fn run_tick(&mut self) {
+    /// One step: admit, count the changed jobs' threads, and re-rate if the shares changed.
+    fn step(&mut self) {
         let now = self.now;
         self.tally.events += 1;
-        self.tick = None;
-        if let Some(last) = self.last_tick {
+        self.next_step = None;
+        if let Some(last) = self.last_step {
             self.tally.skipped += (now - last) / self.quantum - 1;
         }
-        self.last_tick = Some(now);
+        self.last_step = Some(now);
         while !self.queue.is_empty() && (self.mpl == 0 || self.jobs.len() < self.mpl as usize) {
             let (id, Checked { spec, dedicated }) = self.queue.pop_front().expect("not empty");
             let job = Job {

@@ -1,15 +1,15 @@
 //! Records that stay where they are while the list that orders them changes.
 //!
 //! The engine keeps its programs in id order (the order the policy sees them in) and removes
-//! finished ones at every tick. Its per-job records are large (the job's description, counters,
+//! finished ones at every step. Its per-job records are large (the job's description, counters,
 //! the fast-forward's history): moving them with the list cost a `memmove` of every record above
-//! the first finished one at every tick, and boxing them cost an allocation per job and a pointer
+//! the first finished one at every step, and boxing them cost an allocation per job and a pointer
 //! chase on every walk. [`Slots`] keeps the records in a slab, reuses the slot of a removed one
 //! for the next, and orders them through a dense list of slot numbers, which is all that moves.
 //! Beside each slot number the list holds a small value of the caller's (the engine's: what the
-//! tick's walks over every job read), so that one removal moves both.
+//! step's walks over every job read), so that one removal moves both.
 //! A slot does not know its position: the engine finds a job's position by its id (the list is
-//! in id order), which costs a search per phase end instead of renumbering, at every tick, the
+//! in id order), which costs a search per phase end instead of renumbering, at every step, the
 //! entries a removal moved.
 
 use std::ops::{Index, IndexMut};

@@ -71,8 +71,8 @@ fn os_pays_for_oversubscription() {
 fn os_shares_by_threads_on_shared_and_own_clocks() {
     // 4 CPUs, 100 ms quantum, no sharing cost. `lin` (linear: a shared clock) and `amd` (Amdahl
     // 0.5: a rate of its own), 4 threads each, from 0 s; `late` (linear, another synchronisation
-    // intensity: a second shared clock), 4 threads, from 1 s. Shares change at the tick after
-    // each arrival or end; no end falls on a tick.
+    // intensity: a second shared clock), 4 threads, from 1 s. Shares change at the step after
+    // each arrival or end; no end falls on a step.
     let lin = JobSpec::rigid("lin", 0, 4, 8.0, SpeedupModel::LINEAR).with_sync(0.0);
     let amd = JobSpec::rigid("amd", 0, 4, 8.0, SpeedupModel::Amdahl { serial: 0.5 }).with_sync(0.0);
     let late = JobSpec::rigid("late", S, 4, 2.2, SpeedupModel::LINEAR).with_sync(1.0);
@@ -82,18 +82,18 @@ fn os_shares_by_threads_on_shared_and_own_clocks() {
         let cfg = SimConfig { fast_forward, ..free() };
         let (s, recs) = run_workload(&w, "os", &cfg);
         let rec = |n: &str| recs.iter().find(|r| r.name == n).unwrap().clone();
-        assert_eq!(s.skipped_quanta == 0, !fast_forward, "only the exact run ticks every quantum");
+        assert_eq!(s.skipped_quanta == 0, !fast_forward, "only the exact run steps every quantum");
         // 0–1 s: 8 threads, 2 CPUs per job. 1 s on: 12 threads, 4/3 CPUs per job; late's 2.2
-        // CPU-s end at 2.65 s, and the 2.7 s tick gives the others 2 CPUs each again.
+        // CPU-s end at 2.65 s, and the 2.7 s step gives the others 2 CPUs each again.
         let late = rec("late");
         assert!(close(late.turnaround, 1.65, 1e-6), "{late:?}");
         assert!(close(late.cpu_seconds, 2.2, 1e-6), "a linear job's CPU time is its work: {late:?}");
-        // lin: 2 + 1.7 × 4/3 by 2.7 s, the rest at 2 per second; it ends before the 4.6 s tick.
+        // lin: 2 + 1.7 × 4/3 by 2.7 s, the rest at 2 per second; it ends before the 4.6 s step.
         let lin = rec("lin");
         let lin_end = 2.7 + (8.0 - 2.0 - 1.7 * 4.0 / 3.0) / 2.0;
         assert!(close(lin.turnaround, lin_end, 1e-6), "{lin:?}");
         assert!(close(lin.cpu_seconds, 8.0, 1e-6), "{lin:?}");
-        // amd: S(2) to 1 s, S(4/3) to 2.7 s, S(2) to the 4.6 s tick, then alone, S(4).
+        // amd: S(2) to 1 s, S(4/3) to 2.7 s, S(2) to the 4.6 s step, then alone, S(4).
         let done = amdahl(2.0) + 1.7 * amdahl(4.0 / 3.0) + 1.9 * amdahl(2.0);
         let amd = rec("amd");
         assert!(close(amd.turnaround, 4.6 + (8.0 - done) / amdahl(4.0), 1e-6), "{amd:?}");
@@ -127,7 +127,7 @@ fn a_job_that_shrinks_and_grows_back_counts_its_moves() {
     assert_eq!(b.moves, 0, "a first placement is not a move");
     assert_eq!(a.moves, 4, "a got back the 4 CPUs b had");
     assert_eq!(s.moves, 4);
-    // b arrives at 2 s, runs from the 2.0 s tick on 4 CPUs for 2 s.
+    // b arrives at 2 s, runs from the 2.0 s step on 4 CPUs for 2 s.
     assert!(close(b.turnaround, 2.0, 1e-6), "{b:?}");
     // a: 16 CPU-s on 8 CPUs, 8 on 4 while b runs, then the last 136 on 8: 2 + 2 + 17 s.
     assert!(close(a.turnaround, 21.0, 1e-6), "{a:?}");
@@ -177,7 +177,7 @@ fn exact_and_fast(w: &Workload) -> Vec<(&'static str, Run, Run)> {
 #[test]
 fn a_backlog_of_waiting_jobs_fast_forwards_like_a_quantum_by_quantum_run_under_every_policy() {
     // Rigid jobs at a load above the machine: a backlog waits, never-run jobs are skipped by the
-    // tick, and settled placements skip the placer; the figures must match an exact run.
+    // step, and settled placements skip the placer; the figures must match an exact run.
     let mut g = Generator::new(Model::Poisson, 30, 8);
     g.load = 2.0;
     g.mean_runtime = 1.0;
@@ -197,7 +197,7 @@ fn a_backlog_of_waiting_jobs_fast_forwards_like_a_quantum_by_quantum_run_under_e
 #[test]
 fn fast_forward_gives_every_job_the_record_of_a_quantum_by_quantum_run_under_every_policy() {
     // Per-job records, not only the run's means: ids and moves exactly, times and CPU-seconds
-    // to float rounding (a jump adds whole periods' progress at once where ticking adds it
+    // to float rounding (a jump adds whole periods' progress at once where stepping adds it
     // quantum by quantum; `os` computes the same model on virtual clocks).
     let mut g = Generator::new(Model::Poisson, 80, 32);
     g.mean_runtime = 5.0;
@@ -302,7 +302,7 @@ fn same_records(what: &str, a: &[JobRecord], b: &[JobRecord]) {
 #[test]
 fn jobs_brought_up_to_date_at_their_own_events_end_as_at_every_quantum() {
     // Without fast-forward, a policy that reads no usage figures leaves each job's progress until
-    // its allocation or phase changes: one step over many quanta, where a policy that reads
+    // its allocation or phase changes: one update over many quanta, where a policy that reads
     // them (the disguise) moves every job every quantum. Same records, to rounding, and the same
     // number of events, for malleable, moldable and rigid jobs under space- and time-sharing.
     // Rigid jobs under equipartition, cluster and burst also have their decisions brought up to
@@ -333,7 +333,7 @@ fn jobs_brought_up_to_date_at_their_own_events_end_as_at_every_quantum() {
 #[test]
 fn a_stated_period_is_trusted_after_one_repetition() {
     // Gang and the sliding windows state their rotation: the engine jumps after it repeated
-    // once, with fewer ticks than when it must see the schedule repeat three times, and every
+    // once, with fewer steps than when it must see the schedule repeat three times, and every
     // job's record is still the quantum-by-quantum one.
     let mut g = Generator::new(Model::Poisson, 80, 32);
     g.mean_runtime = 5.0;
@@ -364,7 +364,7 @@ fn an_admission_the_rotation_leaves_out_changes_nothing() {
     let (steady, js) = records(32, "cs", build(), &jobs, true);
     let (restless, _) = records(32, "cs", Box::new(Disguised(build(), Disguise::Restless)), &jobs, true);
     let (_, exact) = records(32, "cs", build(), &jobs, false);
-    // At least a tick fewer per admission (each costs the tick that sees it either way).
+    // At least a step fewer per admission (each costs the step that sees it either way).
     assert!(steady.events + 40 <= restless.events, "{} events kept, {} learnt again", steady.events, restless.events);
     same_records("cs", &js, &exact);
 }
@@ -396,7 +396,7 @@ fn a_jump_counts_the_idle_cpus_of_a_job_that_waits_as_the_quanta_do() {
 #[test]
 fn a_stall_served_within_a_period_is_not_extrapolated() {
     // VTQ-DSS slices shorter than a 60 ms resume cost for some members: a job that both serves
-    // a stall and progresses in a period does not repeat it linearly, so the engine ticks
+    // a stall and progresses in a period does not repeat it linearly, so the engine steps
     // instead of jumping, and the run is the quantum-by-quantum one (an extrapolating jump ends
     // it at 141.36 s instead of 139.21 s).
     let jobs = vec![
@@ -421,7 +421,7 @@ fn a_stall_served_within_a_period_is_not_extrapolated() {
 fn slices_shorter_than_the_resume_cost_end_at_the_horizon_at_once() {
     // Two whole-machine jobs alternate in gang rows of 100 ms, each resume costs 150 ms: neither
     // ever progresses. The schedule repeats, so the engine jumps to the horizon instead of
-    // ticking every quantum towards 4e9 s.
+    // stepping every quantum towards 4e9 s.
     let t = Topology::flat(4);
     let jobs: Vec<JobSpec> =
         (0..2).map(|k| JobSpec::rigid(format!("j{k}"), 0, 4, 40.0, SpeedupModel::LINEAR)).collect();
@@ -468,7 +468,7 @@ fn a_starving_policy_is_an_error_not_a_hang() {
         assert!(matches!(e, SimError::Starved { jobs: 1, .. }), "{e}");
     }
     // The same with jobs queued behind the admission limit: none can be admitted, since none
-    // admitted can end (this ran to the horizon, a tick at a time, when the queue counted as
+    // admitted can end (this ran to the horizon, a step at a time, when the queue counted as
     // something that could still happen).
     let mut jobs = jobs;
     jobs.push(JobSpec::malleable("b", 0, 4, 1.0, SpeedupModel::LINEAR));
@@ -627,7 +627,7 @@ fn a_time_shared_policy_admits_its_preferred_level_unless_the_run_sets_one() {
 
 /// A job that progresses but would end past the horizon (its end does not fit the nanosecond
 /// clock) stops the run with the horizon's error at once under every space-sharing policy, at
-/// the default quantum: the quiet quanta up to the horizon are skipped, not ticked one by one
+/// the default quantum: the quiet quanta up to the horizon are skipped, not stepped one by one
 /// (4e10 of them).
 #[test]
 fn an_end_past_the_horizon_is_reached_by_a_jump() {
@@ -665,7 +665,7 @@ fn absurd_times_are_errors_not_overflows() {
         let cfg = SimConfig { fast_forward, quantum: Some(3_600 * S), ..free() };
         if !fast_forward {
             // Quantum by quantum, an hour each, from the latest accepted arrival: about 0.8 M
-            // ticks to the horizon.
+            // steps to the horizon.
             let mut near = huge.clone();
             near.arrival = 999_999_000 * S;
             let e = run(

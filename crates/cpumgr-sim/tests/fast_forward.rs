@@ -2,7 +2,7 @@
 //! (run times of any length, or whole tenths of a second so that ends fall on quantum boundaries,
 //! where rounding decides whether the boundary's decision sees the end unless a phase counts as
 //! done a rounding's width early; jobs of one phase, or evolving ones of phases that change their
-//! request), every policy (`os` too, whose processor sharing ticks only when something changed)
+//! request), every policy (`os` too, whose processor sharing steps only when something changed)
 //! gives each job the record of a quantum-by-quantum run, and the run the same fragmentation. PDPA
 //! says when its searches settled ([`cpumgr_core::SimHints::settled`]): its probe-and-fall-back
 //! pattern can repeat three times without being a period to jump over.
@@ -103,7 +103,7 @@ proptest! {
         };
         if lazy {
             // A lazy run skips only quanta that change nothing: every record is the
-            // quantum-by-quantum run's, bit for bit, and each skipped quantum is a tick fewer
+            // quantum-by-quantum run's, bit for bit, and each skipped quantum is a step fewer
             // (the machine's busy time is summed over longer spans: equal up to rounding).
             prop_assert_eq!(&fj, &ej, "{}", spec);
             prop_assert!((fast.utilization - exact.utilization).abs() <= 1e-9, "{spec}: utilisation {} vs {}", fast.utilization, exact.utilization);

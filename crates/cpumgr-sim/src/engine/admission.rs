@@ -57,7 +57,7 @@ impl Engine<'_, '_> {
         self.tally.finish(p.id, &mut l.spec, p.arrival, &ran, self.now);
     }
 
-    /// Admits queued jobs while the multiprogramming level allows (at ticks, after
+    /// Admits queued jobs while the multiprogramming level allows (at steps, after
     /// [`Engine::compact`]).
     pub(super) fn admit(&mut self) {
         while !self.queue.is_empty() && (self.limit == 0 || self.live.len() < self.limit as usize) {

@@ -74,7 +74,7 @@ impl Engine<'_, '_> {
         l.id == end.id() && l.alive && l.done_at == end.at()
     }
 
-    /// Queues job `i`'s end, if it has one. Always inlined, as are the other steps a job's
+    /// Queues job `i`'s end, if it has one. Always inlined, as are the other operations a job's
     /// arrival, placement and end each take once ([`Engine::set_rate`], [`Engine::reschedule`],
     /// ...): the compiler kept them out of line, a call each per job.
     #[inline(always)]
@@ -91,7 +91,7 @@ impl Engine<'_, '_> {
 /// orders ends by time, then by id (as the module documentation says ties go), and the slot of
 /// its record, which finds it without a search. Ids are unique, so the slot never decides the
 /// order: one integer comparison does, where a tuple of the three took a branch per field, at
-/// every step of every push and pop.
+/// every comparison of every push and pop.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct End {
     /// `at << 64 | id`.
@@ -137,7 +137,7 @@ impl PartialOrd for End {
 }
 
 /// `x.ceil() as Nanos`, exactly, without the software `ceil` (the baseline x86-64 target has no
-/// rounding instruction, so `f64::ceil` is a library call, 3 % of a run that ticks every quantum).
+/// rounding instruction, so `f64::ceil` is a library call, 3 % of a run that steps every quantum).
 /// For `0 < x < 2^63` truncation gives `floor(x)`, a double itself, so comparing it with `x` says
 /// whether to add one (at most 2^63 results: no overflow); both conversions are signed ones, one
 /// instruction each on that target, where the unsigned ones are sequences. From 2^63 up `x` is a
@@ -158,9 +158,9 @@ fn ceil_nanos(x: f64) -> Nanos {
 
 /// The nanoseconds from now to an end `x` nanoseconds away, computed in floating point: the
 /// ceiling, except that an `x` a millionth of a nanosecond or less above a whole nanosecond is
-/// that nanosecond. Work added up in steps (a fast-forward's periods, a quantum's progress) is
+/// that nanosecond. Work added up piece by piece (a fast-forward's periods, a quantum's progress) is
 /// off by a few units in the last place, and an end that falls on a quantum boundary must stay
-/// on it: one nanosecond after it, it comes after the boundary's tick, and a request change it
+/// on it: one nanosecond after it, it comes after the boundary's step, and a request change it
 /// brings waits a quantum.
 pub(super) fn end_nanos(x: f64) -> Nanos {
     ceil_nanos(x - 1e-6)

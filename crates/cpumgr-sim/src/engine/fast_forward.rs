@@ -86,16 +86,16 @@ impl Engine<'_, '_> {
         if self.load.rated > 0 {
             // Jobs progress, but the next event is past the horizon (an end too far for a `u64`
             // of nanoseconds saturates): the run jumps past the horizon, where the main loop
-            // stops it with the horizon's error, instead of ticking there. With nothing
+            // stops it with the horizon's error, instead of stepping there. With nothing
             // progressing, quanta go on one by one to the starvation check.
             next = next.min(HORIZON + 1);
         }
-        // Ticks stay on multiples of the quantum (the first one at 0, an empty machine's at the
+        // Boundaries stay on multiples of the quantum (the first at 0, an empty machine's at the
         // boundary after an arrival); past the horizon the main loop stops the run either way.
         let Some(boundary) = next.div_ceil(self.quantum).checked_mul(self.quantum) else { return };
-        if boundary > self.next_tick {
-            self.tally.skipped += (boundary - self.next_tick) / self.quantum;
-            self.next_tick = boundary;
+        if boundary > self.next_boundary {
+            self.tally.skipped += (boundary - self.next_boundary) / self.quantum;
+            self.next_boundary = boundary;
         }
     }
 
@@ -130,7 +130,7 @@ impl Engine<'_, '_> {
         }
         let cycle = p as u64 * self.quantum;
         // Idle jobs (never run) have no progress to add and nothing to reschedule: the walks go
-        // through the active ones (current since the tick's last refresh).
+        // through the active ones (current since the step's last refresh).
         let mut n = Nanos::MAX;
         for &i in &self.active {
             let l = &self.live[i];
@@ -144,7 +144,7 @@ impl Engine<'_, '_> {
                 // before an end are made as the quantum-by-quantum run makes them (PDPA's state
                 // moves with each one).
                 let periods = l.remaining / d;
-                // An end at the landing itself would come after the landing's tick, which the
+                // An end at the landing itself would come after the landing's step, which the
                 // quantum-by-quantum run makes after it: the landing stays a millionth of a
                 // period clear of every end (an exact multiple, as computed, may be one in fact).
                 let whole = if rotation.is_some() { periods.ceil() } else { periods.floor() };
@@ -158,7 +158,7 @@ impl Engine<'_, '_> {
             }
         }
         if let Some(a) = next_arrival {
-            // Land strictly before the arrival: the tick at the arrival's time must see it.
+            // Land strictly before the arrival: the step at the arrival's time must see it.
             n = n.min((a - self.now).saturating_sub(1) / cycle);
         }
         if n == Nanos::MAX && self.load.held == 0 {
@@ -168,7 +168,7 @@ impl Engine<'_, '_> {
         // Never jump far past the horizon (the run stops there), so the jump cannot overflow. A
         // schedule in which programs run but none progresses (every slice shorter than the
         // resume cost) and nothing arrives jumps there, and the run ends with the horizon's
-        // error instead of ticking towards it.
+        // error instead of stepping towards it.
         n = n.min(HORIZON.saturating_sub(self.now) / cycle + 1);
         if n == 0 {
             return;
@@ -182,19 +182,19 @@ impl Engine<'_, '_> {
         for &i in &self.active {
             let l = &mut self.live[i];
             let (now, then) = l.period_ends(p);
-            let step = Snap {
+            let gain = Snap {
                 done: k * (now.done - then.done),
                 run_ns: n * (now.run_ns - then.run_ns),
                 busy: k * (now.busy - then.busy),
                 moves: n * (now.moves - then.moves),
                 stall: 0.0,
             };
-            l.remaining -= step.done;
-            l.advance(&step);
+            l.remaining -= gain.done;
+            l.advance(&gain);
             // The snapshots move with the clock, so that the schedule, which goes on repeating
             // after the landing, can be jumped again without being learnt again.
             for h in &mut l.hist {
-                h.advance(&step);
+                h.advance(&gain);
             }
         }
         self.tally.busy += k * gb;
@@ -207,7 +207,7 @@ impl Engine<'_, '_> {
             self.emit(None, EventKind::Repeat { period: cycle, until: self.now + jump });
         }
         self.now += jump;
-        self.next_tick += jump;
+        self.next_boundary += jump;
         // The policy and its pending wake-up land at the same point of the rotation.
         self.wake_at = self.wake_at.map(|w| w + jump);
         self.policy.skip(jump);

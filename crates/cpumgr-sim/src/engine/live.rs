@@ -1,5 +1,5 @@
 //! A job in the managed engine: its record (progress, rate, the CPUs it holds, what it received),
-//! brought up to date at its own events or at every tick.
+//! brought up to date at its own events or at every step.
 
 use std::collections::VecDeque;
 
@@ -9,7 +9,7 @@ use super::ends::end_nanos;
 use super::NS;
 use crate::job::JobSpec;
 
-/// Progress counters of one job at one tick, for fast-forwarding.
+/// Progress counters of one job at one boundary, for fast-forwarding.
 #[derive(Debug, Clone, Copy, Default)]
 pub(super) struct Snap {
     pub(super) done: f64,
@@ -21,12 +21,12 @@ pub(super) struct Snap {
     pub(super) stall: f64,
 }
 
-/// What the tick's walks over every job read of it, kept beside its record ([`crate::slots::Slots`]) in one
+/// What the step's walks over every job read of it, kept beside its record ([`crate::slots::Slots`]) in one
 /// dense list: a long backlog's walk reads a few bytes a job, and a removal moves them with the
 /// slot numbers in one pass.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Beside {
-    /// The CPUs it ran on in the last quantum (0 if it did not run): the tick's pass over the
+    /// The CPUs it ran on in the last quantum (0 if it did not run): the step's pass over the
     /// decision compares each count with it and reads nothing else.
     pub(super) held: u32,
     /// [`Live::idle`].
@@ -39,7 +39,7 @@ pub(super) struct Live {
     /// Its program's id (its record's slot is reused once it has left).
     pub(super) id: u64,
     pub(super) spec: JobSpec,
-    /// Whether it is still in the system (finished jobs leave at the next tick).
+    /// Whether it is still in the system (finished jobs leave at the next step).
     pub(super) alive: bool,
     /// The time its progress was last brought up to date.
     pub(super) at: Nanos,
@@ -65,20 +65,20 @@ pub(super) struct Live {
     /// Its part of the schedule's signature while it runs ([`super::fast_forward::signature`] of its id, count and
     /// CPUs), computed when its CPUs change, for the fast-forward (not kept without it).
     pub(super) sig: u64,
-    /// Its kind (the description's), kept beside the counters for the tick's walk.
+    /// Its kind (the description's), kept beside the counters for the step's walk.
     pub(super) kind: Kind,
     /// Whether it reports speedups in its current phase (the job does, and the phase can use
-    /// more than one CPU), kept beside the counters so that the tick does not read the phase.
+    /// more than one CPU), kept beside the counters so that the step does not read the phase.
     pub(super) reports: bool,
 }
 
 impl Snap {
-    /// Adds `step` (whole periods' progress) to these counters.
-    pub(super) fn advance(&mut self, step: &Snap) {
-        self.done += step.done;
-        self.run_ns += step.run_ns;
-        self.busy += step.busy;
-        self.moves += step.moves;
+    /// Adds `gain` (whole periods' progress) to these counters.
+    pub(super) fn advance(&mut self, gain: &Snap) {
+        self.done += gain.done;
+        self.run_ns += gain.run_ns;
+        self.busy += gain.busy;
+        self.moves += gain.moves;
     }
 }
 
@@ -115,10 +115,10 @@ impl Live {
         }
     }
 
-    /// Adds `step` (whole periods' progress) to its counters.
-    pub(super) fn advance(&mut self, step: &Snap) {
+    /// Adds `gain` (whole periods' progress) to its counters.
+    pub(super) fn advance(&mut self, gain: &Snap) {
         let mut s = self.snap();
-        s.advance(step);
+        s.advance(gain);
         (self.done, self.run_ns, self.busy, self.moves) = (s.done, s.run_ns, s.busy, s.moves);
     }
 
@@ -144,16 +144,16 @@ impl Live {
         Snap { done: self.done, run_ns: self.run_ns, busy: self.busy, moves: self.moves, stall: self.stall }
     }
 
-    /// Whether it has never run and has work to do: nothing about it can change at a tick unless
+    /// Whether it has never run and has work to do: nothing about it can change at a step unless
     /// the decision runs it (its view fields are written on admission and at phase changes, and
     /// its usage figures are zero). Its progress counters are all zero, so its history (for the
     /// fast-forward) is a run of zero snapshots and need not be kept. A backlog of waiting jobs
-    /// then costs the tick almost nothing.
+    /// then costs the step almost nothing.
     pub(super) fn idle(&self) -> bool {
         self.first_run.is_none() && self.remaining > 0.0
     }
 
-    /// Its progress counters now and `p` ticks ago. A job that has not been seen for that long
+    /// Its progress counters now and `p` quanta ago. A job that has not been seen for that long
     /// was idle then (its counters were zero).
     pub(super) fn period_ends(&self, p: usize) -> (Snap, Snap) {
         let n = self.hist.len();
@@ -200,9 +200,9 @@ impl Live {
     }
 }
 
-/// Converts nanoseconds to seconds, remembering the last conversion: at a tick every running job
-/// has progressed by the same span (a quantum), and the division was the longest step of the
-/// tick's walk over the jobs. The result is the division's, bit for bit.
+/// Converts nanoseconds to seconds, remembering the last conversion: at a step every running job
+/// has progressed by the same span (a quantum), and the division was the longest part of the
+/// step's walk over the jobs. The result is the division's, bit for bit.
 #[derive(Debug, Default)]
 pub(super) struct Seconds {
     pub(super) ns: Nanos,

@@ -3,12 +3,12 @@
 //! and departure (`admission.rs`), the scheduler step (`step.rs`), the fast-forward
 //! (`fast_forward.rs`); a job's record is `live.rs`.
 //!
-//! Events are arrivals, phase changes (which change a job's request), completions, quantum ticks
-//! and policy wake-ups ([`cpumgr_core::Decision::wake_at`]). At equal times they are handled in
-//! that order — completions, arrivals, admissions, then the scheduler — and within each kind in
-//! job-id order, so a run is a pure function of its inputs.
+//! Events are arrivals, phase changes (which change a job's request), completions, quantum
+//! boundaries and policy wake-ups ([`cpumgr_core::Decision::wake_at`]). At equal times they are
+//! handled in that order — completions, arrivals, admissions, then the scheduler's step — and
+//! within each kind in job-id order, so a run is a pure function of its inputs.
 //!
-//! At each tick the engine builds the [`View`] the live manager would build: per program its
+//! At each step the engine builds the [`View`] the live manager would build: per program its
 //! request (from its current phase), kind, weight, CPU time received, newest speedup report (the
 //! work it did per second in the last quantum, for the CPUs it held), its CPU set, whether it ran,
 //! and its thread count. It then runs the policy's `decide` and the [`Placer`], the code the live
@@ -17,28 +17,28 @@
 //! passes that rewrite a decision before it is enforced (the per-user share, the starvation
 //! bound, the team guard) and everything it learns from real programs (measured CPU time,
 //! requests sent at run time, exits) are modelled or absent here, so a simulated decision is the
-//! policy's own. Work at a tick follows the jobs whose allocation changes: an unchanged one
+//! policy's own. Work at a step follows the jobs whose allocation changes: an unchanged one
 //! keeps its rate and end, and, when neither the policy ([`cpumgr_core::SimHints::reads_usage`])
 //! nor the snapshot fast-forward of a time-sharing policy's schedule (below) needs the
 //! per-quantum usage figures, its progress is brought up to date only at its own events. An
-//! `os` policy ([`cpumgr_core::Policy::oversubscribes`]) is not placed and not ticked: every job
+//! `os` policy ([`cpumgr_core::Policy::oversubscribes`]) is not placed and not stepped: every job
 //! runs its threads on every CPU, shared in proportion to its threads, and the run goes to a
 //! processor-sharing model with virtual clocks (`sharing.rs`).
 //!
 //! **Records.** The program list the policy sees is in id order and loses the finished programs
-//! at every tick, closing the gaps from whichever side moves fewer programs (`list::List`: with
+//! at every step, closing the gaps from whichever side moves fewer programs (`list::List`: with
 //! a backlog the oldest programs finish, near the front); each job's record stays in a stable
 //! slot (`slots::Slots`), which it gets on arrival (the admission queue holds slots) and which is
 //! listed in program order on admission. A phase end carries its job's slot, to tell whether it
 //! still applies, and finds the job's position by a binary search of the id-ordered list:
-//! admission is first come, first served, so ids increase along the list. What the tick's pass
+//! admission is first come, first served, so ids increase along the list. What the step's pass
 //! over the decision reads (the CPUs each job holds, whether it is idle) is kept beside each slot
 //! number, in the one list that orders them.
 //!
 //! **Fast-forward.** Long traces span months at a 100 ms quantum. A lazy run (a policy that
 //! neither time-shares nor reads usage: every space-sharing policy but PDPA) skips the quanta in
 //! which nothing can change: once a schedule was decided at `REPEATS` (3) boundaries in a row,
-//! it moves the next tick to the boundary after the next event ([`Engine::skip_quiet`]), which
+//! it moves the next step to the boundary after the next event ([`Engine::skip_quiet`]), which
 //! costs nothing per job and gives the quantum-by-quantum run's results. Other runs take
 //! snapshots: when the schedule repeats —
 //! the same decision (counts, running flags and CPU sets) with period `p ≤ 32` quanta, three
@@ -66,7 +66,7 @@
 //! pass over every program in the policy, the decision's reset and the engine's scan.
 //!
 //! **Admission.** Jobs beyond the multiprogramming level ([`SimConfig::mpl`], else the policy's
-//! [`cpumgr_core::SimHints::preferred_mpl`]) wait in arrival order and are admitted at ticks.
+//! [`cpumgr_core::SimHints::preferred_mpl`]) wait in arrival order and are admitted at steps.
 
 use std::collections::{BinaryHeap, VecDeque};
 use std::time::Instant;
@@ -103,12 +103,12 @@ const STARVED_QUANTA: u64 = 1_000;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mode {
     /// A policy that reads no usage figures and, with the fast-forward on, does not time-share:
-    /// a job is brought up to date only at its own events, so that a tick costs the jobs whose
-    /// allocation changes (a job's progress over quanta of one allocation is added in one step,
+    /// a job is brought up to date only at its own events, so that a step costs the jobs whose
+    /// allocation changes (a job's progress over quanta of one allocation is added at once,
     /// equal up to rounding); with `skip_quiet` the quanta that cannot change anything are
     /// skipped ([`Engine::skip_quiet`]).
     Lazy { skip_quiet: bool },
-    /// Every job that has run is brought up to date at every tick: for a policy that reads the
+    /// Every job that has run is brought up to date at every step: for a policy that reads the
     /// usage figures (`usage`: written into its view), or for the `snapshots` that learn a
     /// time-sharing schedule's period to jump over it ([`Engine::fast_forward`]).
     Eager { usage: bool, snapshots: bool },
@@ -150,7 +150,7 @@ struct Load {
     /// as the CPUs they hold and their rates change.
     served: usize,
     rated: usize,
-    /// Alive jobs that held no CPU after the last tick.
+    /// Alive jobs that held no CPU after the last step.
     unserved: usize,
 }
 
@@ -164,7 +164,7 @@ struct Engine<'a, 'o> {
     quantum: Nanos,
     tally: Tally<'o>,
     now: Nanos,
-    next_tick: Nanos,
+    next_boundary: Nanos,
     wake_at: Option<Nanos>,
     limit: u32,
     /// The jobs waiting for admission, in arrival order: the slots of their records, which they
@@ -172,10 +172,10 @@ struct Engine<'a, 'o> {
     queue: VecDeque<u32>,
     programs: List<Program>,
     /// Per program, its job (indexed like `programs`, stored in stable slots), and beside it
-    /// what the tick's walks over every job read.
+    /// what the step's walks over every job read.
     live: Slots<Live, Beside>,
     /// The indices of the jobs that are not idle, in order, when `active_stale` is false: the
-    /// tick's walks go through these only, not through a long backlog's flags.
+    /// step's walks go through these only, not through a long backlog's flags.
     active: Vec<usize>,
     /// Whether an idle flag or the job list changed since `active` was built.
     active_stale: bool,
@@ -193,7 +193,7 @@ struct Engine<'a, 'o> {
     /// a placement has the words of its machine, and a program's first placement would allocate
     /// them again.
     spare_sets: Vec<CpuSet>,
-    /// Scratch: the programs whose count changed at this tick.
+    /// Scratch: the programs whose count changed at this step.
     changed_jobs: Vec<usize>,
     /// The last span converted to seconds (for [`Live::progress`]).
     seconds: Seconds,
@@ -202,7 +202,7 @@ struct Engine<'a, 'o> {
     load: Load,
     /// How jobs are kept up to date and what the fast-forward skips.
     mode: Mode,
-    /// The indices of the finished jobs still in `live` (removed at the next tick), in the
+    /// The indices of the finished jobs still in `live` (removed at the next step), in the
     /// order they finished.
     dead: Vec<usize>,
     /// Phase ends: every alive job's `done_at` is here (pushed when it changes), beside entries
@@ -241,7 +241,7 @@ pub(crate) fn run(
         quantum,
         tally: Tally::new(cpus, obs),
         now: 0,
-        next_tick: 0,
+        next_boundary: 0,
         wake_at: None,
         limit: mpl,
         queue: VecDeque::new(),
@@ -269,16 +269,16 @@ pub(crate) fn run(
         if e.live.len() == e.dead.len() && e.queue.is_empty() {
             match next_arrival {
                 None => break,
-                // An empty machine: nothing happens until the first tick at or after the arrival.
-                Some(a) if a > e.next_tick => {
-                    e.next_tick = a.div_ceil(quantum) * quantum;
+                // An empty machine: nothing happens until the first boundary at or after the arrival.
+                Some(a) if a > e.next_boundary => {
+                    e.next_boundary = a.div_ceil(quantum) * quantum;
                     e.wake_at = None;
                 }
                 Some(_) => {}
             }
         }
         let done = e.next_end();
-        let mut t = e.next_tick.min(done).min(next_arrival.unwrap_or(Nanos::MAX));
+        let mut t = e.next_boundary.min(done).min(next_arrival.unwrap_or(Nanos::MAX));
         if let Some(w) = e.wake_at {
             t = t.min(w);
         }
@@ -297,8 +297,8 @@ pub(crate) fn run(
             e.queue.push_back(slot);
         }
         let wake = e.wake_at == Some(e.now);
-        if e.now == e.next_tick || wake {
-            e.tick(wake, pending.next_arrival(e.now)?)?;
+        if e.now == e.next_boundary || wake {
+            e.step(wake, pending.next_arrival(e.now)?)?;
         }
     }
     Ok(e.tally.summary(&e.spec, mpl, started))

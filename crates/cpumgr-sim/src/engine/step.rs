@@ -61,14 +61,14 @@ impl Engine<'_, '_> {
     }
 
     /// One scheduler step: build the view, decide, place, and set every job's rate.
-    pub(super) fn tick(&mut self, wake: bool, next_arrival: Option<Nanos>) -> Result<(), SimError> {
+    pub(super) fn step(&mut self, wake: bool, next_arrival: Option<Nanos>) -> Result<(), SimError> {
         if self.tally.stop() {
             return Err(SimError::Stopped { at: self.now as f64 / NS });
         }
         self.tally.events += 1;
-        let boundary = self.now == self.next_tick;
+        let boundary = self.now == self.next_boundary;
         if boundary {
-            self.next_tick = self.now + self.quantum;
+            self.next_boundary = self.now + self.quantum;
         }
         if wake {
             // A wake-up is part of the policy's schedule (VTQ-DSS's member expiries): it repeats
@@ -99,7 +99,7 @@ impl Engine<'_, '_> {
             self.policy.decide_at(boundary, &view, &mut self.decision);
         }
         let kept = if updated { n - self.appended } else { 0 };
-        // Kept in step with the list only when the policy may bring it up to date (a pass over
+        // Kept in line with the list only when the policy may bring it up to date (a pass over
         // it at every compaction: a trace's backlog of thousands of waiting jobs).
         (self.decided, self.appended) = (self.mode.lazy() && self.policy.may_update(), 0);
         if let Some(w) = self.decision.wake_at.filter(|&w| w > self.now) {
@@ -177,7 +177,7 @@ impl Engine<'_, '_> {
         }
         if holds {
             // Every running program keeps the CPUs it holds: the placer would return them (its
-            // first step keeps held CPUs, and nothing is left to grow), so it and its check are
+            // first pass keeps held CPUs, and nothing is left to grow), so it and its check are
             // skipped, as in most quanta of a settled schedule. What changes is only that the
             // programs in `changed` stop (each got nothing and held CPUs).
             for &i in &changed {

@@ -671,7 +671,7 @@ fn bench(args: &Args) -> anyhow::Result<()> {
         split_policies(&args.policy)
     };
     let cfg = SimConfig { fast_forward: !args.no_fast_forward, ..SimConfig::default() };
-    // 1. Events per second: many short jobs on a wide machine, every quantum simulated. A tick
+    // 1. Events per second: many short jobs on a wide machine, every quantum simulated. A step
     // is one event however many jobs it serves, so the line gives the mean number of jobs in the
     // system too (Little's law: jobs x mean turnaround / makespan). 200 000 jobs: a run of
     // 0.1-0.2 s, long enough to time on a shared machine.
