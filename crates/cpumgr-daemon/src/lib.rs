@@ -42,7 +42,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use cpumgr_proto::{Conn, Listener};
+use cpumgr_proto::{Conn, Doorbell, Listener};
 
 pub use state::{default_socket, Settings, State};
 
@@ -53,6 +53,9 @@ pub struct Shared {
     pub wake: Condvar,
     /// Set once, when the manager shuts down.
     pub shutdown: AtomicBool,
+    /// Rung once, when the manager shuts down, and never drained: the socket and work-list
+    /// threads wait on it beside their descriptors, so they stop at once.
+    pub stopping: Doorbell,
     /// How long each scheduler step took (for `--metrics`).
     pub step_durations: metrics::StepHistogram,
     /// Programs registered so far (for `--metrics`).
@@ -158,6 +161,7 @@ impl Manager {
             state: Mutex::new(state),
             wake: Condvar::new(),
             shutdown: AtomicBool::new(false),
+            stopping: Doorbell::new().map_err(io_err(socket))?,
             step_durations: metrics::StepHistogram::default(),
             registrations: AtomicU64::new(0),
             chaos: settings.chaos.clone().map(chaos::Chaos::new),
@@ -216,6 +220,7 @@ impl Manager {
 
     fn stop(&mut self) {
         self.shared.shutdown.store(true, Ordering::Release);
+        self.shared.stopping.ring();
         self.shared.wake.notify_all();
         for t in self.threads.drain(..) {
             let _ = t.join();

@@ -70,9 +70,10 @@ pub fn serve(shared: Arc<Shared>, listener: Listener) {
         let exited: Vec<ProgramId>;
         let accept;
         {
-            let mut fds: Vec<PollFd> = Vec::with_capacity(2 + clients.len());
+            let mut fds: Vec<PollFd> = Vec::with_capacity(3 + clients.len());
             fds.push(PollFd::new(listener.as_fd(), PollFlags::POLLIN));
             fds.push(PollFd::new(exits.as_fd(), PollFlags::POLLIN));
+            fds.push(PollFd::new(shared.stopping.as_fd(), PollFlags::POLLIN));
             // A connection whose request budget is spent is not read until it refills (hang-ups
             // are still reported).
             let now = Instant::now();
@@ -92,7 +93,7 @@ pub fn serve(shared: Arc<Shared>, listener: Listener) {
             let ev = |f: &PollFd| f.revents().unwrap_or(PollFlags::empty());
             accept = ev(&fds[0]).contains(PollFlags::POLLIN);
             exited = if ev(&fds[1]).is_empty() { Vec::new() } else { exits.ready() };
-            for (i, f) in fds[2..].iter().enumerate() {
+            for (i, f) in fds[3..].iter().enumerate() {
                 readable[i] = ev(f).contains(PollFlags::POLLIN);
                 hangup[i] = ev(f).intersects(PollFlags::POLLHUP | PollFlags::POLLERR | PollFlags::POLLNVAL);
             }

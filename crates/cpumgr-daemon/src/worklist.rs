@@ -17,8 +17,12 @@ use nix::sys::epoll::{Epoll, EpollCreateFlags, EpollEvent, EpollFlags, EpollTime
 
 use crate::Shared;
 
-/// How long the work-list thread waits before it looks at the shutdown flag again, milliseconds.
-const SHUTDOWN_POLL_MS: u16 = 50;
+/// The `epoll` key of the manager's stop bell (program ids count up from 1).
+const STOPPING: u64 = u64::MAX;
+
+/// How long the work-list thread waits at most before it looks at the shutdown flag again,
+/// milliseconds: a safety net, the stop bell wakes it at once.
+const WAIT_MS: u16 = 1000;
 
 /// Every program's doorbell and the `epoll` set that watches them.
 #[derive(Debug)]
@@ -49,6 +53,11 @@ impl WorkList {
         let fd = bell.as_fd().try_clone_to_owned()?;
         bells.insert(id, bell);
         Ok(fd)
+    }
+
+    /// Watches `stopping` beside the doorbells: once it rang, [`WorkList::wait`] returns at once.
+    pub fn watch_stopping(&self, stopping: &Doorbell) -> std::io::Result<()> {
+        Ok(self.epoll.add(stopping, EpollEvent::new(EpollFlags::EPOLLIN, STOPPING))?)
     }
 
     /// Stops watching program `id`'s doorbell. The program may still hold its end, which keeps the
@@ -84,8 +93,11 @@ impl WorkList {
 
 /// The work-list thread: kicks the scheduler whenever a doorbell rings, until the manager stops.
 pub fn serve(shared: Arc<Shared>, worklist: Arc<WorkList>) {
+    if let Err(e) = worklist.watch_stopping(&shared.stopping) {
+        tracing::error!("work-list: cannot watch for the manager's stop: {e}");
+    }
     while !shared.shutdown.load(Ordering::Acquire) {
-        let rang = worklist.wait(SHUTDOWN_POLL_MS);
+        let rang = worklist.wait(WAIT_MS);
         if rang.is_empty() {
             continue;
         }

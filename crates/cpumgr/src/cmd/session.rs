@@ -322,7 +322,7 @@ impl Session {
                     );
                     told = true;
                 }
-                std::thread::sleep(Duration::from_millis(50));
+                std::thread::sleep(Duration::from_millis(5));
             }
             m.shutdown();
         }
