@@ -166,7 +166,7 @@ pub trait SimHints: Policy {
     /// (requests, running flags, sets, usage) may have changed too: a policy answers true only
     /// where its decision does not depend on them; it brings `out`'s `wake_at` and `mpl_advice`
     /// up to date too (they hold the last decision's). This lets a quantum cost the programs that
-    /// changed rather than every program: the simulator asks it at every tick but the first of a
+    /// changed rather than every program: the simulator asks it at every step but the first of a
     /// run whose jobs it brings up to date only at their own events (a policy that reads no
     /// usage, [`SimHints::reads_usage`], and, with the fast-forward on, does not time-share); the
     /// live manager always decides afresh.

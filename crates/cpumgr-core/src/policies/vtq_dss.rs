@@ -166,7 +166,7 @@ mod tests {
     use crate::policies::testing::programs;
     use crate::topology::Topology;
 
-    /// Runs the policy on its own schedule (quantum ticks and wake-ups) until `end`, adding up
+    /// Runs the policy on its own schedule (quantum boundaries and wake-ups) until `end`, adding up
     /// each program's CPU time.
     fn cpu_time(spec: &str, cpus: u32, requests: &[u32], quantum: Nanos, end: Nanos) -> Vec<Nanos> {
         let t = Topology::flat(cpus);
@@ -180,8 +180,8 @@ mod tests {
             d.reset(progs.len());
             policy.decide_at(now.is_multiple_of(quantum), &view, &mut d);
             assert!(d.total() <= cpus as u64);
-            let next_tick = (now / quantum + 1) * quantum;
-            let until = d.wake_at.map_or(next_tick, |w| w.min(next_tick));
+            let next_boundary = (now / quantum + 1) * quantum;
+            let until = d.wake_at.map_or(next_boundary, |w| w.min(next_boundary));
             for (u, a) in used.iter_mut().zip(&d.allocations) {
                 if a.running {
                     *u += a.count as Nanos * (until - now);
