@@ -361,20 +361,8 @@ fn group_of(pid: i32) -> Option<i32> {
 /// Field `3 + n` of `/proc/PID/stat` (counted after the last `)`: 0 the state, 2 the group, 19
 /// the start time), as a number, with system calls only.
 fn stat_field(pid: i32, index: usize) -> Option<i64> {
-    let mut path = [0u8; 64];
-    proc_path(&mut path, pid, b"/stat");
     let mut buf = [0u8; 512];
-    // SAFETY: open/read/close on a NUL-terminated path and a stack buffer.
-    let n = unsafe {
-        let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return None;
-        }
-        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
-        libc::close(fd);
-        n
-    };
-    let text = buf.get(..usize::try_from(n).ok()?)?;
+    let text = read_proc(pid, b"/stat", &mut buf)?;
     let close = text.iter().rposition(|&c| c == b')')?;
     let mut fields = text[close + 1..].split(|&c| c == b' ' || c == b'\n').filter(|f| !f.is_empty());
     let field = fields.nth(index)?;
@@ -413,20 +401,26 @@ fn in_tree_of(pid: i32, manager: i32) -> bool {
     let digits = &needle[6..n - 1];
     want[8..8 + digits.len()].copy_from_slice(digits);
     let want = &want[..8 + digits.len()];
-    let mut path = [0u8; 64];
-    proc_path(&mut path, pid, b"/cgroup");
     let mut buf = [0u8; 4096];
-    // SAFETY: system calls on a NUL-terminated path and a stack buffer.
-    let len = unsafe {
+    read_proc(pid, b"/cgroup", &mut buf).is_some_and(|text| text.windows(want.len()).any(|w| w == want))
+}
+
+/// The start of `/proc/PID<suffix>`, as much as `buf` holds, read with system calls only; `None`
+/// when it cannot be read.
+fn read_proc<'a>(pid: i32, suffix: &[u8], buf: &'a mut [u8]) -> Option<&'a [u8]> {
+    let mut path = [0u8; 64];
+    proc_path(&mut path, pid, suffix);
+    // SAFETY: open/read/close on a NUL-terminated path and a buffer of `buf.len()` bytes.
+    let n = unsafe {
         let fd = libc::open(path.as_ptr().cast(), libc::O_RDONLY | libc::O_CLOEXEC);
         if fd < 0 {
-            return false;
+            return None;
         }
-        let len = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+        let n = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
         libc::close(fd);
-        len
+        n
     };
-    len > 0 && buf[..len as usize].windows(want.len()).any(|w| w == want)
+    buf.get(..usize::try_from(n).ok()?)
 }
 
 /// Sets every thread of `pid` to `mask`.

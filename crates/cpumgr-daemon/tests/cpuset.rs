@@ -43,6 +43,16 @@ fn cgroup_of(pid: i32) -> String {
     field(&|c| c.split(',').any(|c| c == "cpuset")).or_else(|| field(&|c| c.is_empty())).unwrap()
 }
 
+/// A manager of CPUs 0-1 under equipartition, on the cpuset backend.
+fn two_cpus_on_cpusets() -> Settings {
+    Settings {
+        policy: "equipartition".into(),
+        cpus: Some(CpuSet::parse("0-1").unwrap()),
+        backend: Choice::Cpuset,
+        ..Default::default()
+    }
+}
+
 fn affinity(pid: i32) -> CpuSet {
     enforce::affinity(pid).unwrap()
 }
@@ -62,13 +72,7 @@ fn programs_live_in_cgroups_of_their_cpus_and_leave_nothing_behind() {
     let (a_pid, b_pid) = (a_proc.id() as i32, kids.pids()[0]);
     let home = cgroup_of(b_pid);
     let wide = affinity(b_pid);
-    let settings = Settings {
-        policy: "equipartition".into(),
-        cpus: Some(CpuSet::parse("0-1").unwrap()),
-        backend: Choice::Cpuset,
-        ..Default::default()
-    };
-    let live = Live::start(&settings);
+    let live = Live::start(&two_cpus_on_cpusets());
     let (a, _sa) = live.register(a_pid, 1);
     let (b, _sb) = live.register(b_pid, 1);
     let s = live.wait_status("one CPU each", |s| s.programs.iter().all(|p| p.count == 1));
@@ -370,13 +374,7 @@ fn a_program_in_a_cgroup_someone_else_made_stays_there_confined_by_affinity() {
     };
 
     // A manager on the cpuset backend: one CPU each; the foreign program pinned, never moved.
-    let settings = Settings {
-        policy: "equipartition".into(),
-        cpus: Some(CpuSet::parse("0-1").unwrap()),
-        backend: Choice::Cpuset,
-        ..Default::default()
-    };
-    let live = Live::start(&settings);
+    let live = Live::start(&two_cpus_on_cpusets());
     let (f, _sf) = live.register(f_pid, 2);
     let (r, _sr) = live.register(r_pid, 1);
     let tree = format!("/cpumgr-{}-", std::process::id());
