@@ -25,8 +25,8 @@
 //! - a barrier that stays pending far longer than either explains (no member reaches it: all
 //!   spin) is caught by a watcher thread;
 //! - a fine-grained team folded from its first barrier has no reference: it is *probed* once,
-//!   reported rigid until the manager has run it whole for [`WINDOW`] barriers, then judged
-//!   against them (folding again, or rigid).
+//!   reported rigid until the manager has run it whole for [`PROBE_SPANS`] spans, then judged
+//!   against the best of them (folding again, or rigid).
 //!
 //! A team judged rigid is reported so (the slot's phase `Parallel`: the
 //! manager runs it whole, as a gang when squeezed) for the rest of its region, and its region key
@@ -41,7 +41,7 @@ use std::time::Duration;
 
 use cpumgr_client::monotonic_ns;
 
-use crate::runtime;
+use crate::{runtime, spread};
 
 /// Barriers between two judgements of a team: its threads read their CPU time at every
 /// `WINDOW`th barrier, and a *span* is the `WINDOW` barriers between two such reads.
@@ -55,6 +55,11 @@ pub const SLOWER_TENTHS: u64 = 15;
 /// barrier is probed: at such grains a hand-over may cost as much as the work, and only a
 /// reference can tell. Coarser teams lose little to folding and are left.
 pub const PROBE_BELOW_NS: u64 = 50_000;
+
+/// Unfolded spans a probed team runs before it is judged, against the best of them: the first
+/// spans after the manager continues a team pay for its members' staggered restart and cold
+/// caches, which a single span would take for the team's own cost.
+pub const PROBE_SPANS: u32 = 8;
 
 /// How long an unfolded waiter spins before it sleeps (libgomp's own spin is of this order).
 const SPIN_NS: u64 = 100_000;
@@ -116,8 +121,10 @@ pub struct Team {
     ever_folded: AtomicBool,
     /// A [`Verdict`].
     verdict: AtomicU8,
-    /// Whether it was probed once (a team is probed at most once per region).
+    /// Whether it was probed once (a team is probed at most once per region), and the unfolded
+    /// spans it has run while probed.
     probed: AtomicBool,
+    probe_spans: AtomicU32,
 }
 
 thread_local! {
@@ -203,6 +210,7 @@ impl Team {
             ever_folded: AtomicBool::new(false),
             verdict: AtomicU8::new(verdict as u8),
             probed: AtomicBool::new(false),
+            probe_spans: AtomicU32::new(0),
         }
     }
 
@@ -282,7 +290,11 @@ impl Team {
         let size = self.size.load(Ordering::Relaxed);
         if size > 1 {
             let generation = self.generation.load(Ordering::Acquire);
-            let alloc = allocated();
+            let allocation = runtime::client().allocation();
+            if let Some(a) = &allocation {
+                spread::follow(self as *const Team as usize, a);
+            }
+            let alloc = allocation.map(|a| a.cpus.len() as u32);
             if generation.is_multiple_of(WINDOW) {
                 self.clock(generation);
             }
@@ -374,7 +386,7 @@ impl Team {
             // makes a thread's spin at a barrier longer.
             let best = self.best.load(Ordering::Relaxed);
             self.best.store(if best == 0 { per } else { best.min(per) }, Ordering::Relaxed);
-            if verdict == Verdict::Probing {
+            if verdict == Verdict::Probing && self.probe_spans.fetch_add(1, Ordering::Relaxed) + 1 >= PROBE_SPANS {
                 let (folded, reference) = (self.folded.load(Ordering::Relaxed), self.reference_ns());
                 let v = if folded * 10 > SLOWER_TENTHS * reference { Verdict::Rigid } else { Verdict::Folding };
                 self.judge(v, size, now, format_args!(", {} us folded", folded / 1000));

@@ -39,3 +39,4 @@ pub mod fold;
 pub mod gomp;
 pub mod ompt;
 pub mod runtime;
+pub mod spread;

@@ -1,0 +1,64 @@
+//! Spreading a team over CPUs that came back. The manager widens each thread's affinity when a
+//! folded team's allocation grows, but the kernel moves a thread only when its CPU is no longer
+//! allowed or when its load balancer gets to it, milliseconds later: meanwhile the members stay
+//! stacked on the CPUs they were folded onto, and those that spin at a barrier hold the CPU their
+//! partner waits for (a fine-grained team run whole after a fold spent ~55 us of CPU per barrier
+//! against 3 us spread). So at a barrier a member that sees more CPUs than at its last one moves
+//! itself to its own CPU of the allocation (its thread number's, round-robin) and widens its
+//! affinity back to the whole allocation at once.
+
+use std::cell::Cell;
+use std::ffi::{c_int, c_void};
+use std::sync::OnceLock;
+
+use cpumgr_client::Allocation;
+
+use crate::runtime;
+
+thread_local! {
+    /// The team (as `usize`) this thread last met a barrier of, and the CPUs it had then.
+    static SEEN: Cell<(usize, usize)> = const { Cell::new((0, 0)) };
+}
+
+/// At a barrier of `team` under allocation `alloc`: moves the calling thread to its own CPU of
+/// the allocation when the team has more CPUs than at this thread's last barrier of it.
+pub fn follow(team: usize, alloc: &Allocation) {
+    let cpus = alloc.cpus.len();
+    let (seen_team, seen) = SEEN.with(|s| s.replace((team, cpus)));
+    if seen_team != team || cpus <= seen || !alloc.running {
+        return;
+    }
+    let Some(own) = alloc.cpus.iter().nth(thread_num() % cpus) else { return };
+    // SAFETY: no arguments; returns the CPU the calling thread runs on, or -1.
+    if unsafe { libc::sched_getcpu() } == own as c_int {
+        return;
+    }
+    let words = alloc.cpus.as_words();
+    let mut one = vec![0u64; own as usize / 64 + 1];
+    one[own as usize / 64] = 1 << (own % 64);
+    // Narrowed to one CPU, the kernel moves the thread there before the call returns; widened
+    // back, it stays. A failure (a CPU the manager just took away) leaves the balancer to it.
+    if set_affinity(&one) && set_affinity(words) {
+        runtime::log(format_args!("cpumgr-omp: member {} moved to CPU {own} of {cpus}", thread_num()));
+    }
+}
+
+/// Sets the calling thread's affinity to the CPUs of `words` (bit `i` of word `w`: CPU
+/// `64w + i`); whether it took.
+fn set_affinity(words: &[u64]) -> bool {
+    // SAFETY: `words` is a live CPU mask of `size_of_val(words)` bytes, the layout the kernel
+    // reads (unsigned longs of 64 bits on the 64-bit targets this builds for); 0 is the caller.
+    unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(words), words.as_ptr().cast()) == 0 }
+}
+
+/// The calling thread's number in its team (the real `omp_get_thread_num`).
+fn thread_num() -> usize {
+    static F: OnceLock<Option<unsafe extern "C" fn() -> c_int>> = OnceLock::new();
+    let f = F.get_or_init(|| {
+        let p = runtime::next_symbol(c"omp_get_thread_num");
+        // SAFETY: omp_get_thread_num has this signature in every OpenMP runtime.
+        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(p) })
+    });
+    // SAFETY: the real function, no arguments.
+    f.map_or(0, |f| unsafe { f() }).max(0) as usize
+}
