@@ -478,7 +478,7 @@ pub fn folded(size: u32) -> bool {
 
 /// The watcher: a folding team whose current barrier has stayed pending far longer than folding
 /// explains (every member spins in its own loops, none reaches a barrier) is judged rigid. Only
-/// time the watcher itself ran counts: a tick that took much longer than asked means the process
+/// time the watcher itself ran counts: a lap that took much longer than asked means the process
 /// was stopped (a gang's other quanta) or starved, which says nothing of how it waits.
 fn watch() {
     let mut seen = (0usize, 0u32);
@@ -487,7 +487,7 @@ fn watch() {
     loop {
         std::thread::sleep(WATCH_EVERY);
         let now = monotonic_ns();
-        let tick = now.saturating_sub(last);
+        let lap = now.saturating_sub(last);
         last = now;
         let open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
         if *open == 0 {
@@ -503,8 +503,8 @@ fn watch() {
             pending = 0;
             continue;
         }
-        if tick < 2 * WATCH_EVERY.as_nanos() as u64 {
-            pending += tick;
+        if lap < 2 * WATCH_EVERY.as_nanos() as u64 {
+            pending += lap;
         }
         let cpus = folded.unwrap_or(1) as u64;
         let limit = (8 * team.reference_ns() * size as u64 / cpus).max(50_000_000);
