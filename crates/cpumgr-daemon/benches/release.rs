@@ -4,7 +4,7 @@
 //! process that spins reading `CLOCK_MONOTONIC` and notes in a shared page when it resumes after a
 //! gap, waits stopped. The bench, as A's runtime would, lowers A's request to 0 in A's slot and
 //! rings A's doorbell at time t0, then sleeps until B has run, and reports:
-//! - *tick*: t0 to the start of the scheduler step that gave B the CPU (the manager's heartbeat in
+//! - *step*: t0 to the start of the scheduler step that gave B the CPU (the manager's heartbeat in
 //!   B's slot; publication follows within the step);
 //! - *running*: t0 to B's first instruction on the CPU (the manager stopped A, confined and
 //!   continued B), B's own clock;
@@ -126,7 +126,7 @@ fn measure(backend: Choice, rounds: usize, page: &'static Page, b_pid: i32) {
     let (a, a_slot) = live.register(kids.pids()[0], 1);
     let (b, b_slot) = live.register(b_pid, 1);
     let bell = live.doorbell(a);
-    let (mut ticked, mut running, mut queued) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut stepped, mut running, mut queued) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
         live.wait_status("a running, b stopped", |s| state_of(s, a).0 == "running" && state_of(s, b).0 == "stopped");
         stopped_time(page);
@@ -143,15 +143,15 @@ fn measure(backend: Choice, rounds: usize, page: &'static Page, b_pid: i32) {
             }
         };
         queued.push(page.queued_at_resume.load(Ordering::Relaxed).saturating_sub(waited));
-        let tick = b_slot.slot().manager.heartbeat.load(Ordering::Acquire);
-        ticked.push(tick.saturating_sub(t0));
+        let step = b_slot.slot().manager.heartbeat.load(Ordering::Acquire);
+        stepped.push(step.saturating_sub(t0));
         running.push(ran.saturating_sub(t0));
         a_slot.slot().set_request(1, 1, 1);
         bell.ring();
     }
     let s = live.status();
     println!("backend {}: release -> use by a waiting program, 1 managed CPU, 5 s quantum, doorbell rung:", s.backend);
-    percentiles("tick", ticked);
+    percentiles("step", stepped);
     percentiles("running", running);
     percentiles("queued", queued);
 }

@@ -3,7 +3,7 @@
 //! shared-memory slot each, and makes its decisions true on real processes. (The papers and
 //! their sections: docs/PAPERS.md.)
 //!
-//! Three threads share one [`State`]: the scheduler thread ticks every quantum (or at once when a
+//! Three threads share one [`State`]: the scheduler thread steps every quantum (or at once when a
 //! CPU is released or requested), the socket thread ([`server`]) answers control requests and
 //! watches every program's pidfd, and the [`worklist`] thread kicks the scheduler when a program
 //! rings its doorbell after releasing CPUs through its slot. [`Manager`] starts them and, however
@@ -276,7 +276,7 @@ fn schedule(shared: Arc<Shared>) {
                 w.revive();
             }
         }
-        state.step(samples);
+        state.step_with(samples);
         let now = Instant::now();
         shared.step_durations.observe(now - began);
         if let Some(chaos) = &shared.chaos {

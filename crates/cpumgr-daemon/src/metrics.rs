@@ -23,15 +23,15 @@ use crate::Shared;
 /// The content type of the OpenMetrics text format.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// Upper bounds of the tick-duration histogram's buckets, in seconds (the last bucket, `+Inf`,
+/// Upper bounds of the step-duration histogram's buckets, in seconds (the last bucket, `+Inf`,
 /// is implicit).
-pub const TICK_BUCKETS: [f64; 9] = [0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025];
+pub const STEP_BUCKETS: [f64; 9] = [0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025];
 
 /// A histogram of scheduler-step durations, written by the scheduler thread without a lock.
 #[derive(Debug, Default)]
 pub struct StepHistogram {
     /// Observations per bucket (not cumulative); the last is `+Inf`.
-    buckets: [AtomicU64; TICK_BUCKETS.len() + 1],
+    buckets: [AtomicU64; STEP_BUCKETS.len() + 1],
     /// Sum of all observations, nanoseconds.
     sum_ns: AtomicU64,
 }
@@ -40,13 +40,13 @@ impl StepHistogram {
     /// Records one step of `d`.
     pub fn observe(&self, d: Duration) {
         let s = d.as_secs_f64();
-        let i = TICK_BUCKETS.iter().position(|&b| s <= b).unwrap_or(TICK_BUCKETS.len());
+        let i = STEP_BUCKETS.iter().position(|&b| s <= b).unwrap_or(STEP_BUCKETS.len());
         self.buckets[i].fetch_add(1, Ordering::Relaxed);
         self.sum_ns.fetch_add(d.as_nanos() as u64, Ordering::Relaxed);
     }
 
     /// The observations per bucket (not cumulative) and their sum in seconds.
-    pub fn snapshot(&self) -> ([u64; TICK_BUCKETS.len() + 1], f64) {
+    pub fn snapshot(&self) -> ([u64; STEP_BUCKETS.len() + 1], f64) {
         let counts = std::array::from_fn(|i| self.buckets[i].load(Ordering::Relaxed));
         (counts, self.sum_ns.load(Ordering::Relaxed) as f64 / 1e9)
     }
@@ -57,7 +57,7 @@ fn escape(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
-/// The exposition of `status`, the tick histogram and the registration count, ending in `# EOF`.
+/// The exposition of `status`, the step histogram and the registration count, ending in `# EOF`.
 pub fn render(status: &StatusReport, steps: &StepHistogram, registrations: u64) -> String {
     let mut o = String::new();
     let family = |o: &mut String, name: &str, kind: &str, help: &str| {
@@ -100,7 +100,7 @@ pub fn render(status: &StatusReport, steps: &StepHistogram, registrations: u64) 
     let mut cumulative = 0;
     for (i, c) in counts.iter().enumerate() {
         cumulative += c;
-        let le = TICK_BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
+        let le = STEP_BUCKETS.get(i).map_or("+Inf".to_string(), |b| b.to_string());
         let _ = writeln!(o, "cpumgr_step_duration_seconds_bucket{{le=\"{le}\"}} {cumulative}");
     }
     let _ = writeln!(o, "cpumgr_step_duration_seconds_count {cumulative}\ncpumgr_step_duration_seconds_sum {sum}");

@@ -104,10 +104,10 @@ fn every_boundary_starts_the_next_time_shared_gang() {
     };
     support::wait_for("both gangs to have run", || switches() >= 2);
     // No kicks from here on (sleeping programs ask nothing): every step is a boundary's. A step
-    // may fall between reading the ticks and the trace, at either end.
-    let (ticks, before) = (live.status().steps, switches());
+    // may fall between reading the step count and the trace, at either end.
+    let (steps_before, before) = (live.status().steps, switches());
     std::thread::sleep(Duration::from_secs(1));
-    let (after, steps) = (switches(), live.status().steps - ticks);
+    let (after, steps) = (switches(), live.status().steps - steps_before);
     println!("{} gang switches in {steps} boundary steps", after - before);
     assert!(steps >= 5, "the boundaries came: {steps} steps in a second");
     assert!(after - before + 2 >= steps as usize, "{} switches in {steps} boundary steps", after - before);
@@ -163,7 +163,7 @@ fn a_boundary_walk_leaves_out_the_programs_held_stopped() {
     support::register_all(&mut state, &kids);
     // The first survey reads every program (none sampled yet); its step stops all but one.
     assert_eq!(state.survey(Some(std::time::Instant::now())).targets().len(), 3);
-    state.tick(true);
+    state.step(true);
     // A stop is a signal: the kernel stops the process when it is next scheduled.
     let mut stopped = Vec::new();
     support::wait_for("two of the three stopped", || {

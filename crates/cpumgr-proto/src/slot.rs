@@ -140,7 +140,7 @@ pub struct ManagerFields {
     /// Words of [`ManagerFields::alloc_cpus`] the allocation spans (under the allocation's
     /// seqlock): a reader copies only these, one word on a machine of up to 64 CPUs.
     pub alloc_words: AtomicU32,
-    /// The manager's last tick, `CLOCK_MONOTONIC` nanoseconds.
+    /// When the manager's last step started, `CLOCK_MONOTONIC` nanoseconds.
     pub heartbeat: AtomicU64,
     /// Until when the allocation holds, `CLOCK_MONOTONIC` nanoseconds: past it, a cooperative
     /// runtime treats the manager as gone and falls back to its own default team.

@@ -1,6 +1,6 @@
 //! The manager's state: the programs it manages and what it last decided. Its two jobs live in
 //! the submodules: the control requests connections send ([`requests`]: [`State::handle`]) and,
-//! every quantum, the scheduler step ([`step`]: [`State::tick`]).
+//! every quantum, the scheduler step ([`step`]: [`State::step`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
@@ -109,7 +109,7 @@ impl Default for Settings {
     }
 }
 
-/// Everything the manager knows. Guarded by one mutex; the scheduler thread ticks it, the socket
+/// Everything the manager knows. Guarded by one mutex; the scheduler thread steps it, the socket
 /// thread changes it on requests.
 pub struct State {
     policy_spec: String,

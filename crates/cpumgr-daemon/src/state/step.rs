@@ -1,6 +1,6 @@
 //! The scheduler step, in the order its data flows: [`State::survey`] lists the programs to read
 //! from `/proc` (under the state's lock), [`Survey::read`] reads them (without it), and
-//! [`State::step`] refreshes each program from its slot and sample, asks the policy, applies the
+//! [`State::step_with`] refreshes each program from its slot and sample, asks the policy, applies the
 //! three passes that adjust a decision on a live machine (per-user share, the starvation bound,
 //! the team guard), places, publishes in the slots and enforces.
 
@@ -45,7 +45,7 @@ impl Survey {
     }
 }
 
-/// What [`Survey::read`] found, for [`State::step`].
+/// What [`Survey::read`] found, for [`State::step_with`].
 pub struct Samples {
     samples: HashMap<procfs::Target, procfs::Sample>,
     boundary: Option<Instant>,
@@ -70,10 +70,11 @@ impl State {
     }
 
     /// One scheduler step, `/proc` read included: [`State::survey`], [`Survey::read`] and
-    /// [`State::step`] in a row (the scheduler thread reads `/proc` without holding the state).
-    pub fn tick(&mut self, boundary: bool) {
+    /// [`State::step_with`] in a row (the scheduler thread reads `/proc` without holding the
+    /// state).
+    pub fn step(&mut self, boundary: bool) {
         let samples = self.survey(boundary.then(Instant::now)).read();
-        self.step(samples);
+        self.step_with(samples);
     }
 
     /// What the next step needs read from `/proc`. The walk is most of a step's cost
@@ -110,7 +111,7 @@ impl State {
     /// The scheduler step on `samples`, read for [`State::survey`]'s list: programs that went
     /// meanwhile are not in the state any more, and those that came have no sample yet. Each
     /// phase is a method below, in the order they run.
-    pub fn step(&mut self, samples: Samples) {
+    pub fn step_with(&mut self, samples: Samples) {
         let now = Instant::now();
         self.steps += 1;
         let Samples { samples, boundary, files } = samples;

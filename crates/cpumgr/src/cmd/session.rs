@@ -102,7 +102,7 @@ const CAUGHT: [i32; 3] = [signal_hook::consts::SIGINT, signal_hook::consts::SIGT
 /// How often a session without a manager tries the socket again.
 pub const RECONNECT_EVERY: Duration = Duration::from_millis(100);
 
-/// How long past the lease in its slot (three quanta from the manager's last tick) a session
+/// How long past the lease in its slot (three quanta from the manager's last step) a session
 /// waits before it takes the manager for frozen and releases its program: long enough that a
 /// manager slowed by a loaded machine is not mistaken for one that stopped.
 pub const FROZEN_AFTER: Duration = Duration::from_secs(2);

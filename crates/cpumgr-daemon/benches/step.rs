@@ -1,4 +1,4 @@
-//! The manager's CPU use per quantum: one scheduler step (`State::tick`: the `/proc` walk, the
+//! The manager's CPU use per quantum: one scheduler step (`State::step`: the `/proc` walk, the
 //! slots, the policy, the team guard, the placer, publication and enforcement) with 64 and 1024
 //! registered programs, each a real sleeping process, on this machine's CPUs:
 //! - *boundary*: a step at a quantum boundary, which walks `/proc` (every process on the machine);
@@ -14,7 +14,7 @@
 //! The boundary steps of 1024 programs are also measured in the manager thread's CPU time, which
 //! a loaded machine changes far less than wall time.
 //!
-//! `cargo bench -p cpumgr-daemon --bench tick`
+//! `cargo bench -p cpumgr-daemon --bench step`
 
 #[path = "../tests/support/mod.rs"]
 mod support;
@@ -44,7 +44,7 @@ fn state(kids: &Sleepers, quantum: Duration, node: Option<Topology>) -> State {
     };
     let mut state = State::new(&settings).expect("manager state");
     support::register_all(&mut state, kids);
-    state.tick(true);
+    state.step(true);
     state
 }
 
@@ -53,21 +53,21 @@ fn state(kids: &Sleepers, quantum: Duration, node: Option<Topology>) -> State {
 /// measures is the manager's own work for a node of that size.
 const LARGE_NODE: &str = "package:2 core:64 pu:2";
 
-fn tick(c: &mut Criterion) {
-    let mut g = c.benchmark_group("tick");
+fn step(c: &mut Criterion) {
+    let mut g = c.benchmark_group("step");
     g.sample_size(20);
     for n in [64usize, 1024] {
         let kids = Sleepers::spawn(n);
         for (mode, quantum) in [("boundary", Duration::from_millis(1)), ("kicked", Duration::from_secs(10))] {
             let mut state = state(&kids, quantum, None);
-            g.bench_function(format!("{mode} step, {n} programs"), |b| b.iter(|| state.tick(mode == "boundary")));
+            g.bench_function(format!("{mode} step, {n} programs"), |b| b.iter(|| state.step(mode == "boundary")));
             state.release_all();
         }
         if n == 1024 {
             let node = synthetic::parse(LARGE_NODE).expect("the modelled node");
             let mut state = state(&kids, Duration::from_millis(1), Some(node));
             g.bench_function(format!("boundary step, {n} programs, a modelled node of {LARGE_NODE}"), |b| {
-                b.iter(|| state.tick(true))
+                b.iter(|| state.step(true))
             });
             state.release_all();
         }
@@ -133,23 +133,23 @@ impl Measurement for ThreadCpu {
 
 /// The boundary steps of 1024 programs, on this machine and on the modelled large node, in the
 /// manager thread's CPU time.
-fn tick_cpu(c: &mut Criterion<ThreadCpu>) {
-    let mut g = c.benchmark_group("tick, CPU time");
+fn step_cpu(c: &mut Criterion<ThreadCpu>) {
+    let mut g = c.benchmark_group("step, CPU time");
     g.sample_size(20);
     let kids = Sleepers::spawn(1024);
     let node = synthetic::parse(LARGE_NODE).expect("the modelled node");
     for (what, node) in [("this machine", None), ("a modelled node of 256 CPUs", Some(node))] {
         let mut state = state(&kids, Duration::from_millis(1), node);
-        g.bench_function(format!("boundary step, 1024 programs, {what}"), |b| b.iter(|| state.tick(true)));
+        g.bench_function(format!("boundary step, 1024 programs, {what}"), |b| b.iter(|| state.step(true)));
         state.release_all();
     }
     g.finish();
 }
 
-criterion_group!(benches, tick);
+criterion_group!(benches, step);
 criterion_group! {
     name = cpu;
     config = Criterion::default().with_measurement(ThreadCpu(WallTime));
-    targets = tick_cpu
+    targets = step_cpu
 }
 criterion_main!(benches, cpu);
