@@ -514,7 +514,7 @@ impl Harness {
             cpus: self.cpus.iter().copied().collect::<CpuSet>(),
             quantum,
             log_dir: log_dir.clone(),
-            tick: Duration::from_millis(5),
+            poll: Duration::from_millis(5),
             omp_adapter: None,
             yield_outside: false,
             limit: None,

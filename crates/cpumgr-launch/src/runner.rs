@@ -167,7 +167,7 @@ pub struct RunOptions {
     /// Where job logs go.
     pub log_dir: PathBuf,
     /// Polling period of the launcher's loop.
-    pub tick: Duration,
+    pub poll: Duration,
     /// The OpenMP adapter to preload into the jobs of policy runs that link an OpenMP runtime, so
     /// their teams follow the allocation region by region; `None` runs them transparently (held by
     /// affinity and stop/continue only).
@@ -591,7 +591,7 @@ pub fn run(
             done += 1;
             progress(done, jobs.len());
         }
-        std::thread::sleep(opts.tick);
+        std::thread::sleep(opts.poll);
     }
     let end = now_s(t0);
     let jobs_out: Vec<JobResult> = results

@@ -18,7 +18,7 @@ fn opts(dir: &Path) -> RunOptions {
         cpus: CpuSet::parse("0-1").unwrap(),
         quantum: Duration::from_millis(50),
         log_dir: dir.to_path_buf(),
-        tick: Duration::from_millis(2),
+        poll: Duration::from_millis(2),
         omp_adapter: None,
         yield_outside: false,
         limit: None,

@@ -71,7 +71,7 @@ fn opts(logs: &Path) -> RunOptions {
         cpus: CpuSet::parse("0-1").unwrap(),
         quantum: Duration::from_millis(50),
         log_dir: logs.to_path_buf(),
-        tick: Duration::from_millis(2),
+        poll: Duration::from_millis(2),
         omp_adapter: adapter::adapter_library(),
         yield_outside: false,
         limit: Some(Duration::from_secs(300)),

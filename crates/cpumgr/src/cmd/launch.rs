@@ -198,7 +198,7 @@ pub fn launch(args: &Args, text: &str) -> anyhow::Result<()> {
         cpus: cpus.clone(),
         quantum,
         log_dir: logs.path().to_path_buf(),
-        tick: Duration::from_millis(5),
+        poll: Duration::from_millis(5),
         omp_adapter,
         yield_outside: args.yield_outside,
         limit,
