@@ -214,17 +214,19 @@ impl Client {
     }
 
     /// [`Client::begin_region`] at `now_ns` (`CLOCK_MONOTONIC`), a clock read the caller already
-    /// made. A region that starts with the smaller team the manager asked for rings the doorbell:
-    /// the CPUs it gave back go to a waiting program at once, not at the next quantum (the
-    /// manager ran the program as a gang of its old team meanwhile).
+    /// made. Rings the doorbell when the manager must act at once, not at the next quantum: a
+    /// region that starts with the smaller team the manager asked for (the CPUs it gave back go
+    /// to a waiting program; the manager ran the program as a gang of its old team meanwhile),
+    /// and a folding team found rigid (folded, it spins on too few CPUs until it is run whole).
     #[inline]
     pub fn begin_region_at(&self, team: u32, now_ns: u64) {
         if let Some(s) = self.slot() {
             // The manager clears its request at the step the ring starts, so this rings once or
             // a few times per shrink, never in steady state.
             let shrunk = s.preempt_to().is_some_and(|n| team <= n);
+            let was = s.raw_phase();
             s.set_phase(Phase::Parallel, team, now_ns);
-            if shrunk {
+            if shrunk || was == Phase::Folding {
                 self.ring();
             }
         }

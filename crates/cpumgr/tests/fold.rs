@@ -231,6 +231,33 @@ fn a_team_that_spins_in_its_own_loops_is_judged_rigid_when_folded() {
     wait_for("status to call the pipeline's team rigid", || team_of(&d, "pipeline").is_some_and(|(t, _)| t == "rigid"));
 }
 
+/// A verdict rings the manager: a folded team found to spin is ganged at the step the ring starts,
+/// not at the next quantum boundary. The manager's first boundary comes 10 s after it starts,
+/// the verdict within a few seconds: the gang must follow the verdict by less than half that.
+#[test]
+fn a_team_judged_rigid_is_ganged_before_the_next_boundary() {
+    let serial = one_at_a_time();
+    adapter_is_built();
+    let tmp = tempfile::tempdir().unwrap();
+    let log = tmp.path().join("pipeline.err");
+    let mut d = Daemon::start_with("equipartition", &["--quantum", "10s"]);
+    start(&mut d, "pipeline", &["-n", "512", "-iters", "100000000", "-regions", "1"], &log);
+    wait_log(&log, "region team 2 folding");
+    d.run("busy", BUSY);
+    wait_for("the pipeline folded onto one CPU", || team_of(&d, "pipeline") == Some(("folding".into(), 1)));
+    wait_log(&log, "team of 2 is rigid");
+    let verdict = std::time::Instant::now();
+    while !team_of(&d, "pipeline").is_some_and(|(t, n)| t == "rigid" && n != 1) {
+        assert!(
+            verdict.elapsed() < std::time::Duration::from_secs(5),
+            "the rigid pipeline left on one CPU until a boundary: {:?}",
+            team_of(&d, "pipeline")
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    drop((d, serial));
+}
+
 #[test]
 fn a_killed_manager_leaves_a_folded_team_running_on_every_cpu() {
     let Setup { _serial, _tmp, mut d, log } = setup("stencil");

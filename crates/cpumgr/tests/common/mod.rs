@@ -37,12 +37,13 @@ impl Daemon {
     }
 
     /// A manager with `extra` daemon flags after the usual ones (CPUs 0-1 unless they name
-    /// `--cpus`).
+    /// `--cpus`, a 50 ms quantum unless they name `--quantum`).
     pub fn start_with(policy: &str, extra: &[&str]) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("cpumgr.sock");
         let child = Command::new(BIN)
-            .args(["daemon", "--policy", policy, "--quantum", "50ms"])
+            .args(["daemon", "--policy", policy])
+            .args(if extra.contains(&"--quantum") { &[][..] } else { &["--quantum", "50ms"][..] })
             .args(if extra.contains(&"--cpus") { &[][..] } else { &["--cpus", "0-1"][..] })
             .args(extra)
             .env("CPUMGR_SOCKET", &socket)
