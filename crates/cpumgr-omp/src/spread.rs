@@ -41,6 +41,11 @@ pub fn follow(team: usize, alloc: &Allocation) {
     if set_affinity(&one) && set_affinity(words) {
         runtime::log(format_args!("cpumgr-omp: member {} moved to CPU {own} of {cpus}", thread_num()));
     }
+    // A decision published meanwhile was pinned by the manager before this widening: take its
+    // CPUs, so the thread never keeps CPUs the program no longer has.
+    if let Some(now) = runtime::client().allocation().filter(|a| a.epoch != alloc.epoch && a.running) {
+        set_affinity(now.cpus.as_words());
+    }
 }
 
 /// Sets the calling thread's affinity to the CPUs of `words` (bit `i` of word `w`: CPU
