@@ -204,12 +204,12 @@ fn a_folded_team_stays_folding_beside_unmanaged_programs_on_its_cpus() {
     drop(outsiders);
 }
 
-/// A busy shell the manager does not know, killed on drop.
+/// A busy shell the manager does not know, on the manager's CPUs 0-1, killed on drop.
 struct Outsider(std::process::Child);
 
 impl Outsider {
     fn start() -> Outsider {
-        Outsider(Command::new("sh").args(["-c", BUSY]).spawn().unwrap())
+        Outsider(Command::new("taskset").args(["-c", "0-1", "sh", "-c", BUSY]).spawn().unwrap())
     }
 }
 
