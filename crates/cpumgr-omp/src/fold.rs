@@ -39,7 +39,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
-use cpumgr_client::monotonic_ns;
+use cpumgr_client::{monotonic_ns, Allocation};
 
 use crate::{runtime, spread};
 
@@ -104,11 +104,16 @@ pub struct Team {
     /// Whether the barrier that just completed also runs libgomp's (set by its last arriver).
     also_real: AtomicBool,
     /// The current span: the CPU time its members took so far (each adds its own at the span's
-    /// end, before it arrives), how many did, the CPUs it ran on (`u32::MAX` when they changed
-    /// within it: a cold cache or a migration is no measure of folding).
+    /// end, before it arrives), how many did, which CPUs it ran on ([`cpus_key`]; 0 when they
+    /// changed within it), and whether the span before ran on the same CPUs throughout. A span
+    /// counts only then: the one after a change pays for migrations and cold caches, which are
+    /// no measure of folding.
     span_cpu: AtomicU64,
     span_clocked: AtomicU32,
-    span_cpus: AtomicU32,
+    span_cpus: AtomicU64,
+    span_warm: AtomicBool,
+    /// Folded spans in a row slower than [`SLOWER_TENTHS`] allow: two make the team rigid.
+    slow_spans: AtomicU32,
     /// The lowest CPU time per thread per barrier of an unfolded span, ns (0: none yet).
     best: AtomicU64,
     /// The latest folded span's CPU time per thread per barrier, ns.
@@ -183,6 +188,11 @@ fn allocated() -> Option<u32> {
     runtime::client().allocation().map(|a| a.cpus.len() as u32)
 }
 
+/// A key of the CPUs `a` pins the program to, never 0 (0 marks a span whose CPUs changed).
+fn cpus_key(a: &Allocation) -> u64 {
+    a.cpus.as_words().iter().fold(a.cpus.len() as u64, |h, &w| h.rotate_left(17) ^ w).max(1)
+}
+
 /// What one span of a team took: its members' CPU time and their waits at its barriers, ns.
 #[derive(Debug, Clone, Copy)]
 struct Span {
@@ -202,7 +212,9 @@ impl Team {
             also_real: AtomicBool::new(false),
             span_cpu: AtomicU64::new(0),
             span_clocked: AtomicU32::new(0),
-            span_cpus: AtomicU32::new(u32::MAX),
+            span_cpus: AtomicU64::new(0),
+            span_warm: AtomicBool::new(false),
+            slow_spans: AtomicU32::new(0),
             best: AtomicU64::new(0),
             folded: AtomicU64::new(0),
             slept: AtomicU64::new(0),
@@ -294,7 +306,7 @@ impl Team {
             if let Some(a) = &allocation {
                 spread::follow(self as *const Team as usize, a);
             }
-            let alloc = allocation.map(|a| a.cpus.len() as u32);
+            let alloc = allocation.map(|a| (a.cpus.len() as u32, cpus_key(&a)));
             if generation.is_multiple_of(WINDOW) {
                 self.clock(generation);
             }
@@ -332,8 +344,8 @@ impl Team {
     /// waits for run elsewhere). Unfolded, it spins a short while first, rechecking the
     /// allocation, which may fold the team meanwhile. Time spent yielding or asleep is the
     /// team's sleep at barriers.
-    fn wait(&self, generation: u32, size: u32, alloc: Option<u32>) {
-        let mut is_folded = alloc.is_some_and(|cpus| cpus < size);
+    fn wait(&self, generation: u32, size: u32, alloc: Option<(u32, u64)>) {
+        let mut is_folded = alloc.is_some_and(|(cpus, _)| cpus < size);
         let start = if is_folded { 0 } else { monotonic_ns() };
         let mut spins = 0u32;
         let mut yielding = true;
@@ -369,14 +381,14 @@ impl Team {
 
     /// The last arriver's bookkeeping at the barrier of `generation`: judges the team at a
     /// span's end, and says whether members also run libgomp's barrier.
-    fn complete(&self, size: u32, generation: u32, alloc: Option<u32>) {
+    fn complete(&self, size: u32, generation: u32, alloc: Option<(u32, u64)>) {
         self.also_real.store(TASKS.load(Ordering::SeqCst), Ordering::Release);
-        let Some(cpus) = alloc else { return };
+        let Some((cpus, key)) = alloc else { return };
         let folded = cpus < size;
         if folded {
             self.ever_folded.store(true, Ordering::Relaxed);
         }
-        let span = self.span(size, generation, cpus);
+        let span = self.span(size, generation, key);
         let verdict = self.verdict();
         let Some(span) = span.filter(|_| cpus > 0 && verdict != Verdict::Rigid) else { return };
         let per = span.cpu / (WINDOW as u64 * size as u64);
@@ -415,20 +427,25 @@ impl Team {
                 ),
             );
         } else if reference > 0 && per * 10 > SLOWER_TENTHS * reference {
-            self.judge(Verdict::Rigid, size, now, format_args!(", {} us folded", per / 1000));
-        } else if reference == 0 && per < PROBE_BELOW_NS && !self.probed.swap(true, Ordering::Relaxed) {
-            self.judge(Verdict::Probing, size, now, format_args!(", {} us folded", per / 1000));
+            if self.slow_spans.fetch_add(1, Ordering::Relaxed) + 1 >= 2 {
+                self.judge(Verdict::Rigid, size, now, format_args!(", {} us folded", per / 1000));
+            }
+        } else {
+            self.slow_spans.store(0, Ordering::Relaxed);
+            if reference == 0 && per < PROBE_BELOW_NS && !self.probed.swap(true, Ordering::Relaxed) {
+                self.judge(Verdict::Probing, size, now, format_args!(", {} us folded", per / 1000));
+            }
         }
     }
 
-    /// The span's bookkeeping at the barrier of `generation`, run on `cpus` CPUs: at a span's
-    /// end, what the span that ends took, if every member took part and its CPUs stayed the same
-    /// throughout.
-    fn span(&self, size: u32, generation: u32, cpus: u32) -> Option<Span> {
-        let changed = self.span_cpus.load(Ordering::Relaxed) != cpus;
+    /// The span's bookkeeping at the barrier of `generation`, run on the CPUs of `key`: at a
+    /// span's end, what the span that ends took, if every member took part and it ran on the
+    /// same CPUs as the span before, throughout.
+    fn span(&self, size: u32, generation: u32, key: u64) -> Option<Span> {
+        let changed = self.span_cpus.load(Ordering::Relaxed) != key;
         if !generation.is_multiple_of(WINDOW) {
             if changed {
-                self.span_cpus.store(u32::MAX, Ordering::Relaxed);
+                self.span_cpus.store(0, Ordering::Relaxed);
             }
             return None;
         }
@@ -436,8 +453,12 @@ impl Team {
         let whole = self.span_clocked.swap(0, Ordering::Relaxed) == size;
         let slept = self.slept.load(Ordering::Relaxed);
         let slept = slept.saturating_sub(self.span_slept.swap(slept, Ordering::Relaxed));
-        self.span_cpus.store(cpus, Ordering::Relaxed);
-        (whole && !changed).then_some(Span { cpu, slept })
+        self.span_cpus.store(key, Ordering::Relaxed);
+        let warm = self.span_warm.swap(!changed, Ordering::Relaxed);
+        if changed {
+            self.slow_spans.store(0, Ordering::Relaxed);
+        }
+        (whole && !changed && warm).then_some(Span { cpu, slept })
     }
 
     /// The team's unfolded CPU time per thread per barrier: the lowest of its unfolded spans,

@@ -67,3 +67,43 @@ fn thread_num() -> usize {
     // SAFETY: the real function, no arguments.
     f.map_or(0, |f| unsafe { f() }).max(0) as usize
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cpumgr_proto::slot::CpuWords;
+
+    fn allocation(epoch: u64, words: &[u64]) -> Allocation {
+        let cpus = CpuWords::from_words(words);
+        Allocation { epoch, count: cpus.len() as u32, running: true, cpus }
+    }
+
+    fn affinity() -> Vec<u64> {
+        let mut words = [0u64; 16];
+        // SAFETY: a live buffer of the size given, for the calling thread's mask.
+        let ok = unsafe { libc::sched_getaffinity(0, std::mem::size_of_val(&words), words.as_mut_ptr().cast()) };
+        assert_eq!(ok, 0);
+        let n = words.iter().rposition(|&w| w != 0).map_or(0, |i| i + 1);
+        words[..n].to_vec()
+    }
+
+    /// A thread left on CPU 1 by a fold, whose team gets CPUs 0-1 back, moves to CPU 0 (its
+    /// own: thread 0 of no team) and may use both again.
+    #[test]
+    fn a_member_stacked_on_another_cpu_moves_to_its_own_when_cpus_come_back() {
+        std::thread::spawn(|| {
+            assert!(set_affinity(&[0b10]), "this test needs CPUs 0 and 1");
+            follow(1, &allocation(1, &[0b10]));
+            follow(1, &allocation(2, &[0b11]));
+            // SAFETY: no arguments.
+            assert_eq!(unsafe { libc::sched_getcpu() }, 0);
+            assert_eq!(affinity(), vec![0b11]);
+            // Nothing more to do while the CPUs stay the same.
+            assert!(set_affinity(&[0b10]));
+            follow(1, &allocation(3, &[0b11]));
+            assert_eq!(affinity(), vec![0b10]);
+        })
+        .join()
+        .unwrap();
+    }
+}

@@ -181,8 +181,6 @@ fn a_long_region_folds_when_a_program_arrives_and_spreads_when_it_leaves() {
     );
     let lines = std::fs::read_to_string(&log).unwrap();
     assert_eq!(whole_lines(&lines).filter(|l| l.contains("region team")).count(), 1, "one region all along:\n{lines}");
-    // The member the kernel left on the other's CPU moved itself at its next barrier.
-    assert!(whole_lines(&lines).any(|l| l.contains("moved to CPU")), "no member moved when CPUs came back:\n{lines}");
 }
 
 /// Programs the manager does not know take most of the folded team's CPU: its barriers come
