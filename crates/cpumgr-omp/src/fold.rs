@@ -5,8 +5,9 @@
 //! threads, the manager pins them to fewer CPUs than threads, and at every barrier the compiler
 //! emits (`GOMP_barrier`, the ends of `omp for` and `sections`: see [`crate::gomp`]; clang's
 //! `__kmpc_barrier`: see [`crate::ompt`]) a thread of a folded team yields its CPU to the member
-//! it waits for (or sleeps, when that member runs elsewhere) instead of spinning. When CPUs come back the manager widens the
-//! affinity, the threads spread out, and waiters spin briefly again as the runtimes' would.
+//! it waits for (or sleeps, when that member runs elsewhere) instead of spinning. When CPUs come
+//! back the manager widens the affinity, the members move apart ([`crate::spread`]), and waiters
+//! spin briefly again as the runtimes' would.
 //!
 //! Folding keeps every semantics (the team keeps its size, so `omp_get_num_threads` and code
 //! that depends on it stay right) but is efficient only for a team that waits at the runtime's
@@ -295,18 +296,22 @@ impl Team {
         (!p.is_null() && runtime::level() == 1).then(|| unsafe { &*p })
     }
 
-    /// A team barrier: every member waits until all have arrived, sleeping when the team is
-    /// folded. Then, once the program has created tasks, `real` (libgomp's own barrier, where
-    /// they complete), called by every member or by none.
-    pub fn barrier(&self, real: impl FnOnce()) {
+    /// A team barrier: every member waits until all have arrived, handing its CPU over when the
+    /// team is folded. `folded` first learns whether it is (from the allocation the barrier
+    /// reads anyway). Then, once the program has created tasks, `real` (libgomp's own barrier,
+    /// where they complete), called by every member or by none.
+    pub fn barrier(&self, folded: impl FnOnce(bool), real: impl FnOnce()) {
         let size = self.size.load(Ordering::Relaxed);
-        if size > 1 {
+        if size <= 1 {
+            folded(false);
+        } else {
             let generation = self.generation.load(Ordering::Acquire);
             let allocation = runtime::client().allocation();
             if let Some(a) = &allocation {
                 spread::follow(self as *const Team as usize, a);
             }
             let alloc = allocation.map(|a| (a.cpus.len() as u32, cpus_key(&a)));
+            folded(alloc.is_some_and(|(cpus, _)| cpus < size));
             if generation.is_multiple_of(WINDOW) {
                 self.clock(generation);
             }

@@ -143,7 +143,7 @@ pub unsafe extern "C" fn GOMP_parallel_end() {
 #[no_mangle]
 pub unsafe extern "C" fn GOMP_barrier() {
     match Team::current() {
-        Some(t) => t.barrier(real_barrier),
+        Some(t) => t.barrier(|_| {}, real_barrier),
         None => real_barrier(),
     }
 }
@@ -172,7 +172,7 @@ macro_rules! workshare_end {
                     let nowait = real!($nowait, unsafe extern "C" fn());
                     // SAFETY: the real functions, no arguments.
                     unsafe { nowait() };
-                    t.barrier(real_barrier);
+                    t.barrier(|_| {}, real_barrier);
                 }
                 // SAFETY: the real function.
                 None => unsafe { real() },

@@ -202,11 +202,8 @@ unsafe extern "C" fn implicit_task(
 pub unsafe extern "C" fn __kmpc_barrier(loc: *mut c_void, gtid: i32) {
     let real = real!(__kmpc_barrier, unsafe extern "C" fn(*mut c_void, i32));
     match Team::current() {
-        Some(t) => {
-            set_blocktime(fold::folded(t.size()));
-            // SAFETY: the real barrier, with the arguments as given.
-            t.barrier(|| unsafe { real(loc, gtid) });
-        }
+        // SAFETY: the real barrier, with the arguments as given.
+        Some(t) => t.barrier(set_blocktime, || unsafe { real(loc, gtid) }),
         // SAFETY: as above.
         None => unsafe { real(loc, gtid) },
     }
