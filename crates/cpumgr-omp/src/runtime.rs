@@ -1,5 +1,5 @@
 //! The real OpenMP runtime and the process's client, as every part of the adapter reaches them:
-//! the runtime's own symbols (looked up past this library), its nesting level and team size, the
+//! the runtime's own symbols (looked up past this library), its nesting level, team size and thread number, the
 //! program's own default team (`OMP_NUM_THREADS`, `omp_set_num_threads`), and the log.
 
 use std::ffi::{c_int, c_void, CStr};
@@ -38,16 +38,29 @@ pub fn client() -> &'static Client {
     cpumgr_client::global()
 }
 
+/// Calls the runtime's query `$name` (an `int (void)` OpenMP function such as
+/// `omp_get_level`), looked up once; `None` when the runtime lacks it.
+macro_rules! query {
+    ($name:literal) => {{
+        static F: OnceLock<Option<unsafe extern "C" fn() -> c_int>> = OnceLock::new();
+        let f = F.get_or_init(|| {
+            let p = next_symbol($name);
+            // SAFETY: the OpenMP queries named here have this signature in every runtime.
+            (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(p) })
+        });
+        // SAFETY: the real function, no arguments.
+        f.map(|f| unsafe { f() })
+    }};
+}
+
 /// The real `omp_get_level`, to leave nested regions alone.
 pub fn level() -> c_int {
-    static F: OnceLock<Option<unsafe extern "C" fn() -> c_int>> = OnceLock::new();
-    let f = F.get_or_init(|| {
-        let p = next_symbol(c"omp_get_level");
-        // SAFETY: omp_get_level has this signature in every OpenMP runtime.
-        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(p) })
-    });
-    // SAFETY: the real function, no arguments.
-    f.map(|f| unsafe { f() }).unwrap_or(0)
+    query!(c"omp_get_level").unwrap_or(0)
+}
+
+/// The calling thread's number in its team (the real `omp_get_thread_num`).
+pub fn thread_num() -> u32 {
+    query!(c"omp_get_thread_num").unwrap_or(0).max(0) as u32
 }
 
 /// The program's default team: `omp_set_num_threads`'s last value, else the first entry of
@@ -84,14 +97,7 @@ pub fn log(line: std::fmt::Arguments) {
 
 /// The number of threads in the calling thread's team (the real `omp_get_num_threads`).
 pub fn team_size() -> u32 {
-    static F: OnceLock<Option<unsafe extern "C" fn() -> c_int>> = OnceLock::new();
-    let f = F.get_or_init(|| {
-        let p = next_symbol(c"omp_get_num_threads");
-        // SAFETY: omp_get_num_threads has this signature in every OpenMP runtime.
-        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(p) })
-    });
-    // SAFETY: the real function, no arguments.
-    f.map_or(1, |f| unsafe { f() }).max(1) as u32
+    query!(c"omp_get_num_threads").unwrap_or(1).max(1) as u32
 }
 
 /// Interposed `omp_set_num_threads`: remembered as the program's default team, then passed on.

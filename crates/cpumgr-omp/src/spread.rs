@@ -8,8 +8,7 @@
 //! affinity back to the whole allocation at once.
 
 use std::cell::Cell;
-use std::ffi::{c_int, c_void};
-use std::sync::OnceLock;
+use std::ffi::c_int;
 
 use cpumgr_client::Allocation;
 
@@ -28,7 +27,7 @@ pub fn follow(team: usize, alloc: &Allocation) {
     if seen_team != team || cpus <= seen || !alloc.running {
         return;
     }
-    let Some(own) = alloc.cpus.iter().nth(thread_num() % cpus) else { return };
+    let Some(own) = alloc.cpus.iter().nth(runtime::thread_num() as usize % cpus) else { return };
     // SAFETY: no arguments; returns the CPU the calling thread runs on, or -1.
     if unsafe { libc::sched_getcpu() } == own as c_int {
         return;
@@ -39,7 +38,7 @@ pub fn follow(team: usize, alloc: &Allocation) {
     // Narrowed to one CPU, the kernel moves the thread there before the call returns; widened
     // back, it stays. A failure (a CPU the manager just took away) leaves the balancer to it.
     if set_affinity(&one) && set_affinity(words) {
-        runtime::log(format_args!("cpumgr-omp: member {} moved to CPU {own} of {cpus}", thread_num()));
+        runtime::log(format_args!("cpumgr-omp: member {} moved to CPU {own} of {cpus}", runtime::thread_num()));
     }
     // A decision published meanwhile was pinned by the manager before this widening: take its
     // CPUs, so the thread never keeps CPUs the program no longer has.
@@ -54,18 +53,6 @@ fn set_affinity(words: &[u64]) -> bool {
     // SAFETY: `words` is a live CPU mask of `size_of_val(words)` bytes, the layout the kernel
     // reads (unsigned longs of 64 bits on the 64-bit targets this builds for); 0 is the caller.
     unsafe { libc::sched_setaffinity(0, std::mem::size_of_val(words), words.as_ptr().cast()) == 0 }
-}
-
-/// The calling thread's number in its team (the real `omp_get_thread_num`).
-fn thread_num() -> usize {
-    static F: OnceLock<Option<unsafe extern "C" fn() -> c_int>> = OnceLock::new();
-    let f = F.get_or_init(|| {
-        let p = runtime::next_symbol(c"omp_get_thread_num");
-        // SAFETY: omp_get_thread_num has this signature in every OpenMP runtime.
-        (!p.is_null()).then(|| unsafe { std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> c_int>(p) })
-    });
-    // SAFETY: the real function, no arguments.
-    f.map_or(0, |f| unsafe { f() }).max(0) as usize
 }
 
 #[cfg(test)]
