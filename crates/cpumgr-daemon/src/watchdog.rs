@@ -203,11 +203,14 @@ fn fork_watchdog(
     }
     // SAFETY: the kernel just created both; we own them.
     let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    // Read before the fork: in the child, a manager that died at once would leave `getppid` the
+    // reaper's pid, and the watchdog would look for another manager's cgroups.
+    let manager = std::process::id() as libc::pid_t;
     // SAFETY: the child runs `watch`, which makes system calls only, and never returns.
     let pid = unsafe { libc::fork() };
     if pid == 0 {
         // SAFETY: in the child, see above.
-        unsafe { watch(read.as_raw_fd(), escape.map_or(-1, |e| e.as_raw_fd()), board, capacity) }
+        unsafe { watch(manager, read.as_raw_fd(), escape.map_or(-1, |e| e.as_raw_fd()), board, capacity) }
     }
     if pid < 0 {
         return Err(io::Error::last_os_error());
@@ -218,9 +221,9 @@ fn fork_watchdog(
 /// The watchdog process: waits for the manager's end, releases what the board lists, exits.
 ///
 /// # Safety
-/// Only in the child of `fork`, with `pipe` the read end and `board` the shared mapping.
-unsafe fn watch(pipe: RawFd, escape: RawFd, board: *mut AtomicU64, capacity: usize) -> ! {
-    let manager = libc::getppid();
+/// Only in the child of `fork`, with `manager` the parent's pid, `pipe` the read end and `board`
+/// the shared mapping.
+unsafe fn watch(manager: libc::pid_t, pipe: RawFd, escape: RawFd, board: *mut AtomicU64, capacity: usize) -> ! {
     // Keep only the pipe (moved to 3) and the escape (moved to 4, -1 without); close the rest.
     let escape = if escape >= 0 { libc::fcntl(escape, libc::F_DUPFD, 10) } else { -1 };
     if pipe != 3 {
