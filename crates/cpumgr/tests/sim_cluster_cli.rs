@@ -35,6 +35,7 @@ fn every_batch_scheduler_and_node_use_is_a_row() {
         (v["nodes"].as_u64(), v["node_cpus"].as_u64(), v["oversubscribe"].as_u64()),
         (Some(2), Some(2), Some(2))
     );
+    assert_eq!(v["left_out"]["bad_lines"].as_u64(), Some(0), "the cluster's JSON says what the trace left out");
     let labels: Vec<&str> = v["results"].as_array().unwrap().iter().map(|r| r["label"].as_str().unwrap()).collect();
     assert_eq!(
         labels,
@@ -89,4 +90,16 @@ fn the_hpc2n_cluster_runs_on_its_120_nodes_of_2_cpus() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["node_cpus"], 2, "MaxProcs 240 over 120 nodes");
     assert!(v["results"].as_array().unwrap().iter().all(|r| r["jobs"] == 3145));
+}
+
+#[test]
+fn a_bad_line_is_named_with_the_skip_hint_and_batch_needs_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.swf");
+    std::fs::write(&f, "; MaxProcs: 4\n1 0 -1 10 1\n").unwrap();
+    let o = cpumgr(&["sim", "--swf", f.to_str().unwrap(), "--nodes", "2"]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--skip-bad"), "{}", stderr(&o));
+    let o = cpumgr(&["sim", "--preset", "nanos-cpuset32", "--batch", "fcfs"]);
+    assert!(!o.status.success(), "--batch without --nodes is refused");
 }

@@ -132,10 +132,10 @@ pub struct Args {
     node_cpus: Option<u32>,
     /// The cluster's batch scheduler, or several to compare (`fcfs,easy`): `fcfs`, or `easy`
     /// backfilling on the jobs' requested run times.
-    #[arg(long, default_value = "easy")]
+    #[arg(long, default_value = "easy", requires = "nodes")]
     batch: String,
     /// Processes a shared node takes per CPU (Slurm's `OverSubscribe=FORCE:K`).
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64), requires = "nodes")]
     oversubscribe: u32,
     /// List the presets and exit.
     #[arg(long)]
@@ -177,6 +177,28 @@ struct Loaded {
     left_out: LeftOut,
 }
 
+/// Reads the SWF trace at `path` as the arguments say (`--swf-kind`, `--swf-serial`,
+/// `--skip-bad`, `--limit`), on a machine of `cpus` CPUs when given; says on stderr what it left
+/// out. Returns its name and the trace, which holds at least one job.
+fn read_swf(args: &Args, path: &Path, cpus: Option<u32>) -> anyhow::Result<(String, swf::SwfTrace)> {
+    let name = path.display().to_string();
+    let kind = JobKind::parse(&args.swf_kind)
+        .ok_or_else(|| InputError::new(format!("--swf-kind {:?}: rigid, moldable or malleable", args.swf_kind)))?;
+    let speedup = SpeedupModel::Amdahl { serial: args.swf_serial };
+    speedup.check().map_err(|m| InputError::new(format!("--swf-serial: {m}")))?;
+    let opts = swf::SwfOptions { kind, speedup, skip_bad: args.skip_bad, cpus, limit: args.limit };
+    let t = swf::read(&name, open_file(path)?, &opts).map_err(|e| {
+        let hint =
+            if args.skip_bad || !swf::skippable(&e) { "" } else { " (--skip-bad skips such lines and counts them)" };
+        InputError::new(format!("{e}{hint}"))
+    })?;
+    note_left_out(&name, &t);
+    if t.jobs.is_empty() {
+        return Err(InputError::new(format!("{name}: no job to simulate")));
+    }
+    Ok((name, t))
+}
+
 /// Loads the workload the arguments name; its machine is `cpus` CPUs when given (the jobs of a
 /// workload file or an SWF trace are checked against it), else the file's or the header's, else
 /// this host's, and a workload file's jobs are checked against it.
@@ -200,27 +222,10 @@ fn load(args: &Args, cpus: Option<u32>) -> anyhow::Result<Loaded> {
         return Ok(Loaded { workload, host, left_out: LeftOut::default() });
     }
     if let Some(path) = &args.swf {
-        let name = path.display().to_string();
-        let kind = JobKind::parse(&args.swf_kind)
-            .ok_or_else(|| InputError::new(format!("--swf-kind {:?}: rigid, moldable or malleable", args.swf_kind)))?;
-        let speedup = SpeedupModel::Amdahl { serial: args.swf_serial };
-        speedup.check().map_err(|m| InputError::new(format!("--swf-serial: {m}")))?;
-        let opts = swf::SwfOptions { kind, speedup, skip_bad: args.skip_bad, cpus, limit: args.limit };
-        let t = swf::read(&name, open_file(path)?, &opts).map_err(|e| {
-            let hint = if args.skip_bad || !swf::skippable(&e) {
-                ""
-            } else {
-                " (--skip-bad skips such lines and counts them)"
-            };
-            InputError::new(format!("{e}{hint}"))
-        })?;
-        note_left_out(&name, &t);
-        if t.jobs.is_empty() {
-            return Err(InputError::new(format!("{name}: no job to simulate")));
-        }
+        let (name, t) = read_swf(args, path, cpus)?;
         let mut workload = Workload::of(name, t.jobs);
         workload.cpus = Some(t.cpus);
-        return Ok(Loaded { workload, host: None, left_out: LeftOut { jobs: t.omitted, bad_lines: t.skipped } });
+        return Ok(Loaded { workload, host: None, left_out: LeftOut::of(t.omitted, t.skipped) });
     }
     if let Some(name) = &args.preset {
         return presets::build(name)
@@ -237,6 +242,12 @@ struct LeftOut {
     jobs: Vec<swf::Omitted>,
     /// Malformed lines `--skip-bad` skipped.
     bad_lines: usize,
+}
+
+impl LeftOut {
+    fn of(jobs: Vec<swf::Omitted>, bad_lines: usize) -> LeftOut {
+        LeftOut { jobs, bad_lines }
+    }
 }
 
 /// Says on stderr what of a trace is not used, and why: the header values that cannot size the

@@ -5,12 +5,11 @@
 use std::thread;
 
 use cpumgr_sim::cluster::{self, Batch, ClusterConfig, ClusterJob, ClusterSummary, Sharing};
-use cpumgr_sim::generate::JobKind;
-use cpumgr_sim::{swf, CostModel, SpeedupModel};
+use cpumgr_sim::CostModel;
 use serde_json::json;
 
-use super::{config_cost, csv_field, emit, note_left_out, Args};
-use crate::input::{open_file, InputError};
+use super::{config_cost, csv_field, emit, Args};
+use crate::input::InputError;
 
 /// What the nodes run when `--policy` is not given: whole nodes, and nodes shared with no
 /// manager and under equipartition.
@@ -19,11 +18,6 @@ const DEFAULT_RUNS: [&str; 3] = ["exclusive", "os", "equipartition"];
 /// Runs `--nodes`.
 pub(super) fn run(args: &Args, nodes: u32) -> anyhow::Result<()> {
     let path = args.swf.as_ref().expect("clap requires --swf with --nodes");
-    let name = path.display().to_string();
-    let kind = JobKind::parse(&args.swf_kind)
-        .ok_or_else(|| InputError::new(format!("--swf-kind {:?}: rigid, moldable or malleable", args.swf_kind)))?;
-    let speedup = SpeedupModel::Amdahl { serial: args.swf_serial };
-    speedup.check().map_err(|m| InputError::new(format!("--swf-serial: {m}")))?;
     if nodes == 0 {
         return Err(InputError::new("--nodes: a cluster has at least one node"));
     }
@@ -34,9 +28,7 @@ pub(super) fn run(args: &Args, nodes: u32) -> anyhow::Result<()> {
         }
         (None, c) => c,
     };
-    let opts = swf::SwfOptions { kind, speedup, skip_bad: args.skip_bad, cpus, limit: args.limit };
-    let t = swf::read(&name, open_file(path)?, &opts).map_err(|e| InputError::new(e.to_string()))?;
-    note_left_out(&name, &t);
+    let (name, t) = super::read_swf(args, path, cpus)?;
     let node_cpus = match args.node_cpus {
         Some(p) => p,
         None if t.cpus % nodes == 0 => t.cpus / nodes,
@@ -79,7 +71,8 @@ pub(super) fn run(args: &Args, nodes: u32) -> anyhow::Result<()> {
         })
         .collect();
     let results = run_all(&configs, &jobs)?;
-    print(args, &name, nodes, node_cpus, &results)
+    let left_out = super::LeftOut::of(t.omitted, t.skipped);
+    print(args, &name, nodes, node_cpus, &left_out, &results)
 }
 
 /// Runs every configuration on the jobs, each on a thread of its own (they are independent and
@@ -92,13 +85,21 @@ fn run_all(configs: &[ClusterConfig], jobs: &[ClusterJob]) -> anyhow::Result<Vec
     done.into_iter().map(|r| r.map_err(|e| InputError::new(e.to_string()))).collect()
 }
 
-fn print(args: &Args, name: &str, nodes: u32, node_cpus: u32, results: &[ClusterSummary]) -> anyhow::Result<()> {
+fn print(
+    args: &Args,
+    name: &str,
+    nodes: u32,
+    node_cpus: u32,
+    left_out: &super::LeftOut,
+    results: &[ClusterSummary],
+) -> anyhow::Result<()> {
     if args.json {
         let out = json!({
             "workload": name,
             "nodes": nodes,
             "node_cpus": node_cpus,
             "oversubscribe": args.oversubscribe,
+            "left_out": left_out,
             "results": results,
         });
         outln!("{}", serde_json::to_string_pretty(&out)?);
