@@ -151,8 +151,8 @@ pub struct Cpusets {
     /// `cpuset.mems` for the programs' cgroups (v1 requires it).
     mems: String,
     programs: HashMap<ProgramId, Group>,
-    /// Programs left to affinity, each with the foreign cgroup one of its processes lives in.
-    foreign: HashMap<ProgramId, PathBuf>,
+    /// Programs left to affinity: one of their processes lives in a foreign cgroup.
+    foreign: HashSet<ProgramId>,
 }
 
 impl Cpusets {
@@ -199,7 +199,7 @@ impl Cpusets {
             Ok(mems)
         };
         match setup() {
-            Ok(mems) => Ok(Cpusets { hierarchy: h, dir, mems, programs: HashMap::new(), foreign: HashMap::new() }),
+            Ok(mems) => Ok(Cpusets { hierarchy: h, dir, mems, programs: HashMap::new(), foreign: HashSet::new() }),
             Err(e) => {
                 let _ = fs::remove_dir(&dir);
                 Err(e)
@@ -234,7 +234,7 @@ impl Cpusets {
     /// Whether program `id` is left to affinity: a process of it lives in a cgroup someone else
     /// made.
     pub fn is_foreign(&self, id: ProgramId) -> bool {
-        self.foreign.contains_key(&id)
+        self.foreign.contains(&id)
     }
 
     /// Confines program `id` (leader `leader`, processes `pids`) to `cpus`: its cgroup is created
@@ -243,7 +243,7 @@ impl Cpusets {
     /// caller confines it by affinity (a program already inside is first moved back home). The
     /// choice is logged once per program.
     pub fn apply(&mut self, id: ProgramId, leader: i32, pids: &[i32], cpus: &CpuSet) -> io::Result<bool> {
-        if self.foreign.contains_key(&id) {
+        if self.foreign.contains(&id) {
             return Ok(false);
         }
         let attached = self.programs.get(&id).map(|g| &g.attached);
@@ -251,7 +251,7 @@ impl Cpusets {
         if let Some(cgroup) = new.clone().find_map(|p| self.foreign_cgroup(p)) {
             tracing::info!(id = id.0, cgroup = %cgroup.display(), "confined by affinity: a process of it lives in a cpuset cgroup the manager did not make, and stays there");
             self.release(id);
-            self.foreign.insert(id, cgroup);
+            self.foreign.insert(id);
             return Ok(false);
         }
         let g = match self.programs.entry(id) {

@@ -33,7 +33,7 @@ impl OwnMasks {
             if self.known.contains_key(&pid) {
                 continue;
             }
-            let Some(start) = start_of(pid) else { continue };
+            let Some(start) = procfs::start_of(pid) else { continue };
             let own = (first || start < since).then(|| affinity::get(pid).ok()).flatten();
             if let Some(mask) = &own {
                 original.union_with(mask);
@@ -49,19 +49,13 @@ impl OwnMasks {
     /// The own mask of process `pid`, if it is still the process whose mask was read.
     pub fn of(&self, pid: i32) -> Option<&CpuSet> {
         let (start, own) = self.known.get(&pid)?;
-        own.as_ref().filter(|_| start_of(pid) == Some(*start))
+        own.as_ref().filter(|_| Stray { pid, start: *start }.alive())
     }
 
     /// Whether any process has a mask of its own.
     pub fn is_empty(&self) -> bool {
         self.known.values().all(|(_, own)| own.is_none())
     }
-}
-
-/// When process `pid` started, clock ticks after boot.
-fn start_of(pid: i32) -> Option<u64> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    procfs::parse_stat(&text).map(|s| s.start)
 }
 
 /// Clock ticks since boot now (`CLOCK_BOOTTIME`, the clock of `/proc`'s start times).

@@ -478,6 +478,11 @@ fn read_stat(pid: i32) -> Option<Stat> {
     read_proc(&format!("/proc/{pid}/stat")).and_then(|t| parse_stat(&t))
 }
 
+/// When process `pid` started, clock ticks after boot; `None` when it is gone.
+pub fn start_of(pid: i32) -> Option<u64> {
+    read_stat(pid).map(|s| s.start)
+}
+
 /// Counts thread `tid` in state `state` into `s`; a thread that has exited is left out.
 fn add_thread(s: &mut Sample, tid: i32, state: char) {
     match state {
