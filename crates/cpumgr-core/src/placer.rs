@@ -70,6 +70,8 @@ pub struct Placer {
     displaced: Vec<usize>,
     /// Scratch: the positions whose holders [`Placer::record_owners`] records, a bitset.
     wanted: Vec<u64>,
+    /// Scratch: the free positions [`Placer::hide_outside`] hid, per word.
+    hidden: Vec<u64>,
 }
 
 /// The CPUs no program holds: the state a placement works on, apart from the placer's scratch
@@ -220,14 +222,14 @@ impl Placer {
         // allowed more.
         first.sort_unstable();
         for &(_, i) in &first {
-            let hidden = self.hide_outside(topology, bound(i).expect("bounded"));
+            self.hide_outside(topology, bound(i).expect("bounded"));
             self.keep(topology, programs, decision, std::iter::once(i));
-            self.unhide(topology, &hidden);
+            self.unhide(topology);
         }
         for &(_, i) in &first {
-            let hidden = self.hide_outside(topology, bound(i).expect("bounded"));
+            self.hide_outside(topology, bound(i).expect("bounded"));
             self.grow(topology, decision, std::iter::once(i));
-            self.unhide(topology, &hidden);
+            self.unhide(topology);
         }
         let rest = (0..programs.len()).filter(|&i| bound(i).is_none());
         self.keep(topology, programs, decision, rest.clone());
@@ -256,25 +258,26 @@ impl Placer {
     }
 
     /// Marks the free CPUs outside `allowed` taken, so that what the placer keeps or grows next
-    /// is inside it (best fit too: the domains' counts follow); returns them, per word, for
+    /// is inside it (best fit too: the domains' counts follow); remembers them for
     /// [`Placer::unhide`].
-    fn hide_outside(&mut self, topology: &Topology, allowed: &CpuSet) -> Vec<u64> {
-        let inside = topology.position_words(allowed, &mut self.scratch).to_vec();
-        let hidden: Vec<u64> =
-            (0..self.free.map.len()).map(|k| self.free.map.word(k) & !inside.get(k).copied().unwrap_or(0)).collect();
-        for (k, &w) in hidden.iter().enumerate() {
-            if w != 0 {
-                self.free.set_bits(topology, k, w, false);
-            }
-        }
-        hidden
+    fn hide_outside(&mut self, topology: &Topology, allowed: &CpuSet) {
+        let inside = topology.position_words(allowed, &mut self.scratch);
+        let free = &self.free.map;
+        self.hidden.clear();
+        self.hidden.extend((0..free.len()).map(|k| free.word(k) & !inside.get(k).copied().unwrap_or(0)));
+        self.set_hidden(topology, false);
     }
 
     /// Frees again the CPUs [`Placer::hide_outside`] hid.
-    fn unhide(&mut self, topology: &Topology, hidden: &[u64]) {
-        for (k, &w) in hidden.iter().enumerate() {
+    fn unhide(&mut self, topology: &Topology) {
+        self.set_hidden(topology, true);
+    }
+
+    /// Marks the hidden CPUs free or taken.
+    fn set_hidden(&mut self, topology: &Topology, free: bool) {
+        for (k, &w) in self.hidden.iter().enumerate() {
             if w != 0 {
-                self.free.set_bits(topology, k, w, true);
+                self.free.set_bits(topology, k, w, free);
             }
         }
     }
