@@ -207,6 +207,15 @@ impl Manager {
         self.shared.lock().len()
     }
 
+    /// Waits until no program is registered, at most `timeout`; how many are left. A program's
+    /// end kicks the scheduler, which wakes this wait with it.
+    pub fn wait_for_programs(&self, timeout: Duration) -> usize {
+        let state = self.shared.lock();
+        let (state, _) =
+            self.shared.wake.wait_timeout_while(state, timeout, |s| !s.is_empty()).unwrap_or_else(|e| e.into_inner());
+        state.len()
+    }
+
     /// The socket it serves.
     pub fn socket(&self) -> &Path {
         &self.socket

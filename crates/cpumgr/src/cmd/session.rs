@@ -313,16 +313,15 @@ impl Session {
         self.link = None;
         if let Some(m) = self.embedded.take() {
             let mut told = false;
-            while m.programs() > 0 && !self.flags.iter().any(|(_, f)| f.load(Ordering::Acquire)) {
+            while !self.flags.iter().any(|(_, f)| f.load(Ordering::Acquire)) {
+                let left = m.wait_for_programs(Duration::from_millis(if told { 50 } else { 0 }));
+                if left == 0 {
+                    break;
+                }
                 if !told {
-                    eprintln!(
-                        "cpumgr: keeping the manager on {} for {} more program(s)",
-                        self.socket.display(),
-                        m.programs()
-                    );
+                    eprintln!("cpumgr: keeping the manager on {} for {left} more program(s)", self.socket.display());
                     told = true;
                 }
-                std::thread::sleep(Duration::from_millis(5));
             }
             m.shutdown();
         }
