@@ -28,7 +28,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     println!(
-        "policy {}  quantum {} ms  backend {}  cpus {}  manager pid {}  quanta {}",
+        "policy {}  quantum {} ms  backend {}  cpus {}  manager pid {}  steps {}",
         s.policy, s.quantum_ms, s.backend, s.cpus, s.pid, s.steps
     );
     println!(

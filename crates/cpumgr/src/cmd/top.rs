@@ -1,6 +1,6 @@
 //! `cpumgr top`: a live terminal view of the manager, polling its `status` over the socket.
 //!
-//! A header with the policy, quantum, backend and quanta decided; the managed CPUs drawn along the
+//! A header with the policy, quantum, backend and steps taken; the managed CPUs drawn along the
 //! machine's topology (one line per package, cores bracketed), each CPU coloured by the program
 //! that owns it; a table of programs (id, name, pid, request, allocation, CPU set, state, CPU time,
 //! speedup when the runtime reports one), with a second line under the CPU set and state of a
@@ -147,7 +147,7 @@ pub fn draw(f: &mut Frame, v: &View) {
     ])
     .areas(f.area());
     let title =
-        format!(" cpumgr · policy {} · quantum {} ms · {} · quanta {}", s.policy, s.quantum_ms, s.backend, s.steps);
+        format!(" cpumgr · policy {} · quantum {} ms · {} · steps {}", s.policy, s.quantum_ms, s.backend, s.steps);
     f.render_widget(Paragraph::new(title).style(Style::new().add_modifier(Modifier::REVERSED)), header);
     f.render_widget(
         Paragraph::new(map).block(Block::bordered().title(format!(" CPUs {} ", s.cpus))).wrap(Wrap { trim: false }),
@@ -432,7 +432,7 @@ mod tests {
         let t = render(&v);
         let text = plain(t.backend().buffer());
         assert!(
-            text.lines().next().unwrap().contains("policy equipartition · quantum 100 ms · affinity · quanta 42"),
+            text.lines().next().unwrap().contains("policy equipartition · quantum 100 ms · affinity · steps 42"),
             "{text}"
         );
         assert!(text.contains("pkg0 [  0  1][  2  3]"), "{text}");
