@@ -31,6 +31,7 @@ use serde::Serialize;
 
 use crate::cost::CostModel;
 use crate::job::JobSpec;
+use crate::limits::seconds;
 use crate::metrics::BOUNDED_SLOWDOWN_TAU;
 use crate::swf::SwfTrace;
 pub use batch::Batch;
@@ -413,11 +414,6 @@ fn repace(
             ends.push(Reverse((Time(end), r.job)));
         }
     }
-}
-
-/// Nanoseconds as seconds.
-fn seconds(ns: cpumgr_core::Nanos) -> f64 {
-    ns as f64 / 1e9
 }
 
 /// A time in seconds, ordered totally (never NaN here).
