@@ -6,10 +6,12 @@
 //! continued and widened back to the CPUs it had, and keeps running. If the manager disappears,
 //! `cpumgr attach` releases the process itself. All of this is the [`Session`] `cpumgr run` uses.
 
+use std::os::fd::AsFd;
+
 use clap::Parser;
 use cpumgr_core::CpuSet;
-use cpumgr_daemon::enforce;
 use cpumgr_daemon::procfs::{parse_stat, Target};
+use cpumgr_daemon::{enforce, pidfd};
 use cpumgr_proto::Registration;
 
 use super::daemon;
@@ -76,12 +78,15 @@ pub(super) fn supervise(
         tracing::warn!(pid, "not registered yet: {message}");
     }
     tracing::info!(pid, ?target, name, "attached");
+    let ended = pidfd::open(pid).ok();
     while alive(pid) {
         if let Some(sig) = session.take_signal() {
             tracing::info!(pid, "{sig}: detaching; the process keeps running");
             break;
         }
-        session.watch(target, original);
+        if session.watch(target, original, ended.as_ref().map(|fd| fd.as_fd())) {
+            break;
+        }
     }
     session.close();
     Ok(())

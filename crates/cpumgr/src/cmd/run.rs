@@ -15,12 +15,13 @@
 //! A build (`make -j`, ninja, cargo) gets a jobserver whose tokens follow the program's
 //! allocation, read from its slot (crate `cpumgr-jobserver`; `--jobserver`, `--no-jobserver`).
 
+use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Command;
 
 use clap::Parser;
-use cpumgr_daemon::enforce;
 use cpumgr_daemon::procfs::Target;
+use cpumgr_daemon::{enforce, pidfd};
 use cpumgr_jobserver::{slot_source, Jobserver, Source};
 use cpumgr_launch::{adapter, mpi};
 use cpumgr_proto::Segment;
@@ -105,6 +106,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     let mut child = cmd.spawn().map_err(|e| InputError::new(format!("{}: {e}", args.cmd[0])))?;
     let pid = child.id() as i32;
+    let ended = pidfd::open(pid).ok();
     let target = Target::Group(pid);
     let mut reg = args.program.registration(pid, &args.cmd.join(" "));
     if args.program.says_nothing_of_size() {
@@ -132,7 +134,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         if let Some(st) = child.try_wait()? {
             break st;
         }
-        session.watch(target, &original);
+        if session.watch(target, &original, ended.as_ref().map(|fd| fd.as_fd())) {
+            break child.wait()?;
+        }
     };
     drop(jobs);
     session.close();

@@ -17,7 +17,7 @@
 //! one after a lost connection), it registers the program again with that slot attached, and the
 //! manager re-adopts it as it is (`cpumgr_daemon::adopt`): the program never stops running.
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -243,14 +243,17 @@ impl Session {
         }
     }
 
-    /// Waits up to 20 ms on the manager's connection; if the manager is gone, releases `target`
-    /// (continued, every thread's affinity set to `original`) and carries on unmanaged, trying the
-    /// socket every [`RECONNECT_EVERY`] to register the program again with a new manager. A
-    /// manager that stopped renewing the slot's lease gets the program released too (once), and
-    /// keeps its connection.
-    pub fn watch(&mut self, target: Target, original: &CpuSet) {
-        self.watch_link(target, original);
+    /// Waits up to 20 ms on the manager's connection, returning early when `ended` (the
+    /// supervised process's pidfd) becomes readable: the process exited, and the caller learns it
+    /// at once rather than at the next lap. If the manager is gone, releases `target` (continued,
+    /// every thread's affinity set to `original`) and carries on unmanaged, trying the socket
+    /// every [`RECONNECT_EVERY`] to register the program again with a new manager. A manager that
+    /// stopped renewing the slot's lease gets the program released too (once), and keeps its
+    /// connection. True when `ended` fired.
+    pub fn watch(&mut self, target: Target, original: &CpuSet, ended: Option<BorrowedFd<'_>>) -> bool {
+        let ended = self.watch_link(target, original, ended);
         self.watch_lease(target, original);
+        ended
     }
 
     /// [`Session::watch`]'s lease check: releases the program when the lease in its slot ran out
@@ -270,22 +273,21 @@ impl Session {
     }
 
     /// [`Session::watch`]'s wait on the connection, and the release when it ends.
-    fn watch_link(&mut self, target: Target, original: &CpuSet) {
+    fn watch_link(&mut self, target: Target, original: &CpuSet, ended: Option<BorrowedFd<'_>>) -> bool {
         let Some(c) = &self.link else {
-            std::thread::sleep(Duration::from_millis(20));
+            let seen = lap(None, ended);
             self.reconnect();
-            return;
+            return seen.ended;
         };
-        let mut fds = [PollFd::new(c.as_fd(), PollFlags::POLLIN)];
-        let _ = poll(&mut fds, PollTimeout::from(20u16));
-        // The only message the manager ever sends unasked is its end (EOF).
-        if fds[0].revents().is_some_and(|r| !r.is_empty()) {
+        let seen = lap(Some(c.as_fd()), ended);
+        if seen.manager_gone {
             tracing::warn!("the manager is gone; releasing the program");
             enforce::release(target, original, &[]);
             self.link = None;
             self.id = None;
             self.retry_at = Instant::now();
         }
+        seen.ended
     }
 
     /// Without a manager, and with a registration to bring back: connects when a manager answers
@@ -328,6 +330,25 @@ impl Session {
     }
 }
 
+/// What one lap of [`Session::watch`] saw.
+#[derive(Debug, Default, PartialEq)]
+struct Lap {
+    /// The manager's connection ended (EOF: the only message it ever sends unasked).
+    manager_gone: bool,
+    /// The supervised process exited (its pidfd became readable).
+    ended: bool,
+}
+
+/// Waits up to 20 ms for the manager's connection `link` to end or the pidfd `ended` to become
+/// readable; with neither to wait on, sleeps the 20 ms.
+fn lap(link: Option<BorrowedFd<'_>>, ended: Option<BorrowedFd<'_>>) -> Lap {
+    let mut fds: Vec<PollFd> = link.iter().chain(&ended).map(|fd| PollFd::new(*fd, PollFlags::POLLIN)).collect();
+    let _ = poll(&mut fds, PollTimeout::from(20u16));
+    let fired = |i: usize| fds.get(i).and_then(|fd| fd.revents()).is_some_and(|r| !r.is_empty());
+    let link = link.is_some() as usize;
+    Lap { manager_gone: link == 1 && fired(0), ended: ended.is_some() && fired(link) }
+}
+
 /// Connects to the manager, or starts one here.
 fn connect_or_embed(resolved: &daemon::Resolved) -> anyhow::Result<(Conn, Option<Manager>)> {
     let socket = &resolved.socket;
@@ -351,5 +372,32 @@ fn connect_or_embed(resolved: &daemon::Resolved) -> anyhow::Result<(Conn, Option
             Err(StartError::Settings(m)) => return Err(InputError::new(m)),
             Err(e) => return Err(e.into()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixStream;
+
+    /// A lap reports what fired: a supervised process that exited, a manager that hung up, and
+    /// neither while both are there.
+    #[test]
+    fn a_lap_sees_the_process_end_and_the_manager_go() {
+        let mut done = std::process::Command::new("true").spawn().unwrap();
+        let pidfd = cpumgr_daemon::pidfd::open(done.id() as i32).unwrap();
+        done.wait().unwrap();
+        let mut live = std::process::Command::new("sleep").arg("10").spawn().unwrap();
+        let live_fd = cpumgr_daemon::pidfd::open(live.id() as i32).unwrap();
+        let (ours, theirs) = UnixStream::pair().unwrap();
+
+        assert_eq!(lap(Some(ours.as_fd()), Some(live_fd.as_fd())), Lap::default());
+        assert_eq!(lap(Some(ours.as_fd()), Some(pidfd.as_fd())), Lap { manager_gone: false, ended: true });
+        assert_eq!(lap(None, Some(pidfd.as_fd())), Lap { manager_gone: false, ended: true });
+        drop(theirs);
+        assert_eq!(lap(Some(ours.as_fd()), Some(live_fd.as_fd())), Lap { manager_gone: true, ended: false });
+        assert_eq!(lap(None, None), Lap::default());
+        live.kill().unwrap();
+        live.wait().unwrap();
     }
 }
