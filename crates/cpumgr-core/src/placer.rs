@@ -183,10 +183,7 @@ impl Placer {
         decision: &Decision,
         sets: &mut Vec<CpuSet>,
     ) {
-        self.reset(topology, managed);
-        // Every set is cleared and written: those kept from the last placement keep their
-        // storage.
-        sets.resize(programs.len(), CpuSet::new());
+        self.start(topology, managed, programs.len(), sets);
         self.assign(topology, programs, decision, 0..programs.len(), sets);
     }
 
@@ -213,11 +210,7 @@ impl Placer {
         if first.is_empty() {
             return self.place(topology, managed, programs, decision, sets);
         }
-        self.reset(topology, managed);
-        sets.resize(programs.len(), CpuSet::new());
-        if self.kept.len() < programs.len() {
-            self.kept.resize_with(programs.len(), Taken::default);
-        }
+        self.start(topology, managed, programs.len(), sets);
         // The fewest allowed CPUs first: a program allowed a few leaves the rest to those
         // allowed more.
         first.sort_unstable();
@@ -238,6 +231,22 @@ impl Placer {
         // takes from what is left, so that every count holds.
         self.grow(topology, decision, first.iter().map(|&(_, i)| i));
         self.write(topology, 0..programs.len(), sets);
+    }
+
+    /// Starts a full placement of `n` programs: the free map of `managed` ([`Placer::reset`]), a
+    /// set and a kept entry per program. Every set is cleared and written later: those kept from
+    /// the last placement keep their storage.
+    fn start(&mut self, topology: &Topology, managed: &CpuSet, n: usize, sets: &mut Vec<CpuSet>) {
+        self.reset(topology, managed);
+        sets.resize(n, CpuSet::new());
+        self.room_for(n);
+    }
+
+    /// Makes [`Placer::kept`] hold an entry for each of `n` programs.
+    fn room_for(&mut self, n: usize) {
+        if self.kept.len() < n {
+            self.kept.resize_with(n, Taken::default);
+        }
     }
 
     /// Frees every managed CPU and takes every other one: the free map a full placement starts
@@ -374,6 +383,7 @@ impl Placer {
             changed.dedup();
         }
         self.displaced = displaced;
+        self.room_for(programs.len());
         self.assign(topology, programs, decision, changed.iter().copied(), sets);
         true
     }
@@ -450,7 +460,7 @@ impl Placer {
     }
 
     /// Keeps and grows the programs `which` (increasing indices) on the free map, writing their
-    /// sets.
+    /// sets ([`Placer::room_for`] the programs first).
     fn assign(
         &mut self,
         topology: &Topology,
@@ -459,9 +469,6 @@ impl Placer {
         which: impl Iterator<Item = usize> + Clone,
         sets: &mut [CpuSet],
     ) {
-        if self.kept.len() < programs.len() {
-            self.kept.resize_with(programs.len(), Taken::default);
-        }
         self.keep(topology, programs, decision, which.clone());
         self.grow(topology, decision, which.clone());
         self.write(topology, which, sets);
