@@ -82,6 +82,13 @@ impl Hierarchy {
         let rel = path.strip_prefix(self.root.trim_end_matches('/')).unwrap_or(path);
         Some(self.mount.join(rel.trim_start_matches('/')))
     }
+
+    /// The directory of `pid`'s cgroup and who owns it, for a manager whose own cgroup is `own`.
+    fn cgroup_of(&self, pid: i32, own: &Path) -> Option<(PathBuf, Owner)> {
+        let dir = self.dir_of(pid)?;
+        let owner = cgroup_owner::owner(&dir, own);
+        Some((dir, owner))
+    }
 }
 
 /// The CPUs or memory nodes (`what`: `cpus`, `mems`) the cgroup at `dir` really has: v1's
@@ -225,12 +232,6 @@ impl Cpusets {
         self.dir.parent().unwrap_or(&self.dir)
     }
 
-    /// The cgroup of process `pid` when someone else made it ([`Owner::Foreign`]).
-    fn foreign_cgroup(&self, pid: i32) -> Option<PathBuf> {
-        let dir = self.hierarchy.dir_of(pid)?;
-        (!cgroup_owner::owner(&dir, self.own()).may_move()).then_some(dir)
-    }
-
     /// Whether program `id` is left to affinity: a process of it lives in a cgroup someone else
     /// made.
     pub fn is_foreign(&self, id: ProgramId) -> bool {
@@ -247,8 +248,20 @@ impl Cpusets {
             return Ok(false);
         }
         let attached = self.programs.get(&id).map(|g| &g.attached);
-        let new = pids.iter().copied().filter(|p| !attached.is_some_and(|a| a.contains(p)));
-        if let Some(cgroup) = new.clone().find_map(|p| self.foreign_cgroup(p)) {
+        // The cgroup of each process not inside yet, read once; a new program's leader's is also
+        // where its processes go home to.
+        let (mut foreign, mut leader_cgroup) = (None, None);
+        for p in pids.iter().copied().filter(|p| !attached.is_some_and(|a| a.contains(p))) {
+            match self.hierarchy.cgroup_of(p, self.own()) {
+                Some((dir, Owner::Foreign)) => {
+                    foreign = Some(dir);
+                    break;
+                }
+                Some(cgroup) if p == leader => leader_cgroup = Some(cgroup),
+                _ => {}
+            }
+        }
+        if let Some(cgroup) = foreign {
             tracing::info!(id = id.0, cgroup = %cgroup.display(), "confined by affinity: a process of it lives in a cpuset cgroup the manager did not make, and stays there");
             self.release(id);
             self.foreign.insert(id);
@@ -257,12 +270,13 @@ impl Cpusets {
         let g = match self.programs.entry(id) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
-                let dir_of = self.hierarchy.dir_of(leader);
-                let dir_of = dir_of.ok_or_else(|| io::Error::other(format!("no cgroup for process {leader}")))?;
                 let own = self.dir.parent().unwrap_or(&self.dir);
+                let (dir_of, owner) = leader_cgroup
+                    .or_else(|| self.hierarchy.cgroup_of(leader, own))
+                    .ok_or_else(|| io::Error::other(format!("no cgroup for process {leader}")))?;
                 // A process in a manager's tree (one a dead manager left) goes home to the
                 // manager's own cgroup, not to a directory that is going away.
-                let home = match cgroup_owner::owner(&dir_of, own) {
+                let home = match owner {
                     Owner::Manager => own.to_path_buf(),
                     _ => dir_of,
                 };

@@ -5,7 +5,6 @@
 //! process group). [`release`] undoes both, and is what the manager runs for every program when it
 //! exits, and what `cpumgr run` runs as a supervisor when its manager disappears.
 
-use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -134,13 +133,6 @@ impl Backend {
     }
 }
 
-/// The threads of process `pid` now.
-fn threads_of(pid: i32) -> Vec<i32> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .map(|dir| dir.filter_map(|t| t.ok()?.file_name().to_str()?.parse().ok()).collect())
-        .unwrap_or_default()
-}
-
 /// Sets the CPU affinity of one thread ([`affinity::set`]). A thread that is gone is not an error.
 pub fn set_affinity(tid: i32, cpus: &CpuSet) -> io::Result<()> {
     match affinity::set(tid, cpus) {
@@ -215,16 +207,12 @@ pub fn release_each(target: Target, wide: &CpuSet, own: &OwnMasks, known: &[Stra
         cpuset::escape(pid);
     }
     let mut failed = 0;
-    let mut done = HashSet::new();
-    if !own.is_empty() {
-        for (pid, mask) in s.pids.iter().filter_map(|&pid| Some((pid, own.of(pid)?))) {
-            let tids = threads_of(pid);
-            failed += pin(&tids, mask);
-            done.extend(tids);
-        }
+    let mut tids = s.tids.as_slice();
+    for (&pid, &n) in s.pids.iter().zip(&s.threads) {
+        let (its, rest) = tids.split_at(n as usize);
+        tids = rest;
+        failed += pin(its, own.of(pid).unwrap_or(wide));
     }
-    let rest: Vec<i32> = s.tids.iter().copied().filter(|t| !done.contains(t)).collect();
-    failed += pin(&rest, wide);
     if failed > 0 {
         tracing::warn!(?target, failed, "cannot widen the affinity of some threads");
     }

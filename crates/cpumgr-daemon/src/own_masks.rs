@@ -51,11 +51,6 @@ impl OwnMasks {
         let (start, own) = self.known.get(&pid)?;
         own.as_ref().filter(|_| Stray { pid, start: *start }.alive())
     }
-
-    /// Whether any process has a mask of its own.
-    pub fn is_empty(&self) -> bool {
-        self.known.values().all(|(_, own)| own.is_none())
-    }
 }
 
 /// Clock ticks since boot now (`CLOCK_BOOTTIME`, the clock of `/proc`'s start times).

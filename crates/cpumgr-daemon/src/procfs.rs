@@ -87,8 +87,10 @@ pub fn parse_stat(text: &str) -> Option<Stat> {
 pub struct Sample {
     /// Its processes.
     pub pids: Vec<i32>,
-    /// Every thread of every process.
+    /// Every thread of every process, a process's together, in the order of `pids`.
     pub tids: Vec<i32>,
+    /// How many of `tids` each process of `pids` has, in its order.
+    pub threads: Vec<u32>,
     /// Threads in state `R`.
     pub runnable: u32,
     /// Threads in state `T` (stopped).
@@ -386,6 +388,13 @@ impl Files {
     fn add_process(&mut self, s: &mut Sample, pid: i32, stat: &Stat) {
         s.pids.push(pid);
         s.ticks += stat.ticks;
+        let before = s.tids.len();
+        self.add_threads(s, pid, stat);
+        s.threads.push((s.tids.len() - before) as u32);
+    }
+
+    /// Adds the threads of process `pid` to `s`.
+    fn add_threads(&mut self, s: &mut Sample, pid: i32, stat: &Stat) {
         if stat.threads == 1 {
             add_thread(s, pid, stat.state);
             return;
@@ -737,6 +746,34 @@ mod tests {
         assert!(s.tids.contains(&me));
         assert!(s.runnable >= 1, "the scanning thread itself is running");
         assert_eq!(uid_of(me), Some(nix::unistd::getuid().as_raw()));
+    }
+
+    /// `threads` says which of `tids` are whose: a process of one thread, then this test's own
+    /// process (added as a known stray) with a thread that waits until the check is done.
+    #[test]
+    fn each_process_has_its_threads_together() {
+        let mut sleep = std::process::Command::new("sleep").arg("600").spawn().expect("spawn sleep");
+        let (pid, me) = (sleep.id() as i32, std::process::id() as i32);
+        let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let waiter = std::thread::spawn(move || {
+            tid_tx.send(nix::unistd::gettid().as_raw()).unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = tid_rx.recv().unwrap();
+        let target = Target::Process(pid);
+        let mut s = scan(&[target]).remove(&target).unwrap();
+        add_known(&mut s, &[Stray { pid: me, start: start_of(me).unwrap() }]);
+        drop(done_tx);
+        waiter.join().unwrap();
+        let _ = sleep.kill();
+        let _ = sleep.wait();
+        assert_eq!(s.pids, vec![pid, me]);
+        assert_eq!(s.threads.len(), 2);
+        assert_eq!(s.threads.iter().sum::<u32>() as usize, s.tids.len());
+        assert_eq!(s.tids[..s.threads[0] as usize], [pid], "{s:?}");
+        let mine = &s.tids[s.threads[0] as usize..];
+        assert!(mine.contains(&me) && mine.contains(&tid), "{s:?}");
     }
 
     #[test]
