@@ -38,6 +38,7 @@ fn emit(mut line: String) -> anyhow::Result<()> {
 }
 
 mod cluster;
+mod csv;
 
 /// Arguments of `cpumgr sim`.
 #[derive(Debug, Parser)]
@@ -540,12 +541,7 @@ fn print_results(
     }
     let Table { columns, rows } = table(results);
     if args.csv {
-        let line = |cells: &[String]| cells.iter().map(|c| csv_field(c)).collect::<Vec<_>>().join(",");
-        outln!("{}", line(&columns));
-        for r in &rows {
-            outln!("{}", line(r));
-        }
-        return Ok(());
+        return csv::print(&columns, &rows);
     }
     outln!("workload {} on {} CPUs ({})", w.name, topology.num_cpus(), topology.summary());
     let short = [
@@ -585,16 +581,6 @@ fn aligned(columns: &[&str], rows: Vec<Vec<String>>) -> Vec<String> {
     };
     let head: Vec<String> = columns.iter().map(|s| s.to_string()).collect();
     std::iter::once(line(&head)).chain(rows.iter().map(|r| line(r))).collect()
-}
-
-/// `cell` as a CSV field (RFC 4180): quoted, with its quotes doubled, when it holds a comma, a
-/// quote or a line break (a policy spec with parameters, `cs:mpl=4,fill=false`).
-fn csv_field(cell: &str) -> std::borrow::Cow<'_, str> {
-    if cell.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", cell.replace('"', "\"\"")).into()
-    } else {
-        cell.into()
-    }
 }
 
 fn list_presets(as_json: bool) -> anyhow::Result<()> {

@@ -8,7 +8,7 @@ use cpumgr_sim::cluster::{self, Batch, ClusterConfig, ClusterJob, ClusterSummary
 use cpumgr_sim::CostModel;
 use serde_json::json;
 
-use super::{config_cost, csv_field, emit, Args};
+use super::{config_cost, csv, emit, Args};
 use crate::input::InputError;
 
 /// What the nodes run when `--policy` is not given: whole nodes, and nodes shared with no
@@ -124,12 +124,7 @@ fn print(
         })
         .collect();
     if args.csv {
-        let line = |cells: &[String]| cells.iter().map(|c| csv_field(c)).collect::<Vec<_>>().join(",");
-        outln!("{}", line(&columns.map(String::from)));
-        for r in &rows {
-            outln!("{}", line(r));
-        }
-        return Ok(());
+        return csv::print(&columns, &rows);
     }
     outln!(
         "workload {name} on {nodes} nodes of {node_cpus} CPUs (shared nodes: up to {} processes per CPU)",
