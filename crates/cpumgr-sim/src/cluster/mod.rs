@@ -213,7 +213,6 @@ pub fn run(cfg: &ClusterConfig, jobs: &[ClusterJob]) -> Result<ClusterSummary, C
         );
         return Err(ClusterError::Job { name: j.spec.name.to_string(), message });
     }
-    let specs: Vec<JobSpec> = jobs.iter().map(|j| j.spec.clone()).collect();
     let mut free = capacity;
     let mut next = 0;
     let mut queue: VecDeque<usize> = VecDeque::new();
@@ -228,8 +227,8 @@ pub fn run(cfg: &ClusterConfig, jobs: &[ClusterJob]) -> Result<ClusterSummary, C
     let mut expected: BTreeSet<(Time, usize)> = BTreeSet::new();
     let (mut waits, mut turnarounds, mut bounded, mut work) = (0.0, 0.0, 0.0, 0.0);
     let (mut first, mut last, mut events) = (f64::INFINITY, 0.0f64, 0u64);
-    let (mut scratch, mut picked, mut paces, mut joined, mut touched, mut arrived) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut scratch, mut picked, mut paces, mut joined, mut touched, mut arrived, mut changed) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let waiting = |j: usize| Waiting { need: needs[j], estimate: jobs[j].estimate() };
     loop {
         let arrival = jobs.get(next).map(|j| seconds(j.spec.arrival));
@@ -318,9 +317,9 @@ pub fn run(cfg: &ClusterConfig, jobs: &[ClusterJob]) -> Result<ClusterSummary, C
             for &n in &touched {
                 joined.clear();
                 joined.extend(arrived.iter().filter(|&&(m, _)| m == n).map(|&(_, j)| j));
-                s.decide(n, &joined, &specs, &cfg.cost, &mut paces);
+                s.decide(n, &joined, jobs, &cfg.cost, &mut paces);
             }
-            repace(&mut running, &index_of, &mut end_of, &paces, now, &mut ends);
+            repace(&mut running, &index_of, &mut end_of, &paces, now, &mut ends, &mut changed);
         }
     }
     if !running.is_empty() || !queue.is_empty() {
@@ -382,7 +381,8 @@ fn remove_picked(queue: &mut VecDeque<usize>, picked: &[usize]) {
 }
 
 /// Sets the new pace of each part in `paces`, and the rate (its slowest part's) and end of each
-/// job they belong to, at `now`.
+/// job they belong to, at `now`. `changed` is scratch space (the places in `running` of those
+/// jobs), kept by the caller between events.
 fn repace(
     running: &mut [Running],
     index_of: &[usize],
@@ -390,8 +390,9 @@ fn repace(
     paces: &[Pace],
     now: f64,
     ends: &mut BinaryHeap<Reverse<(Time, usize)>>,
+    changed: &mut Vec<usize>,
 ) {
-    let mut changed: Vec<usize> = Vec::with_capacity(paces.len());
+    changed.clear();
     for p in paces {
         let k = index_of[p.job];
         let parts = &mut running[k].parts;
@@ -402,7 +403,7 @@ fn repace(
     }
     changed.sort_unstable();
     changed.dedup();
-    for k in changed {
+    for &k in changed.iter() {
         let r = &mut running[k];
         r.left = (r.left - r.rate * (now - r.at)).max(0.0);
         r.at = now;

@@ -13,6 +13,7 @@
 use cpumgr_core::policy::SimHints;
 use cpumgr_core::{Decision, Kind, Program, ProgramId, Request, Topology, View};
 
+use super::ClusterJob;
 use crate::cost::CostModel;
 use crate::job::JobSpec;
 
@@ -117,22 +118,22 @@ impl SharedNodes {
         }
     }
 
-    /// Decides node `k` again after the jobs `arrived` joined it, appending the pace of every part
-    /// on it to `out`.
-    pub fn decide(&mut self, k: usize, arrived: &[usize], jobs: &[JobSpec], cost: &CostModel, out: &mut Vec<Pace>) {
+    /// Decides node `k` again after the jobs `arrived` joined it (indices into `jobs`), appending
+    /// the pace of every part on it to `out`.
+    pub fn decide(&mut self, k: usize, arrived: &[usize], jobs: &[ClusterJob], cost: &CostModel, out: &mut Vec<Pace>) {
         let node = &mut self.nodes[k];
         if self.oversubscribes {
             let threads: u32 = node.parts.iter().map(|&(_, n, _)| n).sum();
             let share = (self.cpus as f64 / threads.max(1) as f64).min(1.0);
             for &(job, n, _) in &node.parts {
-                let pace = pace(cost, &jobs[job], n, n as f64 * share, n, true);
+                let pace = pace(cost, &jobs[job].spec, n, n as f64 * share, n, true);
                 out.push(Pace { job, node: k, pace });
             }
             return;
         }
         self.programs.clear();
         for &(job, n, granted) in &node.parts {
-            let spec = &jobs[job];
+            let spec = &jobs[job].spec;
             let kind = match spec.kind {
                 Kind::Rigid(_) => Kind::Rigid(n),
                 other => other,
@@ -158,7 +159,7 @@ impl SharedNodes {
             let (job, n, held) = (*job, *n, a.granted());
             *granted = held;
             let threads = p.kind.rigid_procs().unwrap_or(held);
-            let pace = pace(cost, &jobs[job], n, held as f64, threads, false);
+            let pace = pace(cost, &jobs[job].spec, n, held as f64, threads, false);
             out.push(Pace { job, node: k, pace });
         }
     }
