@@ -7,6 +7,7 @@ fn main() {
         Need::Root,
         Need::Clang,
         Need::Mpi,
+        Need::OpenMpi,
         Need::Go,
         Need::Chromium,
         Need::SharedTraces,

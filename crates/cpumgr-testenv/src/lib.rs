@@ -32,6 +32,9 @@ pub enum Need {
     Clang,
     /// An MPI implementation, `mpicc` and `mpiexec`: cfg `has_mpi`.
     Mpi,
+    /// Open MPI beside whichever MPI is the default, by Debian's names `mpicc.openmpi` and
+    /// `mpirun.openmpi`: cfg `has_openmpi`.
+    OpenMpi,
     /// Go 1.25 or later, whose runtime follows the CPU affinity: cfg `has_go`.
     Go,
     /// Headless Chromium (`$CPUMGR_CHROMIUM`, else `chromium` or `google-chrome` on `PATH`): cfg
@@ -55,10 +58,11 @@ pub enum Need {
 
 impl Need {
     /// Every need, in the order they are documented.
-    pub const ALL: [Need; 10] = [
+    pub const ALL: [Need; 11] = [
         Need::Root,
         Need::Clang,
         Need::Mpi,
+        Need::OpenMpi,
         Need::Go,
         Need::Chromium,
         Need::Cpusets,
@@ -74,6 +78,7 @@ impl Need {
             Need::Root => "is_root",
             Need::Clang => "has_clang",
             Need::Mpi => "has_mpi",
+            Need::OpenMpi => "has_openmpi",
             Need::Go => "has_go",
             Need::Chromium => "has_chromium",
             Need::Cpusets => "has_cpusets",
@@ -115,13 +120,8 @@ impl Need {
                     Err(format!("clang cannot build OpenMP programs: {}", String::from_utf8_lossy(&made.stderr).trim()))
                 }
             }
-            Need::Mpi => {
-                for name in ["mpicc", "mpiexec"] {
-                    let t = tool(name, rerun)?;
-                    runs(&t, &["--version"])?;
-                }
-                Ok(())
-            }
+            Need::Mpi => tools_run(&["mpicc", "mpiexec"], rerun),
+            Need::OpenMpi => tools_run(&["mpicc.openmpi", "mpirun.openmpi"], rerun),
             Need::Go => {
                 let go = tool("go", rerun)?;
                 rerun.push("rerun-if-env-changed=GOTOOLCHAIN".into());
@@ -259,6 +259,14 @@ fn tool(name: &str, rerun: &mut Vec<String>) -> Result<PathBuf, String> {
             Err(format!("{name} is not on PATH"))
         }
     }
+}
+
+/// `Ok` when every tool of `names` is on `PATH` and runs `--version`.
+fn tools_run(names: &[&str], rerun: &mut Vec<String>) -> Result<(), String> {
+    for name in names {
+        runs(&tool(name, rerun)?, &["--version"])?;
+    }
+    Ok(())
 }
 
 /// `Ok` when `tool ARGS` starts and succeeds.
