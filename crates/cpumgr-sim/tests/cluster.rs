@@ -2,7 +2,6 @@
 //! algorithm, and what sharing nodes does.
 
 use std::collections::VecDeque;
-use std::path::PathBuf;
 
 use cpumgr_sim::cluster::{self, Batch, ClusterConfig, ClusterJob, Sharing};
 use cpumgr_sim::swf::{self, SwfOptions};
@@ -101,14 +100,11 @@ fn reference(jobs: &[RefJob], procs: u32, backfill: bool) -> (f64, f64) {
     (wait_sum / jobs.len() as f64, last_end - first)
 }
 
-/// The shared SWF trace `name` (`shared/data/swf/` beside the workspace), if it is there.
-fn shared_trace(name: &str) -> Option<PathBuf> {
-    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/swf").join(name);
-    p.is_file().then_some(p)
-}
-
-fn trace_jobs(path: &PathBuf) -> Vec<ClusterJob> {
-    let file = std::fs::File::open(path).unwrap();
+/// The jobs of the shared SWF trace `name` ([`cpumgr_testenv::shared_trace`]), which the build
+/// script found (`has_shared_traces`).
+fn trace_jobs(name: &str) -> Vec<ClusterJob> {
+    let path = cpumgr_testenv::shared_trace(name);
+    let file = std::fs::File::open(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let t = swf::read(&path.display().to_string(), std::io::BufReader::new(file), &SwfOptions::default()).unwrap();
     cluster::jobs_of(&t)
 }
@@ -124,8 +120,7 @@ fn config(nodes: u32, node_cpus: u32, batch: Batch, sharing: Sharing) -> Cluster
 #[test]
 #[cfg_attr(not(has_shared_traces), ignore = "needs the shared SWF traces (shared/data/swf/ beside the workspace)")]
 fn easy_and_fcfs_agree_with_the_published_algorithm_on_the_lublin_trace() {
-    let path = shared_trace("lublin_256.swf").expect("the build script found the shared traces");
-    let jobs = trace_jobs(&path);
+    let jobs = trace_jobs("lublin_256.swf");
     let refs: Vec<RefJob> = jobs
         .iter()
         .map(|j| RefJob {
@@ -144,8 +139,7 @@ fn easy_agrees_with_the_published_algorithm_on_hpc2n_whole_nodes_and_requested_t
     // 120 nodes of 2 CPUs, whole nodes per job: the reference sees nodes as its processors. The
     // requested run times are estimates here, some short of the run (the estimate is then the
     // run), most far above it.
-    let path = shared_trace("hpc2n-first3170.swf").expect("the build script found the shared traces");
-    let jobs = trace_jobs(&path);
+    let jobs = trace_jobs("hpc2n-first3170.swf");
     let refs: Vec<RefJob> = jobs
         .iter()
         .map(|j| RefJob {
@@ -255,8 +249,7 @@ fn time_sharing_policies_and_jobs_too_wide_are_refused_by_name() {
 fn a_node_policy_that_never_preempts_deadlocks_jobs_spread_over_nodes_and_says_so() {
     // Under EASY a later job starts first; on a node where both wait, fcfs starts the earlier
     // one when CPUs free up: each then holds CPUs the other waits for on another node.
-    let path = shared_trace("hpc2n-first3170.swf").expect("the build script found the shared traces");
-    let jobs = trace_jobs(&path);
+    let jobs = trace_jobs("hpc2n-first3170.swf");
     let fcfs = Sharing::Shared { policy: "fcfs".into(), layers: 2 };
     let e = cluster::run(&config(120, 2, Batch::Easy, fcfs), &jobs).unwrap_err().to_string();
     assert!(e.contains("running jobs got no CPU on some node") && e.contains("deadlocked"), "{e}");

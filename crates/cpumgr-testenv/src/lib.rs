@@ -169,10 +169,9 @@ impl Need {
                 }
             }
             Need::SharedTraces => {
-                let dir = workspace().join("../shared/data/swf");
-                let files = ["lublin_256.swf", "hpc2n-first3170.swf"].map(|f| dir.join(f));
+                let files = ["lublin_256.swf", "hpc2n-first3170.swf"].map(shared_trace);
                 // The nearest directory that exists: it changes when the rest appears.
-                let watched = dir.ancestors().find(|d| d.is_dir()).unwrap_or(Path::new("/"));
+                let watched = files[0].ancestors().skip(1).find(|d| d.is_dir()).unwrap_or(Path::new("/"));
                 rerun.push(format!("rerun-if-changed={}", watched.display()));
                 match files.iter().find(|f| !f.is_file()) {
                     None => Ok(()),
@@ -238,6 +237,12 @@ pub fn probe(needs: &[Need]) {
 
 /// The variable listing the needs whose absence fails the build.
 pub const REQUIRE: &str = "CPUMGR_TESTENV_REQUIRE";
+
+/// The shared SWF trace `name`: `shared/data/swf/NAME` beside the workspace, where
+/// [`Need::SharedTraces`] looks (tests use it as a dev-dependency).
+pub fn shared_trace(name: &str) -> PathBuf {
+    workspace().join("../shared/data/swf").join(name)
+}
 
 /// The workspace root (this crate is `crates/cpumgr-testenv` in it).
 fn workspace() -> PathBuf {

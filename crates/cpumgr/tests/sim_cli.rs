@@ -440,7 +440,7 @@ fn skip_bad_counts_the_skipped_lines() {
 #[test]
 #[cfg_attr(not(has_shared_traces), ignore = "needs the shared SWF traces (shared/data/swf/ beside the workspace)")]
 fn the_shared_lublin_trace_runs() {
-    let lublin = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/swf/lublin_256.swf");
+    let lublin = cpumgr_testenv::shared_trace("lublin_256.swf");
     let o = cpumgr(&[
         "sim",
         "--swf",
@@ -462,7 +462,7 @@ fn the_shared_lublin_trace_runs() {
 #[test]
 #[cfg_attr(not(has_shared_traces), ignore = "needs the shared SWF traces (shared/data/swf/ beside the workspace)")]
 fn the_shared_hpc2n_trace_runs_as_it_is() {
-    let hpc2n = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/swf/hpc2n-first3170.swf");
+    let hpc2n = cpumgr_testenv::shared_trace("hpc2n-first3170.swf");
     let o = cpumgr(&["sim", "--swf", hpc2n.to_str().unwrap(), "--policy", "os,equipartition", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(

@@ -84,7 +84,7 @@ fn what_the_cluster_cannot_run_is_said_by_name() {
 #[test]
 #[cfg_attr(not(has_shared_traces), ignore = "needs the shared SWF traces (shared/data/swf/ beside the workspace)")]
 fn the_hpc2n_cluster_runs_on_its_120_nodes_of_2_cpus() {
-    let hpc2n = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/swf/hpc2n-first3170.swf");
+    let hpc2n = cpumgr_testenv::shared_trace("hpc2n-first3170.swf");
     let o = cpumgr(&["sim", "--swf", hpc2n.to_str().unwrap(), "--nodes", "120", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
