@@ -234,13 +234,28 @@ impl Client {
 
     /// Tells the manager a parallel region with `team` threads runs folded onto whatever it is
     /// allocated (its threads wait cooperatively, so any allocation of one CPU or more runs it):
-    /// the manager gives it CPUs as the policy decides and never gangs it. Rings the doorbell
-    /// when the region was rigid before, so the CPUs the gang held go to others at once.
+    /// the manager gives it CPUs as the policy decides, and runs it whole as a gang only when
+    /// [`Client::fold_cost`] says folding costs more. Rings the doorbell when the region was
+    /// rigid before, so the CPUs the gang held go to others at once.
     pub fn fold_region_at(&self, team: u32, now_ns: u64) {
         if let Some(s) = self.slot() {
             let was = s.raw_phase();
             s.set_phase(Phase::Folding, team, now_ns);
             if was == Phase::Parallel {
+                self.ring();
+            }
+        }
+    }
+
+    /// Tells the manager what folding costs the running team: the CPU time its threads take per
+    /// barrier folded, per mille of what they take whole (1500: half again). The manager gangs a
+    /// team whose folding costs more than the others lose to its gang (docs/LIVE.md, Folding).
+    /// Rings the doorbell at the first cost, so a gang worth running starts at once.
+    pub fn fold_cost(&self, permille: u32) {
+        if let Some(s) = self.slot() {
+            let first = s.raw_fold_cost() == 0;
+            s.set_fold_cost(permille);
+            if first {
                 self.ring();
             }
         }

@@ -218,9 +218,16 @@ impl Entry {
     }
 
     /// Whether its team folds onto any allocation (its runtime says [`Phase::Folding`]): it is
-    /// given CPUs as the policy decides, never ganged, and pinned at once when it shrinks.
+    /// given CPUs as the policy decides, ganged only when folding costs it more than a gang
+    /// ([`crate::team`]), and pinned at once when it shrinks.
     pub fn folds(&self) -> bool {
         self.cooperative() && self.segment.slot().raw_phase() == Phase::Folding
+    }
+
+    /// How many times the CPU time per barrier its threads take whole they take folded, as its
+    /// runtime measured; `None` when not measured.
+    pub fn fold_cost(&self) -> Option<f64> {
+        Some(self.segment.slot().raw_fold_cost()).filter(|&c| c > 0).map(|c| c as f64 / 1000.0)
     }
 
     /// Whether its affinity may be narrowed yet. An OpenMP runtime counts the CPUs of its initial

@@ -251,6 +251,7 @@ mod tests {
                 state: "running".into(),
                 threads: Some(2),
                 team: String::new(),
+                fold_cost: None,
                 cpu_ms: 1500,
                 speedup: None,
                 allowed: None,

@@ -18,16 +18,18 @@
 //!   other `t - c` wait at the barrier: `(t - c) / c` of waiting for each unit of its CPU time;
 //!   one whose members wait less than an eighth of that waits somewhere else, in its own loops;
 //! - once the team has run unfolded (alone at start, or when CPUs came back), the CPU time its
-//!   threads take per barrier folded against unfolded says whether it makes more progress folded
-//!   all the time or run whole for a share of the time (a gang): the break-even is 1,
-//!   [`SLOWER_TENTHS`] leaves the gang's switches a margin. Both measures count CPU time, not
-//!   wall time: a thread waiting for a CPU that another program holds, or stopped by the
-//!   manager, spends none, so the judgement does not depend on what else runs on the machine;
+//!   threads take per barrier folded against unfolded is its *cost* of folding, which the
+//!   manager is told ([`cpumgr_client::Client::fold_cost`], the lower of two spans in a row): a
+//!   team folded at cost `r` makes `1/r` of the progress it makes whole, and the manager runs
+//!   it as a gang instead when that makes more progress on the machine, which depends on what
+//!   else runs there (docs/LIVE.md, Folding). Both measures count CPU time, not wall time: a
+//!   thread waiting for a CPU that another program holds, or stopped by the manager, spends
+//!   none, so the cost does not depend on what else runs on the machine;
 //! - a barrier that stays pending far longer than either explains (no member reaches it: all
 //!   spin) is caught by a watcher thread;
 //! - a fine-grained team folded from its first barrier has no reference: it is *probed* once,
-//!   reported rigid until the manager has run it whole for [`PROBE_SPANS`] spans, then judged
-//!   against the best of them (folding again, or rigid).
+//!   reported rigid until the manager has run it whole for [`PROBE_SPANS`] spans, then folding
+//!   again with its cost against the best of them.
 //!
 //! A team judged rigid is reported so (the slot's phase `Parallel`: the
 //! manager runs it whole, as a gang when squeezed) for the rest of its region, and its region key
@@ -47,10 +49,6 @@ use crate::{runtime, spread};
 /// Barriers between two judgements of a team: its threads read their CPU time at every
 /// `WINDOW`th barrier, and a *span* is the `WINDOW` barriers between two such reads.
 pub const WINDOW: u32 = 16;
-
-/// A folded team whose threads take more CPU time per barrier than unfolded by more than this
-/// factor (in tenths) is rigid.
-pub const SLOWER_TENTHS: u64 = 15;
 
 /// A folded team with no unfolded reference whose threads take less CPU time than this (ns) per
 /// barrier is probed: at such grains a hand-over may cost as much as the work, and only a
@@ -113,8 +111,11 @@ pub struct Team {
     span_clocked: AtomicU32,
     span_cpus: AtomicU64,
     span_warm: AtomicBool,
-    /// Folded spans in a row slower than [`SLOWER_TENTHS`] allow: two make the team rigid.
-    slow_spans: AtomicU32,
+    /// The cost of the latest folded span, per mille of the reference (0: none since the CPUs
+    /// changed); the lower of it and the next is what the manager is told.
+    last_cost: AtomicU64,
+    /// The cost the manager was last told, per mille (0: none).
+    told_cost: AtomicU64,
     /// The lowest CPU time per thread per barrier of an unfolded span, ns (0: none yet).
     best: AtomicU64,
     /// The latest folded span's CPU time per thread per barrier, ns.
@@ -215,7 +216,8 @@ impl Team {
             span_clocked: AtomicU32::new(0),
             span_cpus: AtomicU64::new(0),
             span_warm: AtomicBool::new(false),
-            slow_spans: AtomicU32::new(0),
+            last_cost: AtomicU64::new(0),
+            told_cost: AtomicU64::new(0),
             best: AtomicU64::new(0),
             folded: AtomicU64::new(0),
             slept: AtomicU64::new(0),
@@ -404,9 +406,9 @@ impl Team {
             let best = self.best.load(Ordering::Relaxed);
             self.best.store(if best == 0 { per } else { best.min(per) }, Ordering::Relaxed);
             if verdict == Verdict::Probing && self.probe_spans.fetch_add(1, Ordering::Relaxed) + 1 >= PROBE_SPANS {
-                let (folded, reference) = (self.folded.load(Ordering::Relaxed), self.reference_ns());
-                let v = if folded * 10 > SLOWER_TENTHS * reference { Verdict::Rigid } else { Verdict::Folding };
-                self.judge(v, size, now, format_args!(", {} us folded", folded / 1000));
+                let folded = self.folded.load(Ordering::Relaxed);
+                self.judge(Verdict::Folding, size, now, format_args!(", {} us folded", folded / 1000));
+                self.tell_cost(folded * 1000 / self.reference_ns().max(1));
             }
             return;
         }
@@ -431,15 +433,28 @@ impl Team {
                     share(expected)
                 ),
             );
-        } else if reference > 0 && per * 10 > SLOWER_TENTHS * reference {
-            if self.slow_spans.fetch_add(1, Ordering::Relaxed) + 1 >= 2 {
-                self.judge(Verdict::Rigid, size, now, format_args!(", {} us folded", per / 1000));
+        } else if let Some(cost) = (per * 1000).checked_div(reference) {
+            let last = self.last_cost.swap(cost, Ordering::Relaxed);
+            if last > 0 {
+                self.tell_cost(last.min(cost));
             }
-        } else {
-            self.slow_spans.store(0, Ordering::Relaxed);
-            if reference == 0 && per < PROBE_BELOW_NS && !self.probed.swap(true, Ordering::Relaxed) {
-                self.judge(Verdict::Probing, size, now, format_args!(", {} us folded", per / 1000));
-            }
+        } else if per < PROBE_BELOW_NS && !self.probed.swap(true, Ordering::Relaxed) {
+            self.judge(Verdict::Probing, size, now, format_args!(", {} us folded", per / 1000));
+        }
+    }
+
+    /// Tells the manager the team's cost of folding, per mille, when it changed by a tenth or
+    /// more since it last did (a write the manager reads every quantum; a ring the first time).
+    fn tell_cost(&self, permille: u64) {
+        let told = self.told_cost.load(Ordering::Relaxed);
+        if told == 0 || permille.abs_diff(told) * 10 >= told {
+            self.told_cost.store(permille.max(1), Ordering::Relaxed);
+            runtime::client().fold_cost(permille.clamp(1, u32::MAX as u64) as u32);
+            runtime::log(format_args!(
+                "cpumgr-omp: team folds at {}.{:03} its cost whole",
+                permille / 1000,
+                permille % 1000
+            ));
         }
     }
 
@@ -461,7 +476,7 @@ impl Team {
         self.span_cpus.store(key, Ordering::Relaxed);
         let warm = self.span_warm.swap(!changed, Ordering::Relaxed);
         if changed {
-            self.slow_spans.store(0, Ordering::Relaxed);
+            self.last_cost.store(0, Ordering::Relaxed);
         }
         (whole && !changed && warm).then_some(Span { cpu, slept })
     }

@@ -190,6 +190,11 @@ pub struct ProgramStatus {
     /// barriers when it has fewer CPUs than threads), `idle`; empty when it does not say.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub team: String,
+    /// A folding team's cost of folding, as its runtime measured it: how many times the CPU time
+    /// per barrier its threads take whole they take folded. The manager runs a team whose cost
+    /// outweighs what the others lose to its gang whole in turns instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fold_cost: Option<f64>,
     /// CPU time used since registration, milliseconds.
     pub cpu_ms: u64,
     /// Its newest speedup report (speedup against one CPU), when its runtime sends them.

@@ -62,7 +62,8 @@ pub enum Phase {
     /// Inside a parallel region whose team of [`ProgramFields::team`] threads folds onto whatever
     /// it is allocated: its threads wait for each other cooperatively (one that shares a CPU with
     /// its team sleeps at a barrier instead of spinning), so it runs on any allocation of at least
-    /// one CPU and spreads out again when CPUs come back. The manager never gangs it.
+    /// one CPU and spreads out again when CPUs come back. The manager gangs it only when its
+    /// [`ProgramFields::fold_cost`] says folding costs more than a gang.
     Folding = 4,
 }
 
@@ -111,6 +112,10 @@ pub struct ProgramFields {
     pub phase: AtomicU32,
     /// Threads the program's runtime runs now (its team); 0 when it does not say.
     pub team: AtomicU32,
+    /// A folding team's measured cost of folding: the CPU time its threads take per barrier
+    /// folded, per mille of what they take unfolded (1500: half again); 0 when not measured.
+    /// In what was padding: a manager that does not read it is unaffected.
+    pub fold_cost: AtomicU32,
     /// The program's last sign of life, `CLOCK_MONOTONIC` nanoseconds; 0 when it never beats.
     pub heartbeat: AtomicU64,
     /// Seqlock of the speedup pair; 0 until the first report.
@@ -348,6 +353,17 @@ impl Slot {
         self.program.heartbeat.store(now_ns, Ordering::Release);
     }
 
+    /// Writes the measured cost of folding its team, per mille (program; see
+    /// [`ProgramFields::fold_cost`]).
+    pub fn set_fold_cost(&self, permille: u32) {
+        self.program.fold_cost.store(permille, Ordering::Relaxed);
+    }
+
+    /// The cost of folding the program's team, per mille; 0 when not measured (manager).
+    pub fn raw_fold_cost(&self) -> u32 {
+        self.program.fold_cost.load(Ordering::Relaxed)
+    }
+
     /// Writes the phase, the team running it and a heartbeat (program): what a runtime does at
     /// every region boundary, three stores and no system call.
     #[inline]
@@ -555,6 +571,7 @@ mod tests {
         assert_eq!(offset_of!(Slot, manager), 128);
         assert_eq!(std::mem::size_of::<Slot>(), 320);
         assert_eq!(offset_of!(ProgramFields, team), 24);
+        assert_eq!(offset_of!(ProgramFields, fold_cost), 28);
         assert_eq!(offset_of!(ProgramFields, heartbeat), 32);
         assert_eq!(offset_of!(ProgramFields, speedup_bits), 56);
         assert_eq!(offset_of!(ManagerFields, alloc_cpus), 24);

@@ -1,7 +1,8 @@
 //! Folding, on unmodified OpenMP binaries with one long parallel region: every construct keeps its
 //! result when the team is folded onto fewer CPUs than threads; a barrier team folds when a
 //! second program arrives and spreads out again when it leaves, without a new region and without
-//! being stopped; a team that waits in its own spin loops is judged rigid and run whole.
+//! being stopped; two teams that fold at a cost take turns whole; a team that waits in its own
+//! spin loops is judged rigid and run whole.
 //!
 //! Needs `libcpumgr_omp.so` next to the `cpumgr` binary (the README's test command builds the
 //! whole workspace first) and two CPUs for the manager (`--cpus 0-1`).
@@ -82,9 +83,14 @@ fn clang_libomp_teams_keep_every_constructs_result() {
 /// Starts `kernel ARGS` from the gcc build under `cpumgr run` with two threads, the adapter's
 /// log in `log`; returns its pid.
 fn start(d: &mut Daemon, kernel: &str, args: &[&str], log: &Path) -> i32 {
+    start_as(d, kernel, kernel, args, log)
+}
+
+/// [`start`] with the program named `name`.
+fn start_as(d: &mut Daemon, name: &str, kernel: &str, args: &[&str], log: &Path) -> i32 {
     let path = kernels("gcc").join(kernel);
     let child = d
-        .cpumgr(&["run", "--name", kernel, "--"])
+        .cpumgr(&["run", "--name", name, "--"])
         .arg(path)
         .args(args)
         .env("OMP_NUM_THREADS", "2")
@@ -95,8 +101,8 @@ fn start(d: &mut Daemon, kernel: &str, args: &[&str], log: &Path) -> i32 {
         .unwrap();
     d.runs.push(child);
     let mut pid = 0;
-    wait_for(&format!("{kernel} to register"), || {
-        pid = d.status().programs.iter().find(|p| p.name == kernel).map_or(0, |p| p.pid);
+    wait_for(&format!("{name} to register"), || {
+        pid = d.status().programs.iter().find(|p| p.name == name).map_or(0, |p| p.pid);
         pid != 0
     });
     pid
@@ -216,6 +222,43 @@ impl Drop for Outsider {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// Two very fine-grained teams (about a microsecond of work per thread between barriers) side by
+/// side: folded, each takes several times the CPU time per barrier it takes whole, and says so;
+/// the manager then runs them whole in turn (both CPUs to one, none to the other), still as
+/// folding teams, rather than each folded onto a CPU.
+#[test]
+fn two_teams_that_fold_at_a_cost_take_turns_whole() {
+    let Setup { _serial, _tmp, mut d, log } = setup("fine-a");
+    let args = ["-n", "32", "-rows", "64", "-iters", "1000000000", "-regions", "1"];
+    start_as(&mut d, "fine-a", "stencil", &args, &log);
+    wait_log(&log, "region team 2 folding");
+    // Alone for a while first, as a program mostly is when the next one comes: its cost is
+    // measured against its unfolded spans, and spans that B's start-up took CPU time from
+    // (spinning at barriers meanwhile) would make it look cheap to fold.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let log_b = log.with_file_name("fine-b.err");
+    start_as(&mut d, "fine-b", "stencil", &args, &log_b);
+    let (mut a_whole, mut b_whole) = (false, false);
+    let whole = |d: &Daemon, name: &str| team_of(d, name) == Some(("folding".into(), 2));
+    let none = |d: &Daemon, name: &str| team_of(d, name).is_some_and(|(_, n)| n == 0);
+    wait_for_or(
+        "each folding team to run whole while the other waits",
+        || {
+            a_whole |= whole(&d, "fine-a") && none(&d, "fine-b");
+            b_whole |= whole(&d, "fine-b") && none(&d, "fine-a");
+            a_whole && b_whole
+        },
+        || {
+            let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+            format!("{:?} {:?}\n{}\n{}", team_of(&d, "fine-a"), team_of(&d, "fine-b"), read(&log), read(&log_b))
+        },
+    );
+    // A folding team left without CPUs while the other runs whole is one the manager gangs for
+    // the cost it told: whichever it was, status shows that cost.
+    let costs: Vec<f64> = d.status().programs.iter().filter_map(|p| p.fold_cost).collect();
+    assert!(costs.iter().any(|&c| c > 1.0 + cpumgr_daemon::team::GANG_MARGIN), "status: fold costs {costs:?}");
 }
 
 #[test]

@@ -18,6 +18,7 @@ use crate::limits::{share_between_users, Share};
 use crate::outside;
 use crate::procfs;
 use crate::starvation::StarvationBound;
+use crate::team::Team;
 
 /// The programs a scheduler step reads from `/proc` ([`State::survey`]), listed under the state
 /// lock and read without it.
@@ -216,9 +217,15 @@ impl State {
         if oversubscribe {
             return entitled;
         }
-        // A folding team runs on whatever it is given: never squeezed.
-        let teams: Vec<Option<u32>> =
-            programs.iter().zip(self.entries.values()).map(|(p, e)| p.threads.filter(|_| !e.folds())).collect();
+        let teams: Vec<Team> = programs
+            .iter()
+            .zip(self.entries.values())
+            .map(|(p, e)| match p.threads {
+                None => Team::Unknown,
+                Some(threads) if e.folds() => Team::Folds { threads, cost: e.fold_cost() },
+                Some(t) => Team::Whole(t),
+            })
+            .collect();
         let squeezed = self.guard.apply(programs, &teams, cpus, decision);
         let told = decision.allocations.iter().zip(self.entries.values()).enumerate().map(|(i, (a, e))| {
             let count = if a.running { a.count } else { 0 };

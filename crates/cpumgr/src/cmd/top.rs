@@ -183,13 +183,18 @@ fn cpu_map(v: &View) -> Vec<Line<'static>> {
 }
 
 /// Its team's threads and how they run: `2 folded` when a folding team has fewer CPUs than
-/// threads, `2 rigid`, `serial`, or `-` when its runtime does not say.
+/// threads, `2 rigid`, `serial`, or `-` when its runtime does not say; a folding team's cost of
+/// folding after it (`2 folded x1.4`).
 fn team_cell(p: &ProgramStatus) -> String {
-    match (p.team.as_str(), p.threads) {
+    let cell = match (p.team.as_str(), p.threads) {
         ("", _) => "-".into(),
         ("folding", Some(t)) if t > p.count => format!("{t} folded"),
         ("folding" | "rigid", Some(t)) => format!("{t} {}", p.team),
         (mode, _) => mode.into(),
+    };
+    match p.fold_cost {
+        Some(c) => format!("{cell} x{c:.1}"),
+        None => cell,
     }
 }
 
@@ -378,11 +383,25 @@ mod tests {
             state: state.into(),
             threads: Some(4),
             team: String::new(),
+            fold_cost: None,
             cpu_ms: 1500 * id,
             speedup: (id == 1).then_some(1.75),
             allowed: None,
             confined_by: None,
         }
+    }
+
+    #[test]
+    fn a_team_cell_says_how_the_team_runs_and_what_folding_costs_it() {
+        let mut p = program(1, "stencil", "0", "running");
+        p.threads = Some(2);
+        p.team = "folding".into();
+        assert_eq!(team_cell(&p), "2 folded");
+        p.fold_cost = Some(1.43);
+        assert_eq!(team_cell(&p), "2 folded x1.4");
+        p.team = "rigid".into();
+        p.fold_cost = None;
+        assert_eq!(team_cell(&p), "2 rigid");
     }
 
     fn view() -> View {
