@@ -13,5 +13,7 @@ fn main() {
         Need::SharedTraces,
         Need::Slurm,
         Need::NinjaJobserver,
+        Need::OneTbb,
+        Need::CgroupV1,
     ]);
 }

@@ -54,11 +54,22 @@ pub enum Need {
     Slurm,
     /// ninja 1.13 or later, a jobserver client: cfg `has_ninja_jobserver`.
     NinjaJobserver,
+    /// make and a C compiler (`make`, `cc` on `PATH`): cfg `has_make`.
+    Make,
+    /// g++ and oneTBB (`include/oneapi/tbb.h`, `lib/libtbb.so.12`) at `$CPUMGR_TBB_PREFIX`, else
+    /// in the workspace's `target/tbbenv` (scripts/test-all installs it there from PyPI): cfg
+    /// `has_onetbb`. A `target/tbbenv` made after the build is seen once build.rs or
+    /// `CPUMGR_TBB_PREFIX` changes (watching `target/` would rerun the probe at every build).
+    OneTbb,
+    /// The cgroup v1 freezer and cpuset hierarchies mounted under `/sys/fs/cgroup` (Slurm's
+    /// cgroup v1 plugins use them): cfg `has_cgroup_v1`. Tests keep their own check too: a mount
+    /// can come or go after the build.
+    CgroupV1,
 }
 
 impl Need {
     /// Every need, in the order they are documented.
-    pub const ALL: [Need; 11] = [
+    pub const ALL: [Need; 14] = [
         Need::Root,
         Need::Clang,
         Need::Mpi,
@@ -70,6 +81,9 @@ impl Need {
         Need::SharedTraces,
         Need::Slurm,
         Need::NinjaJobserver,
+        Need::Make,
+        Need::OneTbb,
+        Need::CgroupV1,
     ];
 
     /// The cfg set when the need is met.
@@ -86,6 +100,9 @@ impl Need {
             Need::SharedTraces => "has_shared_traces",
             Need::Slurm => "has_slurm",
             Need::NinjaJobserver => "has_ninja_jobserver",
+            Need::Make => "has_make",
+            Need::OneTbb => "has_onetbb",
+            Need::CgroupV1 => "has_cgroup_v1",
         }
     }
 
@@ -204,8 +221,48 @@ impl Need {
                     _ => Err(format!("ninja {v} is older than 1.13 (no jobserver client)")),
                 }
             }
+            Need::Make => tools_run(&["make", "cc"], rerun),
+            Need::OneTbb => {
+                tool("g++", rerun)?;
+                rerun.push("rerun-if-env-changed=CPUMGR_TBB_PREFIX".into());
+                let given = std::env::var_os("CPUMGR_TBB_PREFIX").filter(|p| !p.is_empty()).map(PathBuf::from);
+                onetbb_at(&given.unwrap_or_else(|| workspace().join("target/tbbenv")), rerun)
+            }
+            Need::CgroupV1 => {
+                let missing: Vec<&str> = ["freezer", "cpuset"]
+                    .into_iter()
+                    .filter(|c| !Path::new("/sys/fs/cgroup").join(c).join("tasks").is_file())
+                    .collect();
+                if missing.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("no cgroup v1 {} hierarchy under /sys/fs/cgroup", missing.join(", ")))
+                }
+            }
         }
     }
+}
+
+/// `Ok` when the install prefix `prefix` holds oneTBB's header and library. Watches what exists
+/// (a missing path watched would rerun the probe at every build): the files, else the prefix, in
+/// which an install may be under way.
+fn onetbb_at(prefix: &Path, rerun: &mut Vec<String>) -> Result<(), String> {
+    let files = [prefix.join("include/oneapi/tbb.h"), prefix.join("lib/libtbb.so.12")];
+    let watched: Vec<&Path> = if files.iter().all(|f| f.is_file()) {
+        files.iter().map(PathBuf::as_path).collect()
+    } else {
+        Some(prefix).filter(|p| p.is_dir()).into_iter().collect()
+    };
+    rerun.extend(watched.iter().map(|p| format!("rerun-if-changed={}", p.display())));
+    match files.iter().find(|f| !f.is_file()) {
+        None => Ok(()),
+        Some(missing) => Err(format!("no oneTBB: {} is missing", missing.display())),
+    }
+}
+
+/// Whether the cgroup v1 hierarchies of [`Need::CgroupV1`] are mounted now (a test's own check).
+pub fn cgroup_v1() -> bool {
+    Need::CgroupV1.check(&mut Vec::new()).is_ok()
 }
 
 /// Probes `needs` and tells cargo the cfgs of those met (every cfg of [`Need::ALL`] is declared,
@@ -403,6 +460,26 @@ mod tests {
         assert!(rerun.iter().all(|l| l.starts_with("rerun-if-changed=/")), "{rerun:?}");
         let sh = tool("sh", &mut Vec::new()).expect("sh is on PATH");
         assert!(sh.is_file());
+    }
+
+    #[test]
+    fn a_onetbb_prefix_needs_its_header_and_library_and_watches_what_exists() {
+        let dir = std::env::temp_dir().join(format!("cpumgr-testenv-tbb-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut rerun = Vec::new();
+        assert!(onetbb_at(&dir, &mut rerun).is_err());
+        assert!(rerun.is_empty(), "nothing missing is watched: {rerun:?}");
+        std::fs::create_dir_all(dir.join("include/oneapi")).unwrap();
+        std::fs::write(dir.join("include/oneapi/tbb.h"), "").unwrap();
+        let err = onetbb_at(&dir, &mut rerun).unwrap_err();
+        assert!(err.contains("lib/libtbb.so.12"), "{err}");
+        assert_eq!(rerun, [format!("rerun-if-changed={}", dir.display())], "the prefix an install is under way in");
+        std::fs::create_dir_all(dir.join("lib")).unwrap();
+        std::fs::write(dir.join("lib/libtbb.so.12"), "").unwrap();
+        rerun.clear();
+        assert_eq!(onetbb_at(&dir, &mut rerun), Ok(()));
+        assert_eq!(rerun.len(), 2, "both files: {rerun:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -6,7 +6,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -72,13 +71,6 @@ enum Confinement {
     Affinity,
     /// `proctrack/cgroup` and `task/cgroup,task/affinity` on cgroup v1 (`cgroup.conf`).
     CgroupV1,
-}
-
-/// Why Slurm's cgroup v1 plugins cannot run here, if they cannot: they need the freezer and
-/// cpuset v1 hierarchies mounted under /sys/fs/cgroup.
-fn cgroup_v1_missing() -> Option<&'static str> {
-    let mounted = |c: &str| Path::new("/sys/fs/cgroup").join(c).join("tasks").is_file();
-    (!(mounted("freezer") && mounted("cpuset"))).then_some("cgroup v1 freezer and cpuset hierarchies")
 }
 
 /// The one-node cluster and its manager; everything it started is ended when it is dropped,
@@ -415,14 +407,15 @@ fn two_srun_jobs_sharing_cpus_get_disjoint_cpus_and_nothing_is_left_stopped_or_p
     two_jobs_share_the_node(Cluster::start(Confinement::Affinity));
 }
 
+/// Slurm's cgroup v1 plugins need the freezer and cpuset v1 hierarchies mounted.
 #[test]
-#[cfg_attr(not(all(has_slurm, is_root)), ignore = "needs Slurm (slurm-wlm, munge, libslurm-dev) and root")]
+#[cfg_attr(
+    not(all(has_slurm, is_root, has_cgroup_v1)),
+    ignore = "needs Slurm (slurm-wlm, munge, libslurm-dev), root and the cgroup v1 freezer and cpuset hierarchies"
+)]
 fn under_slurms_cgroup_v1_plugins_too() {
     assert_eq!(slurm_missing(), None, "the build's probe found Slurm and root");
-    if let Some(what) = cgroup_v1_missing() {
-        let _ = writeln!(std::io::stderr(), "skipped: under_slurms_cgroup_v1_plugins_too: needs {what}");
-        return;
-    }
+    assert!(cpumgr_testenv::cgroup_v1(), "the build found the cgroup v1 hierarchies mounted, this run does not");
     let _one = ONE_CLUSTER.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     two_jobs_share_the_node(Cluster::start(Confinement::CgroupV1));
 }

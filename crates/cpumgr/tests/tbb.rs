@@ -5,14 +5,12 @@
 //! unharmed.
 //!
 //! Needs `libtcm.so` beside the `cpumgr` binary (`cargo build -p cpumgr-tcm`, or the workspace);
-//! oneTBB is installed into `target/tbbenv` on first use, and the TBB test skips, saying so, where
-//! it cannot be.
+//! the TBB test needs g++ and oneTBB (`has_onetbb`: `target/tbbenv` or `$CPUMGR_TBB_PREFIX`).
 
 mod common;
 #[path = "../../cpumgr-tcm/tests/support/tbb.rs"]
 mod tbb;
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -22,17 +20,6 @@ use common::*;
 /// The profile directory of the `cpumgr` binary, where cargo puts `libtcm.so` too.
 fn profile() -> PathBuf {
     Path::new(BIN).parent().unwrap().to_path_buf()
-}
-
-/// oneTBB's prefix, or `None` after saying on stderr that `test` is skipped and why.
-fn onetbb_or_skip(test: &str) -> Option<PathBuf> {
-    match tbb::onetbb() {
-        Ok(p) => Some(p),
-        Err(why) => {
-            let _ = writeln!(std::io::stderr(), "skipped: {test}: needs oneTBB: {why}");
-            None
-        }
-    }
 }
 
 /// `cpumgr run --name NAME -- PROGRAM ARGS` against `d` (which preloads libtcm into a program
@@ -91,9 +78,12 @@ fn wait_child(c: &mut Child, what: &str) -> std::process::ExitStatus {
 }
 
 #[test]
+#[cfg_attr(
+    not(has_onetbb),
+    ignore = "needs g++ and oneTBB in target/tbbenv or $CPUMGR_TBB_PREFIX (python3 -m venv target/tbbenv && target/tbbenv/bin/pip install tbb tbb-devel)"
+)]
 fn a_tbb_program_under_cpumgr_keeps_its_results_and_its_threads_follow_the_allocation() {
-    let test = "a_tbb_program_under_cpumgr_keeps_its_results_and_its_threads_follow_the_allocation";
-    let Some(prefix) = onetbb_or_skip(test) else { return };
+    let prefix = tbb::onetbb().unwrap_or_else(|why| panic!("the build found oneTBB, this run cannot use it: {why}"));
     let _one = one_at_a_time();
     let dir = tempfile::tempdir().unwrap();
     let phases = tbb::build_cpp(&prefix, "phases", dir.path());
