@@ -13,9 +13,9 @@
 //! adapter measures how much. Folded, it makes `1/cost` of the progress its CPUs would make
 //! with the team whole; ganged, it makes all of it, but in its turns the CPUs beside it go to the
 //! others only as far as they can use them. So the guard gangs it when what it gains outweighs
-//! what the others lose, by [`GANG_MARGIN`] of its share ([`worth_a_gang`]): two fine-grained
+//! what the others lose, by [`GANG_MARGIN`] of its share (`worth_a_gang`): two fine-grained
 //! teams alternate whole; a fine-grained team beside a single-threaded program folds unless
-//! folding more than doubles its cost.
+//! folding costs it more than 2.5 times.
 //!
 //! Accounting is in CPU-quanta. Every quantum each program the policy lets run earns its count in
 //! credit; a program that runs pays its width (its count, or its team width when squeezed).
