@@ -8,6 +8,7 @@
 //! Cases (each copy's team is every CPU, and the work grows with the machine):
 //! - `barrier`: a stencil whose one parallel region holds its whole time loop, about 45 µs of
 //!   work per thread between barriers;
+//! - `medium`: the same at about 15 µs;
 //! - `fine`: the same at about 5 µs;
 //! - `pipeline`: the LU-like pipeline in one region (threads wait on each other's flags in their
 //!   own loops);
@@ -42,11 +43,17 @@ struct Case {
     mpi: bool,
 }
 
-const CASES: [Case; 4] = [
+const CASES: [Case; 5] = [
     Case {
         name: "barrier",
         what: "one region, ~45 us per thread between barriers",
         args: &["stencil", "-n", "256", "-rows", "{cpus*256}", "-iters", "20000", "-regions", "1"],
+        mpi: false,
+    },
+    Case {
+        name: "medium",
+        what: "one region, ~15 us per thread between barriers",
+        args: &["stencil", "-n", "128", "-rows", "{cpus*96}", "-iters", "100000", "-regions", "1"],
         mpi: false,
     },
     Case {
