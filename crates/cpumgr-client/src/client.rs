@@ -250,10 +250,11 @@ impl Client {
     /// Tells the manager what folding costs the running team: the CPU time its threads take per
     /// barrier folded, per mille of what they take whole (1500: half again). The manager gangs a
     /// team whose folding costs more than the others lose to its gang (docs/LIVE.md, Folding).
-    /// Rings the doorbell at the first cost, so a gang worth running starts at once.
+    /// 0 says the cost is not known (a new region's). Rings the doorbell at a first cost, so a
+    /// gang worth running starts at once.
     pub fn fold_cost(&self, permille: u32) {
         if let Some(s) = self.slot() {
-            let first = s.raw_fold_cost() == 0;
+            let first = s.raw_fold_cost() == 0 && permille > 0;
             s.set_fold_cost(permille);
             if first {
                 self.ring();

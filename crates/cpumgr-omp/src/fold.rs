@@ -154,6 +154,8 @@ pub struct History {
     pub verdict: Verdict,
     /// How long its last instance took; `None` before any ended.
     pub took_ns: Option<u64>,
+    /// The cost of folding its team last told the manager, per mille (0: none).
+    pub cost: u32,
 }
 
 /// The history of every region key seen (a handful per program).
@@ -162,7 +164,9 @@ static HISTORY: Mutex<Vec<(u64, History)>> = Mutex::new(Vec::new());
 /// What is known of region `key` (nothing for key 0).
 pub fn history(key: u64) -> History {
     let h = HISTORY.lock().unwrap_or_else(|e| e.into_inner());
-    h.iter().find(|(k, _)| *k == key && key != 0).map_or(History { verdict: Verdict::Folding, took_ns: None }, |e| e.1)
+    h.iter()
+        .find(|(k, _)| *k == key && key != 0)
+        .map_or(History { verdict: Verdict::Folding, took_ns: None, cost: 0 }, |e| e.1)
 }
 
 fn record(key: u64, change: impl FnOnce(&mut History)) {
@@ -173,7 +177,7 @@ fn record(key: u64, change: impl FnOnce(&mut History)) {
     let i = match h.iter().position(|(k, _)| *k == key) {
         Some(i) => i,
         None => {
-            h.push((key, History { verdict: Verdict::Folding, took_ns: None }));
+            h.push((key, History { verdict: Verdict::Folding, took_ns: None, cost: 0 }));
             h.len() - 1
         }
     };
@@ -249,7 +253,10 @@ impl Team {
     }
 
     /// Registers it as the process's open team (for the watcher) until [`Team::close`].
+    /// Its region key's cost of folding, if it has one, replaces the program's last (another
+    /// region's, whose grain may differ).
     pub fn open(&self) {
+        runtime::client().fold_cost(history(self.key).cost);
         *OPEN.lock().unwrap_or_else(|e| e.into_inner()) = self as *const Team as usize;
         static WATCHER: Once = Once::new();
         WATCHER.call_once(|| {
@@ -448,8 +455,10 @@ impl Team {
     fn tell_cost(&self, permille: u64) {
         let told = self.told_cost.load(Ordering::Relaxed);
         if told == 0 || permille.abs_diff(told) * 10 >= told {
-            self.told_cost.store(permille.max(1), Ordering::Relaxed);
-            runtime::client().fold_cost(permille.clamp(1, u32::MAX as u64) as u32);
+            let permille = permille.clamp(1, u32::MAX as u64) as u32;
+            self.told_cost.store(permille as u64, Ordering::Relaxed);
+            runtime::client().fold_cost(permille);
+            record(self.key, |h| h.cost = permille);
             runtime::log(format_args!(
                 "cpumgr-omp: team folds at {}.{:03} its cost whole",
                 permille / 1000,
@@ -582,5 +591,24 @@ fn futex_wake_all(word: &AtomicU32) {
     // SAFETY: FUTEX_WAKE on a live, aligned u32.
     unsafe {
         libc::syscall(libc::SYS_futex, word.as_ptr(), libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG, i32::MAX);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The cost a team tells is remembered for its region key, where the key's next team starts
+    /// from; another key has none. A change under a tenth is not told again.
+    #[test]
+    fn a_region_key_remembers_the_cost_its_team_told() {
+        let team = Team::new(0x5eed, Verdict::Folding);
+        team.tell_cost(1400);
+        assert_eq!(history(0x5eed).cost, 1400);
+        assert_eq!(history(0x5eee).cost, 0);
+        team.tell_cost(1450);
+        assert_eq!(history(0x5eed).cost, 1400);
+        team.tell_cost(2000);
+        assert_eq!(history(0x5eed).cost, 2000);
     }
 }
