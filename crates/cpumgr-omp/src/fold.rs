@@ -111,6 +111,10 @@ pub struct Team {
     span_clocked: AtomicU32,
     span_cpus: AtomicU64,
     span_warm: AtomicBool,
+    /// Whether a member was off its CPU for a part of the current span (its wall time passed its
+    /// CPU time by more than [`held_off`] allows): held off by another program, or asleep at a
+    /// barrier. Such an unfolded span is no reference, its members' spin meanwhile inflating it.
+    span_held_off: AtomicBool,
     /// The cost of the latest folded span, per mille of the reference (0: none since the CPUs
     /// changed); the lower of it and the next is what the manager is told.
     last_cost: AtomicU64,
@@ -137,9 +141,9 @@ pub struct Team {
 thread_local! {
     /// The tracked team this thread is a member of, while it runs the region's body.
     static MEMBER: Cell<*const Team> = const { Cell::new(std::ptr::null()) };
-    /// This thread's CPU time at its last span end: the team (as `usize`), the barrier's
-    /// generation, ns.
-    static CLOCKED: Cell<(usize, u32, u64)> = const { Cell::new((0, 0, 0)) };
+    /// This thread's clocks at its last span end: the team (as `usize`), the barrier's
+    /// generation, its CPU time and the monotonic time, ns.
+    static CLOCKED: Cell<(usize, u32, u64, u64)> = const { Cell::new((0, 0, 0, 0)) };
 }
 
 /// The open tracked team the watcher thread looks at (a `*const Team` as `usize`; 0: none).
@@ -204,6 +208,14 @@ fn cpus_key(a: &Allocation) -> u64 {
 struct Span {
     cpu: u64,
     slept: u64,
+    /// A member was off its CPU for a part of it.
+    held_off: bool,
+}
+
+/// Whether a thread that took `cpu` ns of CPU time over `wall` ns was off its CPU for a part of
+/// them: more than an eighth of its CPU time and 10 us (clock reads and a spin's last lap).
+fn held_off(cpu: u64, wall: u64) -> bool {
+    wall > cpu + cpu / 8 + 10_000
 }
 
 impl Team {
@@ -220,6 +232,7 @@ impl Team {
             span_clocked: AtomicU32::new(0),
             span_cpus: AtomicU64::new(0),
             span_warm: AtomicBool::new(false),
+            span_held_off: AtomicBool::new(false),
             last_cost: AtomicU64::new(0),
             told_cost: AtomicU64::new(0),
             best: AtomicU64::new(0),
@@ -343,12 +356,16 @@ impl Team {
     /// At a span's end: adds the calling thread's CPU time since the last span's end to the
     /// span's, if it was a member then.
     fn clock(&self, generation: u32) {
-        let cpu = thread_cpu_ns();
+        let (cpu, wall) = (thread_cpu_ns(), monotonic_ns());
         let me = self as *const Team as usize;
-        let (team, at, last) = CLOCKED.with(|c| c.replace((me, generation, cpu)));
+        let (team, at, last_cpu, last_wall) = CLOCKED.with(|c| c.replace((me, generation, cpu, wall)));
         if team == me && at.wrapping_add(WINDOW) == generation {
-            self.span_cpu.fetch_add(cpu.saturating_sub(last), Ordering::Relaxed);
+            let cpu = cpu.saturating_sub(last_cpu);
+            self.span_cpu.fetch_add(cpu, Ordering::Relaxed);
             self.span_clocked.fetch_add(1, Ordering::Relaxed);
+            if held_off(cpu, wall.saturating_sub(last_wall)) {
+                self.span_held_off.store(true, Ordering::Relaxed);
+            }
         }
     }
 
@@ -409,13 +426,19 @@ impl Team {
         let now = monotonic_ns();
         if !folded {
             // The best span stands: contention from outside (or start-up page faults) only ever
-            // makes a thread's spin at a barrier longer.
-            let best = self.best.load(Ordering::Relaxed);
-            self.best.store(if best == 0 { per } else { best.min(per) }, Ordering::Relaxed);
+            // makes a thread's spin at a barrier longer; a span a member spent partly off its CPU
+            // is left out (its partner spun meanwhile).
+            if !span.held_off {
+                let best = self.best.load(Ordering::Relaxed);
+                self.best.store(if best == 0 { per } else { best.min(per) }, Ordering::Relaxed);
+            }
             if verdict == Verdict::Probing && self.probe_spans.fetch_add(1, Ordering::Relaxed) + 1 >= PROBE_SPANS {
                 let folded = self.folded.load(Ordering::Relaxed);
                 self.judge(Verdict::Folding, size, now, format_args!(", {} us folded", folded / 1000));
-                self.tell_cost(folded * 1000 / self.reference_ns().max(1));
+                // Every span held off (a machine loaded from outside): no cost, the team folds.
+                if let Some(cost) = (folded * 1000).checked_div(self.reference_ns()) {
+                    self.tell_cost(cost);
+                }
             }
             return;
         }
@@ -479,6 +502,7 @@ impl Team {
             return None;
         }
         let cpu = self.span_cpu.swap(0, Ordering::Relaxed);
+        let held_off = self.span_held_off.swap(false, Ordering::Relaxed);
         let whole = self.span_clocked.swap(0, Ordering::Relaxed) == size;
         let slept = self.slept.load(Ordering::Relaxed);
         let slept = slept.saturating_sub(self.span_slept.swap(slept, Ordering::Relaxed));
@@ -487,7 +511,7 @@ impl Team {
         if changed {
             self.last_cost.store(0, Ordering::Relaxed);
         }
-        (whole && !changed && warm).then_some(Span { cpu, slept })
+        (whole && !changed && warm).then_some(Span { cpu, slept, held_off })
     }
 
     /// The team's unfolded CPU time per thread per barrier: the lowest of its unfolded spans,
@@ -610,5 +634,15 @@ mod tests {
         assert_eq!(history(0x5eed).cost, 1400);
         team.tell_cost(2000);
         assert_eq!(history(0x5eed).cost, 2000);
+    }
+
+    /// A thread is held off when its wall time passes its CPU time by more than an eighth and
+    /// 10 us; a span's clock reads and a spin's last lap are not.
+    #[test]
+    fn a_thread_off_its_cpu_for_part_of_a_span_is_held_off() {
+        assert!(!held_off(100_000, 105_000));
+        assert!(!held_off(2_000, 11_000));
+        assert!(held_off(100_000, 130_000));
+        assert!(held_off(2_000, 13_000));
     }
 }

@@ -240,24 +240,31 @@ fn two_teams_that_fold_at_a_cost_take_turns_whole() {
     std::thread::sleep(std::time::Duration::from_millis(500));
     let log_b = log.with_file_name("fine-b.err");
     start_as(&mut d, "fine-b", "stencil", &args, &log_b);
-    let (mut a_whole, mut b_whole) = (false, false);
-    let whole = |d: &Daemon, name: &str| team_of(d, name) == Some(("folding".into(), 2));
-    let none = |d: &Daemon, name: &str| team_of(d, name).is_some_and(|(_, n)| n == 0);
+    // Both folding, one on both CPUs and the other on none: one of them is ganged for its cost.
+    // Seen both ways round, since a probe's last turn (B run whole, reported rigid) can look so
+    // once as B's verdict lands; the costs are those status showed then.
+    let mut seen = [false, false];
+    let mut costs = Vec::new();
     wait_for_or(
         "each folding team to run whole while the other waits",
         || {
-            a_whole |= whole(&d, "fine-a") && none(&d, "fine-b");
-            b_whole |= whole(&d, "fine-b") && none(&d, "fine-a");
-            a_whole && b_whole
+            let status = d.status();
+            let of = |name: &str| status.programs.iter().find(|p| p.name == name && p.team == "folding");
+            if let (Some(a), Some(b)) = (of("fine-a"), of("fine-b")) {
+                for (i, (whole, none)) in [(a, b), (b, a)].into_iter().enumerate() {
+                    if whole.count == 2 && none.count == 0 {
+                        seen[i] = true;
+                        costs.extend(a.fold_cost.into_iter().chain(b.fold_cost));
+                    }
+                }
+            }
+            seen == [true, true]
         },
         || {
             let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
             format!("{:?} {:?}\n{}\n{}", team_of(&d, "fine-a"), team_of(&d, "fine-b"), read(&log), read(&log_b))
         },
     );
-    // A folding team left without CPUs while the other runs whole is one the manager gangs for
-    // the cost it told: whichever it was, status shows that cost.
-    let costs: Vec<f64> = d.status().programs.iter().filter_map(|p| p.fold_cost).collect();
     assert!(costs.iter().any(|&c| c > 1.0 + cpumgr_daemon::team::GANG_MARGIN), "status: fold costs {costs:?}");
 }
 
