@@ -19,7 +19,7 @@
 //!   one whose members wait less than an eighth of that waits somewhere else, in its own loops;
 //! - once the team has run unfolded (alone at start, or when CPUs came back), the CPU time its
 //!   threads take per barrier folded against unfolded is its *cost* of folding, which the
-//!   manager is told ([`cpumgr_client::Client::fold_cost`], the lower of two spans in a row): a
+//!   manager is told ([`cpumgr_client::Client::fold_cost`], a running mean of its spans'): a
 //!   team folded at cost `r` makes `1/r` of the progress it makes whole, and the manager runs
 //!   it as a gang instead when that makes more progress on the machine, which depends on what
 //!   else runs there (docs/LIVE.md, Folding). Both measures count CPU time, not wall time: a
@@ -115,9 +115,12 @@ pub struct Team {
     /// CPU time by more than [`held_off`] allows): held off by another program, or asleep at a
     /// barrier. Such an unfolded span is no reference, its members' spin meanwhile inflating it.
     span_held_off: AtomicBool,
-    /// The cost of the latest folded span, per mille of the reference (0: none since the CPUs
-    /// changed); the lower of it and the next is what the manager is told.
-    last_cost: AtomicU64,
+    /// Folded spans judged since the CPUs last changed: the manager is told a cost from the
+    /// second on.
+    folded_spans: AtomicU32,
+    /// The running mean of its folded spans' costs, each span weighing a quarter, per mille of
+    /// the reference (0: none): one span's swings by a third either way at fine grains.
+    mean_cost: AtomicU64,
     /// The cost the manager was last told, per mille (0: none).
     told_cost: AtomicU64,
     /// The lowest CPU time per thread per barrier of an unfolded span, ns (0: none yet).
@@ -233,7 +236,8 @@ impl Team {
             span_cpus: AtomicU64::new(0),
             span_warm: AtomicBool::new(false),
             span_held_off: AtomicBool::new(false),
-            last_cost: AtomicU64::new(0),
+            folded_spans: AtomicU32::new(0),
+            mean_cost: AtomicU64::new(0),
             told_cost: AtomicU64::new(0),
             best: AtomicU64::new(0),
             folded: AtomicU64::new(0),
@@ -464,9 +468,13 @@ impl Team {
                 ),
             );
         } else if let Some(cost) = (per * 1000).checked_div(reference) {
-            let last = self.last_cost.swap(cost, Ordering::Relaxed);
-            if last > 0 {
-                self.tell_cost(last.min(cost));
+            let mean = match self.mean_cost.load(Ordering::Relaxed) {
+                0 => cost,
+                mean => (3 * mean + cost) / 4,
+            };
+            self.mean_cost.store(mean, Ordering::Relaxed);
+            if self.folded_spans.fetch_add(1, Ordering::Relaxed) >= 1 {
+                self.tell_cost(mean);
             }
         } else if per < PROBE_BELOW_NS && !self.probed.swap(true, Ordering::Relaxed) {
             self.judge(Verdict::Probing, size, now, format_args!(", {} us folded", per / 1000));
@@ -509,7 +517,7 @@ impl Team {
         self.span_cpus.store(key, Ordering::Relaxed);
         let warm = self.span_warm.swap(!changed, Ordering::Relaxed);
         if changed {
-            self.last_cost.store(0, Ordering::Relaxed);
+            self.folded_spans.store(0, Ordering::Relaxed);
         }
         (whole && !changed && warm).then_some(Span { cpu, slept, held_off })
     }
