@@ -89,10 +89,14 @@ impl TeamGuard {
     pub fn apply(&mut self, programs: &[Program], teams: &[Team], cpus: u32, decision: &mut Decision) -> Vec<bool> {
         let n = programs.len();
         let entitled: Vec<u32> = decision.allocations.iter().map(|a| a.granted()).collect();
+        // What the programs the policy runs can use at once, for the folding teams' choice.
+        let capacities: Vec<u32> =
+            (0..n).map(|i| if entitled[i] > 0 { capacity(&programs[i], teams[i]) } else { 0 }).collect();
+        let fill: u64 = capacities.iter().map(|&c| c as u64).sum();
         let gang_team = |i: usize| match teams[i] {
             Team::Whole(t) => Some(t),
             Team::Folds { threads, cost: Some(cost) }
-                if worth_a_gang(i, threads, cost, programs, teams, &entitled, cpus) =>
+                if worth_a_gang(entitled[i], threads, cost, fill - capacities[i] as u64, cpus) =>
             {
                 Some(threads)
             }
@@ -149,28 +153,17 @@ fn capacity(p: &Program, team: Team) -> u32 {
     p.wants().min(team.threads().unwrap_or(u32::MAX))
 }
 
-/// Whether folding team `i` (of `threads` threads, whose folded threads take `cost` times the CPU
-/// time per barrier they take whole) makes more progress on the machine as a gang. Folded onto
-/// its share `e` it makes `e / cost` of progress and the others use the rest, `cpus - e`, as far
-/// as they can (their capacity, `fill`). Ganged on `w` CPUs for `e / w` of the time, it makes `e`,
-/// and the others use the `cpus - w` CPUs beside it in its turns and all of them in the others'.
-fn worth_a_gang(
-    i: usize,
-    threads: u32,
-    cost: f64,
-    programs: &[Program],
-    teams: &[Team],
-    entitled: &[u32],
-    cpus: u32,
-) -> bool {
-    let (c, e, w) = (cpus as f64, entitled[i] as f64, threads.min(cpus) as f64);
+/// Whether a folding team of `threads` threads, whose folded threads take `cost` times the CPU
+/// time per barrier they take whole, makes more progress on the machine as a gang. Folded onto
+/// its share `entitled` (`e`) it makes `e / cost` of progress and the others use the rest,
+/// `cpus - e`, as far as they can (`fill`: the CPUs they can use at once, together). Ganged on
+/// `w` CPUs for `e / w` of the time, it makes `e`, and the others use the `cpus - w` CPUs beside
+/// it in its turns and all of them in the others'.
+fn worth_a_gang(entitled: u32, threads: u32, cost: f64, fill: u64, cpus: u32) -> bool {
+    let (c, e, w, fill) = (cpus as f64, entitled as f64, threads.min(cpus) as f64, fill as f64);
     if e == 0.0 || w <= e {
         return false;
     }
-    let fill: f64 = (0..programs.len())
-        .filter(|&j| j != i && entitled[j] > 0)
-        .map(|j| capacity(&programs[j], teams[j]) as f64)
-        .sum();
     let others_folded = (c - e).min(fill);
     let others_ganged = e / w * (c - w).min(fill) + (1.0 - e / w) * c.min(fill);
     e - e / cost - (others_folded - others_ganged) > GANG_MARGIN * e
