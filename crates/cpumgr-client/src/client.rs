@@ -250,15 +250,23 @@ impl Client {
     /// Tells the manager what folding costs the running team: the CPU time its threads take per
     /// barrier folded, per mille of what they take whole (1500: half again). The manager gangs a
     /// team whose folding costs more than the others lose to its gang (docs/LIVE.md, Folding).
-    /// 0 says the cost is not known (a new region's). Rings the doorbell at a first cost, so a
-    /// gang worth running starts at once.
+    /// Rings the doorbell when the program had no cost, so a gang worth running starts at once.
     pub fn fold_cost(&self, permille: u32) {
         if let Some(s) = self.slot() {
-            let first = s.raw_fold_cost() == 0 && permille > 0;
+            let first = s.raw_fold_cost() == 0;
             s.set_fold_cost(permille);
             if first {
                 self.ring();
             }
+        }
+    }
+
+    /// Puts back the cost a region measured before (0: none), as its next instance starts: the
+    /// manager reads it at its next step, no ring (a program alternating regions would ring at
+    /// every one), and no write when it is already there.
+    pub fn restore_fold_cost(&self, permille: u32) {
+        if let Some(s) = self.slot().filter(|s| s.raw_fold_cost() != permille) {
+            s.set_fold_cost(permille);
         }
     }
 

@@ -273,7 +273,7 @@ impl Team {
     /// Its region key's cost of folding, if it has one, replaces the program's last (another
     /// region's, whose grain may differ).
     pub fn open(&self) {
-        runtime::client().fold_cost(history(self.key).cost);
+        runtime::client().restore_fold_cost(history(self.key).cost);
         *OPEN.lock().unwrap_or_else(|e| e.into_inner()) = self as *const Team as usize;
         static WATCHER: Once = Once::new();
         WATCHER.call_once(|| {
