@@ -225,9 +225,10 @@ impl Entry {
     }
 
     /// How many times the CPU time per barrier its threads take whole they take folded, as its
-    /// runtime measured; `None` when not measured.
+    /// runtime measured; `None` when its team does not fold or has not measured it.
     pub fn fold_cost(&self) -> Option<f64> {
-        Some(self.segment.slot().raw_fold_cost()).filter(|&c| c > 0).map(|c| c as f64 / 1000.0)
+        let c = self.segment.slot().raw_fold_cost();
+        (c > 0 && self.folds()).then(|| c as f64 / 1000.0)
     }
 
     /// Whether its affinity may be narrowed yet. An OpenMP runtime counts the CPUs of its initial

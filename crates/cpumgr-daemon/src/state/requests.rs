@@ -278,7 +278,7 @@ impl State {
                     state: e.state().into(),
                     threads: e.team(n),
                     team: e.team_mode().into(),
-                    fold_cost: e.folds().then(|| e.fold_cost()).flatten(),
+                    fold_cost: e.fold_cost(),
                     cpu_ms: e.ticks_used * 1000 / self.ticks_per_sec.max(1),
                     speedup: e.speedup.map(|s| s.speedup),
                     allowed: (self.bound && !self.managed.is_subset(&e.original)).then(|| e.original.clone()),

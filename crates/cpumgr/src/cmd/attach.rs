@@ -6,8 +6,6 @@
 //! continued and widened back to the CPUs it had, and keeps running. If the manager disappears,
 //! `cpumgr attach` releases the process itself. All of this is the [`Session`] `cpumgr run` uses.
 
-use std::os::fd::AsFd;
-
 use clap::Parser;
 use cpumgr_core::CpuSet;
 use cpumgr_daemon::procfs::{parse_stat, Target};
@@ -84,7 +82,7 @@ pub(super) fn supervise(
             tracing::info!(pid, "{sig}: detaching; the process keeps running");
             break;
         }
-        if session.watch(target, original, ended.as_ref().map(|fd| fd.as_fd())) {
+        if session.watch(target, original, ended.as_ref()) {
             break;
         }
     }

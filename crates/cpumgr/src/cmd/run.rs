@@ -15,7 +15,6 @@
 //! A build (`make -j`, ninja, cargo) gets a jobserver whose tokens follow the program's
 //! allocation, read from its slot (crate `cpumgr-jobserver`; `--jobserver`, `--no-jobserver`).
 
-use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::Command;
 
@@ -134,7 +133,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         if let Some(st) = child.try_wait()? {
             break st;
         }
-        if session.watch(target, &original, ended.as_ref().map(|fd| fd.as_fd())) {
+        if session.watch(target, &original, ended.as_ref()) {
             break child.wait()?;
         }
     };

@@ -250,8 +250,8 @@ impl Session {
     /// every [`RECONNECT_EVERY`] to register the program again with a new manager. A manager that
     /// stopped renewing the slot's lease gets the program released too (once), and keeps its
     /// connection. True when `ended` fired.
-    pub fn watch(&mut self, target: Target, original: &CpuSet, ended: Option<BorrowedFd<'_>>) -> bool {
-        let ended = self.watch_link(target, original, ended);
+    pub fn watch(&mut self, target: Target, original: &CpuSet, ended: Option<&OwnedFd>) -> bool {
+        let ended = self.watch_link(target, original, ended.map(|fd| fd.as_fd()));
         self.watch_lease(target, original);
         ended
     }
