@@ -12,7 +12,8 @@
 //! - `fine`: the same at about 5 µs;
 //! - `pipeline`: the LU-like pipeline in one region (threads wait on each other's flags in their
 //!   own loops);
-//! - `halo`: an MPI halo exchange, `mpiexec -n CPUS` (when `mpicc` and `mpiexec` are present);
+//! - `halo`: an MPI halo exchange, `mpiexec -n CPUS` with the default MPI (`mpicc`, `mpiexec`)
+//!   and `mpirun.openmpi -n CPUS` with Debian's Open MPI (`mpicc.openmpi`), each when present;
 //!
 //! the OpenMP ones built with gcc (libgomp) and, when clang is present, clang (LLVM libomp).
 //! Configurations: `static` (each copy on its half of the CPUs with half the threads, by
@@ -39,7 +40,7 @@ struct Case {
     /// The binary (in the kernels' build directory) and its arguments; `{cpus}` and `{cpus*K}`
     /// are the machine's CPU count and K times it.
     args: &'static [&'static str],
-    /// An MPI job: run with `mpiexec -n THREADS`.
+    /// An MPI job: run with each MPI build's launcher, `-n THREADS`.
     mpi: bool,
 }
 
@@ -70,7 +71,7 @@ const CASES: [Case; 5] = [
     },
     Case {
         name: "halo",
-        what: "MPI halo exchange, mpiexec -n CPUS",
+        what: "MPI halo exchange, LAUNCHER -n CPUS",
         args: &["halo", "-n", "{cpus*32768}", "-steps", "30000"],
         mpi: true,
     },
@@ -130,24 +131,28 @@ fn main() {
         fail("needs two CPUs or more");
     }
     let target = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target");
-    let mut builds =
-        vec![("gcc", build(&target.join("realcodes-gcc"), "gcc").unwrap_or_else(|e| fail(&e.to_string())))];
+    let openmp = |cc, dir| Build { cc, dir, launcher: None };
+    let gcc = build(&target.join("realcodes-gcc"), "gcc").unwrap_or_else(|e| fail(&e.to_string()));
+    let mut builds = vec![openmp("gcc", gcc)];
     if compiler_present("clang") {
         match build(&target.join("realcodes-clang"), "clang") {
-            Ok(dir) => builds.push(("clang", dir)),
+            Ok(dir) => builds.push(openmp("clang", dir)),
             Err(e) => println!("# clang present but the kernels do not build with it: {e}"),
         }
     }
-    let mpi = build_halo(&target.join("realcodes-mpi"));
+    let mpi: Vec<Build> = MPIS
+        .iter()
+        .filter_map(|&(cc, launcher, dir)| {
+            Some(Build { cc, dir: build_halo(&target.join(dir), cc, launcher)?, launcher: Some(launcher) })
+        })
+        .collect();
     println!("# {cpus} CPUs; {reps} runs per figure, configurations alternating; cap {limit} s");
-    if mpi.is_none() {
+    if mpi.is_empty() {
         println!("# no mpicc/mpiexec: the MPI case is skipped (apt-get install mpich libmpich-dev)");
     }
     let limit = Duration::from_secs_f64(limit);
     for case in CASES.iter().filter(|c| only.as_ref().is_none_or(|o| o == c.name)) {
-        let dirs: Vec<(&str, PathBuf)> =
-            if case.mpi { mpi.iter().map(|d| ("mpicc", d.clone())).collect() } else { builds.clone() };
-        for (cc, dir) in &dirs {
+        for b in if case.mpi { &mpi } else { &builds } {
             for &gap in &gaps {
                 let configs: Vec<(Config, &str)> =
                     CONFIGS.iter().copied().filter(|(c, _)| !(case.mpi && *c == Config::Static)).collect();
@@ -155,12 +160,12 @@ fn main() {
                 let mut capped = vec![false; configs.len()];
                 for _ in 0..reps {
                     for (i, (config, _)) in configs.iter().enumerate() {
-                        let (t, cut) = pair(case, dir, cpus, *config, gap, &cpumgr, limit);
+                        let (t, cut) = pair(case, b, cpus, *config, gap, &cpumgr, limit);
                         times[i].push(t);
                         capped[i] |= cut;
                     }
                 }
-                println!("\n## {} ({}), {cc}, second copy {gap} s after the first", case.name, case.what);
+                println!("\n## {} ({}), {cc}, second copy {gap} s after the first", case.name, case.what, cc = b.cc);
                 for (i, (_, name)) in configs.iter().enumerate() {
                     println!("{name:<11} {:>28}", figure(&times[i], capped[i]));
                 }
@@ -191,13 +196,25 @@ fn cpumgr_bin() -> Option<PathBuf> {
     (p.is_file() && p.with_file_name("libcpumgr_omp.so").is_file()).then_some(p)
 }
 
-/// `halo` built with mpicc into `dir`, when MPI is here.
-fn build_halo(dir: &Path) -> Option<PathBuf> {
+/// One build of the kernels: its compiler (the heading's name), its directory, and for an MPI
+/// build the launcher that runs its jobs.
+struct Build {
+    cc: &'static str,
+    dir: PathBuf,
+    launcher: Option<&'static str>,
+}
+
+/// The MPI implementations the `halo` case runs with: the compiler wrapper, the launcher, and
+/// the build directory under `target/`.
+const MPIS: [(&str, &str, &str); 2] =
+    [("mpicc", "mpiexec", "realcodes-mpi"), ("mpicc.openmpi", "mpirun.openmpi", "realcodes-openmpi")];
+
+/// `halo` built with `mpicc` into `dir`, when that MPI is here (`launcher` runs).
+fn build_halo(dir: &Path, mpicc: &str, launcher: &str) -> Option<PathBuf> {
     std::fs::create_dir_all(dir).ok()?;
     let src = cpumgr_kernels::source_dir().join("halo.c");
-    let ok =
-        Command::new("mpicc").args(["-O2", "-o"]).arg(dir.join("halo")).arg(src).status().is_ok_and(|s| s.success());
-    (ok && Command::new("mpiexec").arg("--version").output().is_ok()).then(|| dir.to_path_buf())
+    let ok = Command::new(mpicc).args(["-O2", "-o"]).arg(dir.join("halo")).arg(src).status().is_ok_and(|s| s.success());
+    (ok && Command::new(launcher).arg("--version").output().is_ok()).then(|| dir.to_path_buf())
 }
 
 /// `arg` with `{cpus}` and `{cpus*K}` expanded.
@@ -212,8 +229,8 @@ fn expand(arg: &str, cpus: usize) -> String {
     }
 }
 
-/// Copy `copy` (0 or 1) of `case` as `config` runs it.
-fn command(case: &Case, dir: &Path, cpus: usize, config: Config, copy: usize, cpumgr: &Path, socket: &Path) -> Command {
+/// Copy `copy` (0 or 1) of `case`, from build `b`, as `config` runs it.
+fn command(case: &Case, b: &Build, cpus: usize, config: Config, copy: usize, cpumgr: &Path, socket: &Path) -> Command {
     let threads = if config == Config::Static { cpus / 2 } else { cpus };
     let mut words: Vec<String> = Vec::new();
     match config {
@@ -224,15 +241,19 @@ fn command(case: &Case, dir: &Path, cpus: usize, config: Config, copy: usize, cp
         Config::Cpumgr => words.extend([cpumgr.to_string_lossy().into_owned(), "run".into(), "--".into()]),
         Config::Sequential | Config::Plain => {}
     }
-    if case.mpi {
-        words.extend(["mpiexec".into(), "-n".into(), threads.to_string()]);
+    if let Some(launcher) = b.launcher {
+        words.extend([launcher.into(), "-n".into(), threads.to_string()]);
     }
-    words.push(dir.join(case.args[0]).to_string_lossy().into_owned());
+    words.push(b.dir.join(case.args[0]).to_string_lossy().into_owned());
     words.extend(case.args[1..].iter().map(|a| expand(a, cpus)));
     let mut cmd = Command::new(&words[0]);
     cmd.args(&words[1..])
         .env("OMP_NUM_THREADS", threads.to_string())
         .env("CPUMGR_SOCKET", socket)
+        // Open MPI refuses to run as root without both (the bench runs as root where Slurm or
+        // cpusets are tried); other programs ignore them.
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
@@ -241,13 +262,13 @@ fn command(case: &Case, dir: &Path, cpus: usize, config: Config, copy: usize, cp
 
 /// Runs two copies, the second `gap` seconds after the first (sequential: after the first
 /// ended, and no earlier than `gap`); returns the makespan and whether `limit` cut it.
-fn pair(case: &Case, dir: &Path, cpus: usize, config: Config, gap: f64, cpumgr: &Path, limit: Duration) -> (f64, bool) {
+fn pair(case: &Case, b: &Build, cpus: usize, config: Config, gap: f64, cpumgr: &Path, limit: Duration) -> (f64, bool) {
     static RUN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
     let n = RUN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let socket = std::env::temp_dir().join(format!("cpumgr-realcodes-{}-{n}.sock", std::process::id()));
     let start = Instant::now();
     let spawn = |copy| {
-        command(case, dir, cpus, config, copy, cpumgr, &socket)
+        command(case, b, cpus, config, copy, cpumgr, &socket)
             .spawn()
             .unwrap_or_else(|e| fail(&format!("{}: {e}", case.name)))
     };
